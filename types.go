@@ -1,0 +1,151 @@
+package gangway
+
+import "time"
+
+// JobID identifies a job; it is also the ID of the job's Temporal workflow,
+// so submitting the same ID twice never creates a second job.
+type JobID = string
+
+// Phase is where a job is in its lifecycle.
+type Phase string
+
+// The phases of a job, in lifecycle order. Succeeded, Failed and Cancelled
+// are terminal.
+const (
+	PhaseSubmitted Phase = "Submitted"
+	PhaseQueued    Phase = "Queued"
+	PhasePlaced    Phase = "Placed"
+	PhaseRunning   Phase = "Running"
+	PhaseRequeued  Phase = "Requeued"
+	PhaseSucceeded Phase = "Succeeded"
+	PhaseFailed    Phase = "Failed"
+	PhaseCancelled Phase = "Cancelled"
+)
+
+// Terminal reports whether p is a final phase.
+func (p Phase) Terminal() bool {
+	return p == PhaseSucceeded || p == PhaseFailed || p == PhaseCancelled
+}
+
+// Priority classes and their numeric order (higher runs first).
+const (
+	PriorityLow    = "low"
+	PriorityNormal = "normal"
+	PriorityHigh   = "high"
+)
+
+// PriorityValue maps a priority class to its rank; unknown classes rank as
+// normal (validation rejects them before they get here).
+func PriorityValue(class string) int {
+	switch class {
+	case PriorityLow:
+		return 0
+	case PriorityHigh:
+		return 200
+	default:
+		return 100
+	}
+}
+
+// Member is one gang member's share of an assignment: the node it runs on
+// and the GPU indices it holds there.
+type Member struct {
+	Rank   int    `json:"rank"`
+	NodeID string `json:"nodeId"`
+	Pool   string `json:"pool,omitempty"`
+	GPUs   []int  `json:"gpus"`
+	// Addr is the node's address, used as the rank-0 master address.
+	Addr string `json:"addr,omitempty"`
+}
+
+// Assignment is what the dispatch loop hands a job: one member per replica,
+// committed in Redis before the workflow hears of it.
+type Assignment struct {
+	JobID   JobID     `json:"jobId"`
+	Attempt int       `json:"attempt"`
+	Members []Member  `json:"members"`
+	At      time.Time `json:"at"`
+}
+
+// GPUCount is the number of GPUs the assignment holds across all members.
+func (a Assignment) GPUCount() int {
+	n := 0
+	for _, m := range a.Members {
+		n += len(m.GPUs)
+	}
+	return n
+}
+
+// MasterAddr is the address rank 0 listens on.
+func (a Assignment) MasterAddr() string {
+	for _, m := range a.Members {
+		if m.Rank == 0 {
+			if m.Addr != "" {
+				return m.Addr
+			}
+			return m.NodeID
+		}
+	}
+	return ""
+}
+
+// GPU is one device on a node as its agent reports it.
+type GPU struct {
+	Index   int    `json:"index"`
+	UUID    string `json:"uuid"`
+	Model   string `json:"model"`
+	MemMiB  int    `json:"memMiB"`
+	Healthy bool   `json:"healthy"`
+}
+
+// Node state values.
+const (
+	NodeReady    = "ready"
+	NodeCordoned = "cordoned"
+	NodeLost     = "lost"
+)
+
+// Node is a node's inventory as registered by its agent.
+type Node struct {
+	ID       string `json:"id"`
+	Addr     string `json:"addr"`
+	Pool     string `json:"pool"`
+	GPUs     []GPU  `json:"gpus"`
+	CPUMilli int64  `json:"cpuMilli"`
+	MemMiB   int64  `json:"memMiB"`
+}
+
+// Model is the GPU model of the node's GPUs ("" when it has none). Nodes are
+// homogeneous, as real GPU servers are.
+func (n Node) Model() string {
+	if len(n.GPUs) == 0 {
+		return ""
+	}
+	return n.GPUs[0].Model
+}
+
+// QueueEntry is a pending job as the dispatch loop sees it: what it asks for
+// and where it stands in line. Attempt counts placements (it grows with every
+// requeue), so a late commit or release for an old attempt is recognised.
+type QueueEntry struct {
+	JobID          JobID         `json:"jobId"`
+	Team           string        `json:"team"`
+	Project        string        `json:"project,omitempty"`
+	PriorityClass  string        `json:"priorityClass"`
+	Priority       int           `json:"priority"`
+	Attempt        int           `json:"attempt"`
+	Replicas       int           `json:"replicas"`
+	GPUsPerReplica int           `json:"gpusPerReplica"`
+	GPUModels      []string      `json:"gpuModels,omitempty"`
+	CPUMilli       int64         `json:"cpuMilli"`
+	MemMiB         int64         `json:"memMiB"`
+	Pools          []string      `json:"pools,omitempty"`
+	MaxRuntime     time.Duration `json:"maxRuntime"`
+	// SubmittedAt orders jobs within a priority class; a requeued job keeps
+	// its original submit time, so it does not go to the back of the line.
+	SubmittedAt time.Time `json:"submittedAt"`
+	EnqueuedAt  time.Time `json:"enqueuedAt"`
+}
+
+// GPUs is the total number of GPUs the entry asks for.
+func (q QueueEntry) GPUs() int { return q.Replicas * q.GPUsPerReplica }
