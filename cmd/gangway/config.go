@@ -1,0 +1,230 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/spf13/pflag"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/gangwayhq/gangway"
+	"github.com/gangwayhq/gangway/internal/agent"
+)
+
+// Config is everything gangway reads at start: one struct, one Validate.
+// deploy/gangway.example.yaml documents every field.
+type Config struct {
+	Temporal TemporalConfig `yaml:"temporal"`
+	Redis    RedisConfig    `yaml:"redis"`
+	Log      LogConfig      `yaml:"log"`
+	Server   ServerConfig   `yaml:"server"`
+	Agent    AgentConfig    `yaml:"agent"`
+}
+
+// TemporalConfig locates the Temporal frontend.
+type TemporalConfig struct {
+	Address   string `yaml:"address"`
+	Namespace string `yaml:"namespace"`
+}
+
+// RedisConfig locates the Redis view.
+type RedisConfig struct {
+	URL    string `yaml:"url"`
+	Prefix string `yaml:"prefix"`
+}
+
+// LogConfig sets log level and format.
+type LogConfig struct {
+	Level  string `yaml:"level"`  // debug|info|warn|error
+	Format string `yaml:"format"` // text|json
+}
+
+// ServerConfig tunes `gangway server`.
+type ServerConfig struct {
+	MetricsAddr      string           `yaml:"metricsAddr"`
+	DispatchInterval gangway.Duration `yaml:"dispatchInterval"`
+	LeaseTTL         gangway.Duration `yaml:"leaseTTL"`
+	NodeTTL          gangway.Duration `yaml:"nodeTTL"`
+}
+
+// AgentConfig tunes `gangway agent`.
+type AgentConfig struct {
+	NodeID            string           `yaml:"nodeId"`
+	Pool              string           `yaml:"pool"`
+	Addr              string           `yaml:"addr"`
+	DataDir           string           `yaml:"dataDir"`
+	FakeGPUs          string           `yaml:"fakeGPUs"` // e.g. "8xH100"
+	HeartbeatInterval gangway.Duration `yaml:"heartbeatInterval"`
+}
+
+func defaultConfig() Config {
+	host, _ := os.Hostname()
+	return Config{
+		Temporal: TemporalConfig{Address: "127.0.0.1:7233", Namespace: "default"},
+		Redis:    RedisConfig{URL: "redis://127.0.0.1:6379/0", Prefix: "{gangway}"},
+		Log:      LogConfig{Level: "info", Format: "text"},
+		Server: ServerConfig{
+			MetricsAddr:      ":9090",
+			DispatchInterval: gangway.Duration{Duration: 500 * time.Millisecond},
+			LeaseTTL:         gangway.Duration{Duration: 5 * time.Second},
+			NodeTTL:          gangway.Duration{Duration: 10 * time.Second},
+		},
+		Agent: AgentConfig{
+			NodeID:            strings.ToLower(host),
+			Pool:              "onprem",
+			Addr:              host,
+			DataDir:           "/var/lib/gangway",
+			HeartbeatInterval: gangway.Duration{Duration: 2 * time.Second},
+		},
+	}
+}
+
+// envVars maps environment variables to the flags they stand for.
+var envVars = map[string]string{
+	"GANGWAY_TEMPORAL_ADDRESS": "temporal-address",
+	"GANGWAY_NAMESPACE":        "namespace",
+	"GANGWAY_REDIS_URL":        "redis-url",
+	"GANGWAY_LOG_LEVEL":        "log-level",
+}
+
+// bindGlobalFlags binds the flags every command shares to cfg's fields.
+func bindGlobalFlags(fs *pflag.FlagSet, cfg *Config, configFile *string) {
+	fs.StringVar(configFile, "config", os.Getenv("GANGWAY_CONFIG"), "config file (YAML; env GANGWAY_CONFIG)")
+	fs.StringVar(&cfg.Temporal.Address, "temporal-address", cfg.Temporal.Address, "Temporal frontend host:port (env GANGWAY_TEMPORAL_ADDRESS)")
+	fs.StringVar(&cfg.Temporal.Namespace, "namespace", cfg.Temporal.Namespace, "Temporal namespace (env GANGWAY_NAMESPACE)")
+	fs.StringVar(&cfg.Redis.URL, "redis-url", cfg.Redis.URL, "Redis URL (env GANGWAY_REDIS_URL)")
+	fs.StringVar(&cfg.Log.Level, "log-level", cfg.Log.Level, "log level: debug, info, warn, error (env GANGWAY_LOG_LEVEL)")
+}
+
+// load fills cfg from defaults, the config file, the environment and the
+// flags that were set, in rising precedence. Flags are bound to cfg's
+// fields, so their values are saved, the lower layers applied, and the
+// changed flags set again.
+func load(fs *pflag.FlagSet, cfg *Config, configFile string) error {
+	changed := map[string]string{}
+	fs.Visit(func(f *pflag.Flag) { changed[f.Name] = f.Value.String() })
+	*cfg = defaultConfig()
+	if configFile != "" {
+		data, err := os.ReadFile(configFile)
+		if err != nil {
+			return fmt.Errorf("config file: %w", err)
+		}
+		dec := yaml.NewDecoder(bytes.NewReader(data))
+		dec.KnownFields(true)
+		if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
+			return fmt.Errorf("config file %s: %w", configFile, err)
+		}
+	}
+	for env, flag := range envVars {
+		if v, ok := os.LookupEnv(env); ok && fs.Lookup(flag) != nil {
+			if err := fs.Set(flag, v); err != nil {
+				return fmt.Errorf("%s: %w", env, err)
+			}
+		}
+	}
+	// Re-applying every flag's own default would undo the file; only the
+	// flags the user set are applied again. Unchanged flags still point at
+	// cfg's fields, which now hold file/env values.
+	for name, v := range changed {
+		if err := fs.Set(name, v); err != nil {
+			return fmt.Errorf("--%s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
+
+// Validate checks the fields a command uses; what names the field in YAML.
+func (c Config) Validate(server, agentCmd bool) error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
+	}
+	if _, _, err := net.SplitHostPort(c.Temporal.Address); err != nil {
+		bad("temporal.address", "want host:port, got %q", c.Temporal.Address)
+	}
+	if c.Temporal.Namespace == "" {
+		bad("temporal.namespace", "must not be empty")
+	}
+	if _, err := redis.ParseURL(c.Redis.URL); err != nil {
+		bad("redis.url", "%v", err)
+	}
+	if c.Redis.Prefix == "" {
+		bad("redis.prefix", "must not be empty")
+	}
+	if _, err := parseLevel(c.Log.Level); err != nil {
+		bad("log.level", "%v", err)
+	}
+	if c.Log.Format != "text" && c.Log.Format != "json" {
+		bad("log.format", "must be text or json, got %q", c.Log.Format)
+	}
+	if server {
+		s := c.Server
+		if s.DispatchInterval.Duration <= 0 {
+			bad("server.dispatchInterval", "must be positive, got %v", s.DispatchInterval.Duration)
+		}
+		if s.LeaseTTL.Duration < 2*s.DispatchInterval.Duration {
+			bad("server.leaseTTL", "must be at least twice server.dispatchInterval (%v), got %v", s.DispatchInterval.Duration, s.LeaseTTL.Duration)
+		}
+		if s.NodeTTL.Duration <= 0 {
+			bad("server.nodeTTL", "must be positive, got %v", s.NodeTTL.Duration)
+		}
+	}
+	if agentCmd {
+		a := c.Agent
+		if !dnsLabel.MatchString(a.NodeID) {
+			bad("agent.nodeId", "must be a DNS label (lowercase letters, digits, '-'), got %q", a.NodeID)
+		}
+		if !dnsLabel.MatchString(a.Pool) {
+			bad("agent.pool", "must be a DNS label, got %q", a.Pool)
+		}
+		if a.DataDir == "" {
+			bad("agent.dataDir", "must not be empty")
+		}
+		if a.FakeGPUs == "" {
+			bad("agent.fakeGPUs", "required until NVML inventory lands: give a synthetic inventory such as 8xH100")
+		} else if _, _, err := parseFakeGPUs(a.FakeGPUs); err != nil {
+			bad("agent.fakeGPUs", "%v", err)
+		}
+		if a.HeartbeatInterval.Duration <= 0 {
+			bad("agent.heartbeatInterval", "must be positive, got %v", a.HeartbeatInterval.Duration)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// parseFakeGPUs parses "8xH100" into a GPU count and model.
+func parseFakeGPUs(s string) (int, string, error) {
+	shapes, err := agent.ParseFleet("1x" + s)
+	if err != nil {
+		return 0, "", fmt.Errorf("want COUNTxMODEL such as 8xH100, got %q", s)
+	}
+	return shapes[0].GPUs, shapes[0].Model, nil
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return 0, fmt.Errorf("want debug, info, warn or error, got %q", s)
+	}
+	return l, nil
+}
+
+func newLogger(c LogConfig) *slog.Logger {
+	level, _ := parseLevel(c.Level)
+	opts := &slog.HandlerOptions{Level: level}
+	if c.Format == "json" {
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, opts))
+}

@@ -1,0 +1,328 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gangwayhq/gangway"
+	"github.com/gangwayhq/gangway/client"
+	"github.com/gangwayhq/gangway/internal/agent"
+	"github.com/gangwayhq/gangway/internal/devstack"
+	"github.com/gangwayhq/gangway/internal/dispatch"
+	"github.com/gangwayhq/gangway/internal/server"
+)
+
+type devOptions struct {
+	nodes    string
+	keep     bool
+	noDemo   bool
+	dataDir  string
+	stepTime time.Duration
+	headless bool
+}
+
+func newDevCmd(a *app) *cobra.Command {
+	var o devOptions
+	cmd := &cobra.Command{
+		Use:   "dev",
+		Short: "Run the whole system on this machine and a demo workload",
+		Long: `Start a Temporal dev server and a redis-server as child processes on free
+ports (state in a temporary directory), the workflow worker, the dispatch
+loop and simulated nodes (--nodes), then submit a demo workload — single-GPU
+jobs, 4-GPU jobs and 2 × 8-GPU gangs running 'gangway demo-train' — show
+progress live, and end with a table per job.
+
+--keep leaves the stack up afterwards and prints how to reach it. Ctrl-C
+stops everything and leaves no process behind.
+
+Needs redis-server on PATH and the Temporal CLI in bin/ or on PATH
+('make dev' installs both).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := a.setup(cmd, false, false); err != nil {
+				return err
+			}
+			shapes, err := agent.ParseFleet(o.nodes)
+			if err != nil {
+				return fmt.Errorf("--nodes: %w", err)
+			}
+			return runDev(cmd.Context(), a, o, shapes, cmd.OutOrStdout())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.nodes, "nodes", "4x8:H100", "simulated nodes: COUNTxGPUS:MODEL[,...]")
+	f.BoolVar(&o.keep, "keep", false, "keep the stack up after the demo (Ctrl-C stops it)")
+	f.BoolVar(&o.noDemo, "no-demo", false, "do not submit the demo workload (implies --keep)")
+	f.StringVar(&o.dataDir, "data-dir", "", "state directory (default: a temporary directory removed on exit)")
+	f.DurationVar(&o.stepTime, "step-time", 100*time.Millisecond, "demo-train time per step")
+	f.BoolVar(&o.headless, "headless", false, "do not serve the Temporal Web UI")
+	return cmd
+}
+
+func runDev(ctx context.Context, a *app, o devOptions, shapes []agent.NodeShape, out io.Writer) error {
+	log := a.log
+	dir := o.dataDir
+	if dir == "" {
+		tmp, err := os.MkdirTemp("", "gangway-dev-")
+		if err != nil {
+			return fmt.Errorf("state dir: %w", err)
+		}
+		defer os.RemoveAll(tmp)
+		dir = tmp
+	}
+	logFile, err := os.Create(filepath.Join(dir, "servers.log"))
+	if err != nil {
+		return fmt.Errorf("server log: %w", err)
+	}
+	defer logFile.Close()
+
+	fmt.Fprintf(out, "gangway dev: state in %s\n", dir)
+	rds, err := devstack.StartRedis(ctx, devstack.RedisOptions{Dir: filepath.Join(dir, "redis"), Log: logFile})
+	if err != nil {
+		return err
+	}
+	defer rds.Stop()
+	tmp, err := devstack.StartTemporal(ctx, devstack.TemporalOptions{Dir: filepath.Join(dir, "temporal"), Headless: o.headless, Log: logFile})
+	if err != nil {
+		return err
+	}
+	defer tmp.Stop()
+	fmt.Fprintf(out, "gangway dev: redis at %s, temporal at %s\n", rds.URL, tmp.Addr)
+
+	c, err := dial(ctx, TemporalConfig{Address: tmp.Addr, Namespace: tmp.Namespace},
+		RedisConfig{URL: rds.URL, Prefix: a.cfg.Redis.Prefix}, log)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+
+	// Everything in-process stops when runCtx ends; wg waits for it.
+	runCtx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer stop()
+
+	metricsAddr := make(chan string, 1)
+	wg.Go(func() {
+		err := server.Run(runCtx, server.Options{
+			Temporal: c.temporal, View: c.view, MetricsAddr: "127.0.0.1:0", Log: log,
+			Dispatch: dispatch.Config{Holder: "dev", Interval: 250 * time.Millisecond, LeaseTTL: 2 * time.Second},
+			Ready:    func(addr string) { metricsAddr <- addr },
+		})
+		if err != nil {
+			log.Error("server stopped", "error", err)
+			stop()
+		}
+	})
+	nodes := agent.FakeFleet("node", "onprem", shapes)
+	for _, n := range nodes {
+		ag := agent.New(agent.Config{Node: n, DataDir: filepath.Join(dir, "nodes", n.ID), HeartbeatInterval: time.Second, Log: log}, c.view)
+		wg.Go(func() {
+			if err := ag.Run(runCtx, c.temporal); err != nil {
+				log.Error("agent stopped", "node", n.ID, "error", err)
+			}
+		})
+	}
+	if err := waitForNodes(runCtx, c, len(nodes)); err != nil {
+		return err
+	}
+	maddr := ""
+	select {
+	case maddr = <-metricsAddr:
+	case <-runCtx.Done():
+		return runCtx.Err()
+	}
+	fmt.Fprintf(out, "gangway dev: %d simulated nodes up (%s)\n", len(nodes), o.nodes)
+
+	ok := true
+	if !o.noDemo {
+		ok, err = runDemo(runCtx, c, o, out)
+		if err != nil && runCtx.Err() == nil {
+			return err
+		}
+	}
+	if (o.keep || o.noDemo) && runCtx.Err() == nil {
+		self, _ := os.Executable()
+		fmt.Fprintf(out, "\nThe stack is up. In another terminal:\n")
+		fmt.Fprintf(out, "  export GANGWAY_TEMPORAL_ADDRESS=%s GANGWAY_REDIS_URL=%s\n", tmp.Addr, rds.URL)
+		fmt.Fprintf(out, "  %s submit examples/single-gpu.yaml --wait\n  %s list\n  %s nodes\n", self, self, self)
+		if tmp.UIURL != "" {
+			fmt.Fprintf(out, "Temporal Web UI: %s\n", tmp.UIURL)
+		}
+		fmt.Fprintf(out, "Metrics:         http://%s/metrics\nRedis:           %s\nCtrl-C stops everything.\n", maddr, rds.URL)
+		<-runCtx.Done()
+	}
+	stop()
+	wg.Wait()
+	fmt.Fprintln(out, "gangway dev: stopped")
+	if !ok {
+		return errors.New("some demo jobs did not succeed")
+	}
+	return nil
+}
+
+func waitForNodes(ctx context.Context, c conns, want int) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		nodes, err := c.view.FleetNodes(ctx)
+		if err == nil && len(nodes) >= want {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("only %d of %d simulated nodes registered within 30s", len(nodes), want)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// demoJob is one job of the demo workload.
+type demoJob struct {
+	team             string
+	replicas, gpus   int
+	steps, instances int
+}
+
+// demoWorkload mixes the shapes a shared cluster sees: many small jobs,
+// some 4-GPU jobs, and 2 × 8 gangs that need two whole nodes at once.
+var demoWorkload = []demoJob{
+	{team: "vision", replicas: 1, gpus: 1, steps: 40, instances: 8},
+	{team: "nlp", replicas: 1, gpus: 4, steps: 60, instances: 4},
+	{team: "speech", replicas: 1, gpus: 2, steps: 50, instances: 4},
+	{team: "nlp", replicas: 2, gpus: 8, steps: 80, instances: 2},
+}
+
+func demoSpecs(self string, stepTime time.Duration, suffix string) []gangway.JobSpec {
+	var specs []gangway.JobSpec
+	for _, d := range demoWorkload {
+		for i := range d.instances {
+			s := gangway.JobSpec{
+				Name:    fmt.Sprintf("%s-%dx%d-%d-%s", d.team, d.replicas, d.gpus, i, suffix),
+				Team:    d.team,
+				Project: "demo",
+				Command: []string{self, "demo-train"},
+				Args:    []string{"--steps", fmt.Sprint(d.steps + 10*i), "--step-time", stepTime.String()},
+				Gang:    gangway.Gang{Replicas: d.replicas, GPUsPerReplica: d.gpus},
+			}
+			s.Default()
+			specs = append(specs, s)
+		}
+	}
+	return specs
+}
+
+// runDemo submits the demo workload, shows progress and prints the summary.
+func runDemo(ctx context.Context, c conns, o devOptions, out io.Writer) (bool, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return false, fmt.Errorf("find own binary for demo-train: %w", err)
+	}
+	cl := c.client()
+	specs := demoSpecs(self, o.stepTime, time.Now().Format("150405"))
+	ids := make([]string, 0, len(specs))
+	for _, s := range specs {
+		id, err := cl.Submit(ctx, s, client.SubmitOptions{})
+		if err != nil {
+			return false, fmt.Errorf("submit demo job %s: %w", s.Name, err)
+		}
+		ids = append(ids, id)
+	}
+	fmt.Fprintf(out, "gangway dev: submitted %d demo jobs\n\n", len(ids))
+	start := time.Now()
+	statuses := map[string]client.JobStatus{}
+	last := ""
+	for {
+		counts := map[gangway.Phase]int{}
+		done := 0
+		for _, id := range ids {
+			if st, ok := statuses[id]; ok && st.Phase.Terminal() {
+				counts[st.Phase]++
+				done++
+				continue
+			}
+			st, err := cl.Status(ctx, id)
+			if err != nil {
+				if ctx.Err() != nil {
+					return false, ctx.Err()
+				}
+				continue
+			}
+			statuses[id] = st
+			counts[st.Phase]++
+			if st.Phase.Terminal() {
+				done++
+			}
+		}
+		busy, total := gpuUse(ctx, c)
+		line := fmt.Sprintf("queued %2d  running %2d  succeeded %2d  failed %d  cancelled %d | GPUs busy %2d/%d",
+			counts[gangway.PhaseQueued]+counts[gangway.PhaseRequeued]+counts[gangway.PhaseSubmitted],
+			counts[gangway.PhaseRunning]+counts[gangway.PhasePlaced], counts[gangway.PhaseSucceeded],
+			counts[gangway.PhaseFailed], counts[gangway.PhaseCancelled], busy, total)
+		if line != last {
+			fmt.Fprintf(out, "[%5.1fs] %s\n", time.Since(start).Seconds(), line)
+			last = line
+		}
+		if done == len(ids) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+	fmt.Fprintf(out, "\nAll %d demo jobs finished in %s.\n\n", len(ids), time.Since(start).Round(100*time.Millisecond))
+	return printSummary(out, ids, statuses), nil
+}
+
+func gpuUse(ctx context.Context, c conns) (busy, total int) {
+	nodes, err := c.view.Nodes(ctx)
+	if err != nil {
+		return 0, 0
+	}
+	for _, n := range nodes {
+		busy += len(n.Allocated)
+		total += len(n.Node.GPUs)
+	}
+	return busy, total
+}
+
+func printSummary(out io.Writer, ids []string, statuses map[string]client.JobStatus) bool {
+	sort.Strings(ids)
+	ok := true
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "JOB\tTEAM\tGANG\tPHASE\tWAIT\tRUN\tGPU-S\tATTEMPTS\tNODES")
+	for _, id := range ids {
+		st := statuses[id]
+		gang, nodes := "", ""
+		if st.Assignment != nil {
+			var ns []string
+			for _, m := range st.Assignment.Members {
+				ns = append(ns, m.NodeID)
+			}
+			nodes = strings.Join(ns, ",")
+			gang = fmt.Sprintf("%dx%d", len(st.Assignment.Members), len(st.Assignment.Members[0].GPUs))
+		}
+		if st.Phase != gangway.PhaseSucceeded {
+			ok = false
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%.0f\t%d\t%s\n", id, st.Team, gang, st.Phase,
+			round(st.WaitTime), round(st.RunTime), st.GPUSeconds, st.Attempt, nodes)
+	}
+	tw.Flush()
+	return ok
+}

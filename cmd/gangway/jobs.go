@@ -1,0 +1,344 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gangwayhq/gangway"
+	"github.com/gangwayhq/gangway/client"
+)
+
+// outputFlag adds --output text|json.
+func outputFlag(cmd *cobra.Command, v *string) {
+	cmd.Flags().StringVarP(v, "output", "o", "text", "output format: text or json")
+}
+
+func checkOutput(v string) error {
+	if v != "text" && v != "json" {
+		return fmt.Errorf("--output: want text or json, got %q", v)
+	}
+	return nil
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func newSubmitCmd(a *app) *cobra.Command {
+	var wait bool
+	var output string
+	cmd := &cobra.Command{
+		Use:   "submit FILE",
+		Short: "Submit a job spec (YAML; see docs/jobspec.md)",
+		Long: `Validate the job spec in FILE ('-' for stdin) — on its own and against the
+registered fleet — and start the job. A bad spec is rejected with every
+problem named by field, and nothing is queued. The job's name is its ID:
+submitting the same name again is refused, not a second job.
+
+With --wait, block until the job ends and exit non-zero unless it Succeeded.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			if err := a.setup(cmd, false, false); err != nil {
+				return err
+			}
+			data, err := readFileOrStdin(args[0])
+			if err != nil {
+				return err
+			}
+			spec, err := gangway.ParseJobSpec(data)
+			if err != nil {
+				return fmt.Errorf("%s: %w", args[0], err)
+			}
+			c, err := a.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			cl := c.client()
+			id, err := cl.Submit(cmd.Context(), spec, client.SubmitOptions{})
+			if err != nil {
+				return err
+			}
+			if !wait {
+				if output == "json" {
+					return printJSON(cmd.OutOrStdout(), map[string]string{"jobId": id})
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "job %s submitted\n", id)
+				return nil
+			}
+			st, err := cl.Result(cmd.Context(), id)
+			if err != nil {
+				return err
+			}
+			if err := printStatus(cmd.OutOrStdout(), output, client.JobStatus{Status: st}); err != nil {
+				return err
+			}
+			if st.Phase != gangway.PhaseSucceeded {
+				return fmt.Errorf("job %s ended %s: %s", id, st.Phase, st.Reason)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&wait, "wait", false, "wait for the job to finish and print its result")
+	outputFlag(cmd, &output)
+	return cmd
+}
+
+func readFileOrStdin(path string) ([]byte, error) {
+	if path == "-" {
+		return io.ReadAll(os.Stdin)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read job spec: %w", err)
+	}
+	return data, nil
+}
+
+func newStatusCmd(a *app) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "status JOB",
+		Short: "Show a job's phase, assignment, history and why it waits",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			if err := a.setup(cmd, false, false); err != nil {
+				return err
+			}
+			c, err := a.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			st, err := c.client().Status(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			return printStatus(cmd.OutOrStdout(), output, st)
+		},
+	}
+	outputFlag(cmd, &output)
+	return cmd
+}
+
+func printStatus(w io.Writer, output string, st client.JobStatus) error {
+	if output == "json" {
+		return printJSON(w, st)
+	}
+	fmt.Fprintf(w, "Job:       %s (team %s)\n", st.JobID, st.Team)
+	fmt.Fprintf(w, "Phase:     %s\n", st.Phase)
+	if st.Reason != "" {
+		fmt.Fprintf(w, "Reason:    %s\n", st.Reason)
+	}
+	if st.Waiting != "" {
+		fmt.Fprintf(w, "Waiting:   %s\n", st.Waiting)
+	}
+	fmt.Fprintf(w, "Attempts:  %d (user retries %d, infrastructure restarts %d)\n", st.Attempt, st.UserRetries, st.InfraRestarts)
+	if st.Assignment != nil {
+		fmt.Fprintf(w, "Placement: %s\n", formatAssignment(*st.Assignment))
+	}
+	fmt.Fprintf(w, "Wait:      %s   Run: %s   GPU-seconds: %.0f\n", round(st.WaitTime), round(st.RunTime), st.GPUSeconds)
+	if len(st.Phases) > 0 {
+		fmt.Fprintln(w, "History:")
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		for _, p := range st.Phases {
+			fmt.Fprintf(tw, "  %s\t%s\tattempt %d\t%s\n", p.At.Local().Format("15:04:05.000"), p.Phase, p.Attempt, p.Reason)
+		}
+		tw.Flush()
+	}
+	return nil
+}
+
+func formatAssignment(asg gangway.Assignment) string {
+	parts := make([]string, len(asg.Members))
+	for i, m := range asg.Members {
+		parts[i] = fmt.Sprintf("rank %d → %s GPUs %v", m.Rank, m.NodeID, m.GPUs)
+	}
+	return strings.Join(parts, "; ")
+}
+
+func round(d time.Duration) time.Duration { return d.Round(100 * time.Millisecond) }
+
+func newListCmd(a *app) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List jobs, newest first",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			if err := a.setup(cmd, false, false); err != nil {
+				return err
+			}
+			c, err := a.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			jobs, err := c.client().List(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if output == "json" {
+				return printJSON(cmd.OutOrStdout(), jobs)
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "JOB\tTEAM\tGPUS\tPHASE\tSUBMITTED")
+			for _, j := range jobs {
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", j.JobID, j.Team, j.GPUs, j.Phase, j.StartedAt.Local().Format(time.DateTime))
+			}
+			return tw.Flush()
+		},
+	}
+	outputFlag(cmd, &output)
+	return cmd
+}
+
+func newCancelCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "cancel JOB",
+		Short: "Cancel a job in any phase; its GPUs are freed",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := a.setup(cmd, false, false); err != nil {
+				return err
+			}
+			c, err := a.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			if err := c.client().Cancel(cmd.Context(), args[0]); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "cancel requested for job %s\n", args[0])
+			return nil
+		},
+	}
+}
+
+func newLogsCmd(a *app) *cobra.Command {
+	var follow bool
+	cmd := &cobra.Command{
+		Use:   "logs JOB",
+		Short: "Print a job's output (all ranks, all attempts)",
+		Long: `Print the job's output lines from the Redis log stream (the newest lines,
+up to the stream cap; agents keep complete log files in their data dir).
+With --follow, keep printing until the job ends or Ctrl-C.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := a.setup(cmd, false, false); err != nil {
+				return err
+			}
+			c, err := a.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			cl := c.client()
+			id, after := args[0], ""
+			ctx := cmd.Context()
+			for {
+				block := time.Duration(0)
+				if follow && after != "" {
+					block = 2 * time.Second
+				}
+				lines, err := cl.Logs(ctx, id, after, block)
+				if err != nil {
+					if ctx.Err() != nil {
+						return nil
+					}
+					return err
+				}
+				for _, l := range lines {
+					fmt.Fprintf(cmd.OutOrStdout(), "[attempt %d rank %d] %s\n", l.Attempt, l.Rank, l.Text)
+					after = l.ID
+				}
+				if !follow {
+					return nil
+				}
+				if len(lines) == 0 {
+					st, err := cl.Status(ctx, id)
+					if errors.Is(err, client.ErrJobNotFound) {
+						return err
+					}
+					if err == nil && st.Phase.Terminal() {
+						return nil
+					}
+					if after == "" {
+						time.Sleep(time.Second)
+					}
+				}
+			}
+		},
+	}
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new output until the job ends")
+	return cmd
+}
+
+func newNodesCmd(a *app) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "nodes",
+		Short: "List nodes, their GPUs, state, heartbeat age and the jobs on them",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			if err := a.setup(cmd, false, false); err != nil {
+				return err
+			}
+			c, err := a.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			nodes, err := c.view.Nodes(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if output == "json" {
+				return printJSON(cmd.OutOrStdout(), nodes)
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NODE\tPOOL\tMODEL\tGPUS\tFREE\tSTATE\tHEARTBEAT\tJOBS")
+			for _, n := range nodes {
+				jobs := map[string]bool{}
+				for _, j := range n.Allocated {
+					jobs[j] = true
+				}
+				names := make([]string, 0, len(jobs))
+				for j := range jobs {
+					names = append(names, j)
+				}
+				sort.Strings(names)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s ago\t%s\n", n.Node.ID, n.Node.Pool, n.Node.Model(),
+					len(n.Node.GPUs), len(n.FreeGPUs()), n.State, time.Since(n.LastHeartbeat).Round(time.Second),
+					strings.Join(names, ","))
+			}
+			return tw.Flush()
+		},
+	}
+	outputFlag(cmd, &output)
+	return cmd
+}

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/google/uuid"
+	"github.com/spf13/cobra"
+
+	"github.com/gangwayhq/gangway/internal/agent"
+	"github.com/gangwayhq/gangway/internal/dispatch"
+	"github.com/gangwayhq/gangway/internal/server"
+)
+
+func newServerCmd(a *app) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "server",
+		Short: "Run the workflow worker, the dispatch loop and /metrics",
+		Long: `Run JobWorkflow and its server-side activities on the "gangway" task queue,
+compete for the Redis dispatch lease and, while leading, place queued jobs
+every dispatch interval; serve Prometheus metrics on --metrics-addr.
+
+Run several for availability: one leads dispatch, the others take over
+within the lease TTL when it dies.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := a.setup(cmd, true, false); err != nil {
+				return err
+			}
+			c, err := a.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			host, _ := os.Hostname()
+			holder := fmt.Sprintf("%s-%d-%s", host, os.Getpid(), uuid.NewString()[:8])
+			s := a.cfg.Server
+			a.log.Info("gangway server starting", "holder", holder, "temporal", a.cfg.Temporal.Address, "redis", a.cfg.Redis.URL)
+			return server.Run(cmd.Context(), server.Options{
+				Temporal:    c.temporal,
+				View:        c.view,
+				MetricsAddr: s.MetricsAddr,
+				Log:         a.log,
+				Dispatch: dispatch.Config{
+					Holder:   holder,
+					Interval: s.DispatchInterval.Duration,
+					LeaseTTL: s.LeaseTTL.Duration,
+					NodeTTL:  s.NodeTTL.Duration,
+				},
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&a.cfg.Server.MetricsAddr, "metrics-addr", a.cfg.Server.MetricsAddr, "listen address for /metrics (empty: off)")
+	f.DurationVar(&a.cfg.Server.DispatchInterval.Duration, "dispatch-interval", a.cfg.Server.DispatchInterval.Duration, "time between dispatch cycles")
+	f.DurationVar(&a.cfg.Server.LeaseTTL.Duration, "lease-ttl", a.cfg.Server.LeaseTTL.Duration, "dispatch lease TTL: a dead leader is replaced after this")
+	f.DurationVar(&a.cfg.Server.NodeTTL.Duration, "node-ttl", a.cfg.Server.NodeTTL.Duration, "a node silent this long gets no new work")
+	return cmd
+}
+
+func newAgentCmd(a *app) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "agent",
+		Short: "Run the node agent: register GPUs, heartbeat, run gang members",
+		Long: `Register this node's GPUs in the Redis view, heartbeat, and run RunTask
+activities from the node's task queue (node/<node-id>): each gang member is a
+child process group with CUDA_VISIBLE_DEVICES and the GANGWAY_* variables set.
+
+Inventory is synthetic for now (--fake-gpus 8xH100); NVML inventory replaces it.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := a.setup(cmd, false, true); err != nil {
+				return err
+			}
+			c, err := a.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			ac := a.cfg.Agent
+			gpus, model, _ := parseFakeGPUs(ac.FakeGPUs)
+			node := agent.FakeNode(ac.NodeID, ac.Pool, ac.Addr, gpus, model)
+			ag := agent.New(agent.Config{Node: node, DataDir: ac.DataDir,
+				HeartbeatInterval: ac.HeartbeatInterval.Duration, Log: a.log}, c.view)
+			return ag.Run(cmd.Context(), c.temporal)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&a.cfg.Agent.NodeID, "node-id", a.cfg.Agent.NodeID, "node ID (default: hostname)")
+	f.StringVar(&a.cfg.Agent.Pool, "pool", a.cfg.Agent.Pool, "pool this node belongs to")
+	f.StringVar(&a.cfg.Agent.Addr, "addr", a.cfg.Agent.Addr, "address other gang members reach this node at")
+	f.StringVar(&a.cfg.Agent.DataDir, "data-dir", a.cfg.Agent.DataDir, "task logs and checkpoint directories")
+	f.StringVar(&a.cfg.Agent.FakeGPUs, "fake-gpus", a.cfg.Agent.FakeGPUs, "synthetic inventory, e.g. 8xH100")
+	f.DurationVar(&a.cfg.Agent.HeartbeatInterval.Duration, "heartbeat-interval", a.cfg.Agent.HeartbeatInterval.Duration, "node heartbeat period")
+	return cmd
+}

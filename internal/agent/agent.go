@@ -1,0 +1,162 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/gangwayhq/gangway"
+	"github.com/gangwayhq/gangway/internal/capacity"
+	"github.com/gangwayhq/gangway/workflows"
+)
+
+// Capacity is the part of the Redis view the agent uses.
+type Capacity interface {
+	RegisterNode(ctx context.Context, n gangway.Node, now time.Time) error
+	Heartbeat(ctx context.Context, nodeID string, now time.Time) error
+	AppendLog(ctx context.Context, jobID gangway.JobID, l capacity.LogLine) error
+}
+
+// Event is a task starting or stopping on GPUs, as the agent saw it. Tests
+// use the record to prove no GPU ever ran two jobs at once.
+type Event struct {
+	Node    string        `json:"node"`
+	GPUs    []int         `json:"gpus"`
+	JobID   gangway.JobID `json:"jobId"`
+	Attempt int           `json:"attempt"`
+	Rank    int           `json:"rank"`
+	Start   bool          `json:"start"`
+	At      time.Time     `json:"at"`
+}
+
+// Recorder receives task start/stop events.
+type Recorder interface{ Record(Event) }
+
+// Config configures an agent.
+type Config struct {
+	Node gangway.Node
+	// DataDir holds task logs (logs/<job>/) and checkpoint dirs.
+	DataDir string
+	// HeartbeatInterval is how often the node heartbeats to Redis.
+	HeartbeatInterval time.Duration
+	Recorder          Recorder // optional
+	Log               *slog.Logger
+}
+
+// Agent runs one node.
+type Agent struct {
+	cfg Config
+	cap Capacity
+	log *slog.Logger
+
+	mu   sync.Mutex
+	busy map[int]string // GPU index → "job/attempt/rank" running on it
+}
+
+// New returns an agent for cfg.Node.
+func New(cfg Config, c Capacity) *Agent {
+	if cfg.HeartbeatInterval <= 0 {
+		cfg.HeartbeatInterval = 2 * time.Second
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	return &Agent{cfg: cfg, cap: c, log: cfg.Log.With("node", cfg.Node.ID), busy: map[int]string{}}
+}
+
+// Run registers the node, serves RunTask on the node's task queue and
+// heartbeats until ctx is done. Running tasks are killed when it returns.
+func (a *Agent) Run(ctx context.Context, tc client.Client) error {
+	if err := os.MkdirAll(a.cfg.DataDir, 0o755); err != nil {
+		return fmt.Errorf("agent data dir: %w", err)
+	}
+	if err := a.cap.RegisterNode(ctx, a.cfg.Node, time.Now()); err != nil {
+		return fmt.Errorf("register node %s: %w", a.cfg.Node.ID, err)
+	}
+	w := worker.New(tc, workflows.NodeTaskQueue(a.cfg.Node.ID), worker.Options{
+		MaxConcurrentActivityExecutionSize: max(len(a.cfg.Node.GPUs), 1) * 2,
+		WorkerStopTimeout:                  5 * time.Second,
+	})
+	w.RegisterActivityWithOptions(a.RunTask, activity.RegisterOptions{Name: workflows.ActivityRunTask})
+	if err := w.Start(); err != nil {
+		return fmt.Errorf("start worker for node %s: %w", a.cfg.Node.ID, err)
+	}
+	defer w.Stop()
+	a.log.Info("agent up", "gpus", len(a.cfg.Node.GPUs), "model", a.cfg.Node.Model(), "pool", a.cfg.Node.Pool)
+
+	t := time.NewTicker(a.cfg.HeartbeatInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			a.heartbeat(ctx)
+		}
+	}
+}
+
+// heartbeat refreshes the node in Redis, re-registering it if the view lost
+// it (Redis is a rebuildable view; the agent holds the truth about its node).
+func (a *Agent) heartbeat(ctx context.Context) {
+	now := time.Now()
+	err := a.cap.Heartbeat(ctx, a.cfg.Node.ID, now)
+	if errors.Is(err, capacity.ErrNotFound) {
+		a.log.Warn("node missing from the view; registering again")
+		err = a.cap.RegisterNode(ctx, a.cfg.Node, now)
+	}
+	if err != nil && ctx.Err() == nil {
+		a.log.Warn("heartbeat failed", "error", err)
+	}
+}
+
+// claim marks gpus busy for task, or reports which one is already busy.
+func (a *Agent) claim(gpus []int, task string) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, g := range gpus {
+		if g < 0 || g >= len(a.cfg.Node.GPUs) {
+			return fmt.Errorf("GPU %d does not exist on node %s (%d GPUs)", g, a.cfg.Node.ID, len(a.cfg.Node.GPUs))
+		}
+		if other, ok := a.busy[g]; ok {
+			return fmt.Errorf("GPU %d on node %s is already running %s", g, a.cfg.Node.ID, other)
+		}
+	}
+	for _, g := range gpus {
+		a.busy[g] = task
+	}
+	return nil
+}
+
+func (a *Agent) unclaim(gpus []int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, g := range gpus {
+		delete(a.busy, g)
+	}
+}
+
+func (a *Agent) record(in workflows.RunTaskInput, start bool) {
+	if a.cfg.Recorder == nil {
+		return
+	}
+	a.cfg.Recorder.Record(Event{Node: a.cfg.Node.ID, GPUs: in.GPUs, JobID: in.JobID, Attempt: in.Attempt,
+		Rank: in.Rank, Start: start, At: time.Now()})
+}
+
+func (a *Agent) logPath(in workflows.RunTaskInput) string {
+	return filepath.Join(a.cfg.DataDir, "logs", in.JobID, fmt.Sprintf("attempt-%d-rank-%d.log", in.Attempt, in.Rank))
+}
+
+func (a *Agent) checkpointDir(in workflows.RunTaskInput) string {
+	return filepath.Join(a.cfg.DataDir, "checkpoints", in.JobID)
+}

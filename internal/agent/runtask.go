@@ -1,0 +1,291 @@
+package agent
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/gangwayhq/gangway/internal/capacity"
+	"github.com/gangwayhq/gangway/workflows"
+)
+
+// maxGrace caps how long a stopping task may take before SIGKILL, whatever
+// the job asks: the workflow waits for the kill before releasing GPUs.
+const maxGrace = 30 * time.Second
+
+// RunTask runs one gang member to completion. It returns nil when the
+// process exits 0; an ApplicationError of type TaskFailed when it exits
+// non-zero or cannot start; GPUBusy when a GPU is already in use here;
+// NodeShutdown when the agent is stopping; and the context error when the
+// workflow cancelled it (after the process group is gone).
+func (a *Agent) RunTask(ctx context.Context, in workflows.RunTaskInput) (workflows.RunTaskResult, error) {
+	log := a.log.With("job_id", in.JobID, "attempt", in.Attempt, "rank", in.Rank)
+	if in.NodeID != a.cfg.Node.ID {
+		return workflows.RunTaskResult{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("task for node %s reached node %s", in.NodeID, a.cfg.Node.ID), workflows.ErrTypeGPUBusy, nil)
+	}
+	task := fmt.Sprintf("%s/attempt-%d/rank-%d", in.JobID, in.Attempt, in.Rank)
+	if err := a.claim(in.GPUs, task); err != nil {
+		log.Error("refusing task", "error", err)
+		return workflows.RunTaskResult{}, temporal.NewNonRetryableApplicationError(err.Error(), workflows.ErrTypeGPUBusy, err)
+	}
+	defer a.unclaim(in.GPUs)
+
+	res := workflows.RunTaskResult{LogPath: a.logPath(in)}
+	cmd, out, err := a.command(in, res.LogPath)
+	if err != nil {
+		return res, temporal.NewNonRetryableApplicationError(err.Error(), workflows.ErrTypeTaskFailed, err)
+	}
+	defer out.Close()
+
+	a.record(in, true)
+	res.StartedAt = time.Now()
+	if err := cmd.Start(); err != nil {
+		a.record(in, false)
+		msg := fmt.Sprintf("start %q: %v", in.Command[0], err)
+		fmt.Fprintln(out, "gangway: "+msg)
+		return res, temporal.NewNonRetryableApplicationError(msg, workflows.ErrTypeTaskFailed, err)
+	}
+	log.Info("task started", "pid", cmd.Process.Pid, "gpus", in.GPUs)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+
+	waitErr, stopReason := a.supervise(ctx, cmd, in, done)
+	// Whatever the task left running in its group goes with it: a
+	// background process must not keep holding the GPUs after release.
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	res.FinishedAt = time.Now()
+	out.Close() // flush the log streamer before reporting
+	a.record(in, false)
+
+	switch stopReason {
+	case stopCancelled:
+		log.Info("task cancelled", "ran", res.FinishedAt.Sub(res.StartedAt))
+		return res, ctx.Err()
+	case stopShutdown:
+		return res, temporal.NewNonRetryableApplicationError("agent shut down while the task ran",
+			workflows.ErrTypeNodeShutdown, nil)
+	}
+	if waitErr != nil {
+		msg := exitMessage(waitErr, out.tail())
+		log.Info("task failed", "error", msg)
+		return res, temporal.NewNonRetryableApplicationError(msg, workflows.ErrTypeTaskFailed, nil)
+	}
+	log.Info("task succeeded", "ran", res.FinishedAt.Sub(res.StartedAt))
+	return res, nil
+}
+
+type stopReason int
+
+const (
+	stopExited stopReason = iota
+	stopCancelled
+	stopShutdown
+)
+
+// supervise heartbeats while the process runs and kills its group when the
+// activity is cancelled or the worker stops.
+func (a *Agent) supervise(ctx context.Context, cmd *exec.Cmd, in workflows.RunTaskInput, done <-chan error) (error, stopReason) {
+	interval := 2 * time.Second
+	if hb := activity.GetInfo(ctx).HeartbeatTimeout; hb > 0 {
+		interval = min(interval, hb/4)
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case err := <-done:
+			return err, stopExited
+		case <-t.C:
+			activity.RecordHeartbeat(ctx, time.Now().Unix())
+		case <-ctx.Done():
+			return a.stop(cmd, in, done), stopCancelled
+		case <-activity.GetWorkerStopChannel(ctx):
+			return a.stop(cmd, in, done), stopShutdown
+		}
+	}
+}
+
+// stop sends the job's stop signal to the process group, waits the grace
+// period, then kills the group.
+func (a *Agent) stop(cmd *exec.Cmd, in workflows.RunTaskInput, done <-chan error) error {
+	pgid := cmd.Process.Pid
+	sig := signalByName(in.StopSignal)
+	_ = syscall.Kill(-pgid, sig)
+	grace := min(max(in.GracePeriod, time.Second), maxGrace)
+	select {
+	case err := <-done:
+		_ = syscall.Kill(-pgid, syscall.SIGKILL) // stragglers in the group
+		return err
+	case <-time.After(grace):
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		return <-done
+	}
+}
+
+func signalByName(name string) syscall.Signal {
+	switch name {
+	case "SIGINT":
+		return syscall.SIGINT
+	case "SIGUSR1":
+		return syscall.SIGUSR1
+	case "SIGUSR2":
+		return syscall.SIGUSR2
+	default:
+		return syscall.SIGTERM
+	}
+}
+
+// command builds the process: its own process group (so cancel kills
+// everything it spawned), killed if the agent dies (so no task outlives its
+// agent holding a GPU), GPUs and the workload contract in its environment.
+func (a *Agent) command(in workflows.RunTaskInput, logPath string) (*exec.Cmd, *taskOutput, error) {
+	if len(in.Command) == 0 {
+		return nil, nil, errors.New("empty command")
+	}
+	ckpt := a.checkpointDir(in)
+	for _, dir := range []string{filepath.Dir(logPath), ckpt} {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, nil, fmt.Errorf("task dirs: %w", err)
+		}
+	}
+	out, err := newTaskOutput(logPath, a, in)
+	if err != nil {
+		return nil, nil, err
+	}
+	argv := append(append([]string{}, in.Command[1:]...), in.Args...)
+	cmd := exec.Command(in.Command[0], argv...)
+	cmd.Dir = in.WorkingDir
+	cmd.Stdout, cmd.Stderr = out, out
+	// A grandchild holding the output pipe must not keep Wait from returning.
+	cmd.WaitDelay = 5 * time.Second
+	// Pdeathsig fires when the thread that forked the child exits; the Go
+	// runtime keeps its threads for the life of the process, so in practice
+	// this is "when the agent dies".
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.Env = append(os.Environ(), taskEnv(in, ckpt)...)
+	return cmd, out, nil
+}
+
+// taskEnv is the workload contract of DESIGN.md, plus the user's env. The
+// user's variables come first so Gangway's own always win.
+func taskEnv(in workflows.RunTaskInput, ckptDir string) []string {
+	var env []string
+	for k, v := range in.Env {
+		env = append(env, k+"="+v)
+	}
+	gpus := make([]string, len(in.GPUs))
+	for i, g := range in.GPUs {
+		gpus[i] = strconv.Itoa(g)
+	}
+	return append(env,
+		"CUDA_VISIBLE_DEVICES="+strings.Join(gpus, ","),
+		"GANGWAY_JOB_ID="+in.JobID,
+		"GANGWAY_TEAM="+in.Team,
+		"GANGWAY_NODE_ID="+in.NodeID,
+		"GANGWAY_ATTEMPT="+strconv.Itoa(in.Attempt),
+		"GANGWAY_RANK="+strconv.Itoa(in.Rank),
+		"GANGWAY_WORLD_SIZE="+strconv.Itoa(in.WorldSize),
+		"GANGWAY_MASTER_ADDR="+in.MasterAddr,
+		"GANGWAY_CHECKPOINT_DIR="+ckptDir,
+		"GANGWAY_RESUME_DIR=",
+		"MASTER_ADDR="+in.MasterAddr,
+		"RANK="+strconv.Itoa(in.Rank),
+		"WORLD_SIZE="+strconv.Itoa(in.WorldSize),
+	)
+}
+
+func exitMessage(err error, tail []string) string {
+	msg := err.Error()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		msg = fmt.Sprintf("exit code %d", ee.ExitCode())
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			msg = fmt.Sprintf("killed by %v", ws.Signal())
+		}
+	}
+	if len(tail) > 0 {
+		msg += "; last output: " + strings.Join(tail, " | ")
+	}
+	return msg
+}
+
+// taskOutput writes the process's output to its log file and, line by line,
+// to the job's log stream in Redis, keeping the last lines for error
+// messages.
+type taskOutput struct {
+	file *os.File
+	pw   *io.PipeWriter
+	done chan struct{}
+	once sync.Once
+
+	mu   sync.Mutex
+	last []string
+}
+
+const tailLines = 3
+
+func newTaskOutput(path string, a *Agent, in workflows.RunTaskInput) (*taskOutput, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("task log: %w", err)
+	}
+	pr, pw := io.Pipe()
+	o := &taskOutput{file: f, pw: pw, done: make(chan struct{})}
+	go func() {
+		defer close(o.done)
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(make([]byte, 64*1024), 1024*1024)
+		warned := false
+		for sc.Scan() {
+			line := sc.Text()
+			fmt.Fprintln(f, line)
+			o.mu.Lock()
+			o.last = append(o.last, line)
+			if len(o.last) > tailLines {
+				o.last = o.last[1:]
+			}
+			o.mu.Unlock()
+			err := a.cap.AppendLog(context.Background(), in.JobID, capacity.LogLine{
+				Time: time.Now(), Rank: in.Rank, Attempt: in.Attempt, Text: line})
+			if err != nil && !warned {
+				a.log.Warn("log stream append failed; the log file still has everything", "job_id", in.JobID, "error", err)
+				warned = true
+			}
+		}
+		_, _ = io.Copy(io.Discard, pr)
+	}()
+	return o, nil
+}
+
+func (o *taskOutput) Write(p []byte) (int, error) { return o.pw.Write(p) }
+
+// Close flushes and closes; safe to call twice.
+func (o *taskOutput) Close() error {
+	var err error
+	o.once.Do(func() {
+		o.pw.Close()
+		<-o.done
+		err = o.file.Close()
+	})
+	return err
+}
+
+func (o *taskOutput) tail() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]string(nil), o.last...)
+}

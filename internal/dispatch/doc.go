@@ -1,0 +1,15 @@
+// Package dispatch is the leader-elected dispatch loop. One server at a time
+// holds the Redis lease and, every cycle:
+//
+//  1. takes a snapshot of nodes, free GPUs and the queue;
+//  2. calls placement (pure) for a plan;
+//  3. commits the whole plan in one Lua script — all GPUs of every gang or
+//     nothing; a plan made on stale data is rejected and made again;
+//  4. signals each placed job's workflow. Commit comes before signal; a job
+//     whose workflow is gone has its GPUs released.
+//
+// A server that takes over the lease re-signals every allocation (the old
+// leader may have died between commit and signal; workflows ignore
+// repeats), and every so often the loop releases allocations whose workflow
+// is no longer running.
+package dispatch

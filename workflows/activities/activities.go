@@ -1,0 +1,62 @@
+package activities
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/gangwayhq/gangway"
+	"github.com/gangwayhq/gangway/workflows"
+)
+
+// Capacity is the part of the Redis view these activities use.
+type Capacity interface {
+	Enqueue(ctx context.Context, e gangway.QueueEntry) (bool, error)
+	Dequeue(ctx context.Context, jobID gangway.JobID) error
+	Release(ctx context.Context, jobID gangway.JobID, attempt int) (int, error)
+}
+
+// Activities holds the dependencies of the server-side activities.
+type Activities struct {
+	Capacity Capacity
+	Log      *slog.Logger
+}
+
+// Register registers every server-side activity under its contract name.
+func (a *Activities) Register(w worker.ActivityRegistry) {
+	w.RegisterActivityWithOptions(a.Enqueue, activity.RegisterOptions{Name: workflows.ActivityEnqueue})
+	w.RegisterActivityWithOptions(a.Dequeue, activity.RegisterOptions{Name: workflows.ActivityDequeue})
+	w.RegisterActivityWithOptions(a.Release, activity.RegisterOptions{Name: workflows.ActivityRelease})
+}
+
+// Enqueue puts the job in the Redis queue. A retry after the dispatch loop
+// already placed this attempt is a no-op (the view refuses it).
+func (a *Activities) Enqueue(ctx context.Context, in workflows.EnqueueInput) error {
+	added, err := a.Capacity.Enqueue(ctx, in.Entry)
+	if err != nil {
+		return fmt.Errorf("enqueue %s: %w", in.Entry.JobID, err)
+	}
+	a.Log.Debug("enqueued", "job_id", in.Entry.JobID, "attempt", in.Entry.Attempt, "added", added)
+	return nil
+}
+
+// Dequeue removes the job from the queue.
+func (a *Activities) Dequeue(ctx context.Context, in workflows.DequeueInput) error {
+	if err := a.Capacity.Dequeue(ctx, in.JobID); err != nil {
+		return fmt.Errorf("dequeue %s: %w", in.JobID, err)
+	}
+	return nil
+}
+
+// Release frees the GPUs the job holds for attempts up to in.Attempt.
+func (a *Activities) Release(ctx context.Context, in workflows.ReleaseInput) (int, error) {
+	n, err := a.Capacity.Release(ctx, in.JobID, in.Attempt)
+	if err != nil {
+		return 0, fmt.Errorf("release %s attempt %d: %w", in.JobID, in.Attempt, err)
+	}
+	a.Log.Debug("released", "job_id", in.JobID, "attempt", in.Attempt, "gpus", n)
+	return n, nil
+}

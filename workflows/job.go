@@ -1,0 +1,309 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/gangwayhq/gangway"
+)
+
+// serverActivity is the retry policy of the short server-side activities:
+// they are idempotent and must eventually succeed (a release must never be
+// dropped), so they retry without limit.
+var serverActivity = workflow.ActivityOptions{
+	TaskQueue:           TaskQueue,
+	StartToCloseTimeout: 30 * time.Second,
+	RetryPolicy: &temporal.RetryPolicy{
+		InitialInterval:    200 * time.Millisecond,
+		BackoffCoefficient: 2,
+		MaximumInterval:    10 * time.Second,
+	},
+}
+
+// runGrace is added to a job's max runtime for the RunTask StartToClose
+// timeout, so a task that hits its own limit still has time to stop.
+const runGrace = 5 * time.Minute
+
+// outcome is how one attempt of the gang ended.
+type outcome int
+
+const (
+	outcomeSucceeded outcome = iota
+	outcomeCancelled
+	outcomeUserFailure  // spends a user retry
+	outcomeInfraFailure // node lost, GPU busy: requeue for free
+	outcomeFatal        // max runtime exceeded: no retry
+)
+
+// JobWorkflow runs one job from submit to a terminal phase:
+// validate → enqueue → wait for placement → run the gang → release, with
+// requeues for infrastructure failures and user retries for the job's own.
+// It always completes with a Status whose phase is terminal; it returns an
+// error only for an invalid spec.
+func JobWorkflow(ctx workflow.Context, in JobInput) (Status, error) {
+	spec := in.Spec
+	if err := spec.Validate(); err != nil {
+		return Status{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeInvalidSpec, err)
+	}
+	j := &job{
+		spec:   spec,
+		timing: in.Timing.withDefaults(),
+		st: Status{
+			JobID:       spec.Name,
+			Team:        spec.Team,
+			Project:     spec.Project,
+			SubmittedAt: workflow.GetInfo(ctx).WorkflowStartTime,
+		},
+		placed: workflow.GetSignalChannel(ctx, SignalPlaced),
+	}
+	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (Status, error) { return j.st, nil }); err != nil {
+		return Status{}, fmt.Errorf("set status query: %w", err)
+	}
+	j.setPhase(ctx, gangway.PhaseSubmitted, "")
+	return j.run(ctx), nil
+}
+
+type job struct {
+	spec   gangway.JobSpec
+	timing Timing
+	st     Status
+	placed workflow.ReceiveChannel
+	// since is when the current phase began, for wait and run totals.
+	since time.Time
+}
+
+func (j *job) run(ctx workflow.Context) Status {
+	for {
+		j.st.Attempt++
+		attempt := j.st.Attempt
+		entry := j.spec.QueueEntry(attempt, j.st.SubmittedAt, workflow.Now(ctx))
+		if attempt > 1 {
+			j.setPhase(ctx, gangway.PhaseRequeued, j.st.Reason)
+		}
+		err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, serverActivity),
+			ActivityEnqueue, EnqueueInput{Entry: entry}).Get(ctx, nil)
+		if err != nil {
+			return j.cancelled(ctx, "cancelled while queueing")
+		}
+		j.setPhase(ctx, gangway.PhaseQueued, "waiting for GPUs")
+
+		asg, ok := j.waitPlacement(ctx, attempt)
+		if !ok {
+			return j.cancelled(ctx, "cancelled while queued")
+		}
+		j.st.Assignment = &asg
+		j.setPhase(ctx, gangway.PhasePlaced, placedReason(asg))
+		j.setPhase(ctx, gangway.PhaseRunning, placedReason(asg))
+
+		out, reason := j.runGang(ctx, asg)
+		j.release(ctx, attempt)
+		switch out {
+		case outcomeSucceeded:
+			return j.finish(ctx, gangway.PhaseSucceeded, "all members exited 0")
+		case outcomeCancelled:
+			return j.finish(ctx, gangway.PhaseCancelled, "cancelled while running")
+		case outcomeFatal:
+			return j.finish(ctx, gangway.PhaseFailed, reason)
+		case outcomeInfraFailure:
+			j.st.InfraRestarts++
+			j.st.Reason = reason + "; requeued (infrastructure, no retry spent)"
+		case outcomeUserFailure:
+			if j.st.UserRetries >= j.spec.Retries {
+				return j.finish(ctx, gangway.PhaseFailed,
+					fmt.Sprintf("%s; no retries left (%d allowed)", reason, j.spec.Retries))
+			}
+			j.st.UserRetries++
+			j.st.Reason = fmt.Sprintf("%s; retry %d of %d", reason, j.st.UserRetries, j.spec.Retries)
+		}
+	}
+}
+
+// waitPlacement blocks until the dispatch loop signals an assignment for
+// this attempt, or the workflow is cancelled. Signals for other attempts are
+// leftovers (a re-signal from a new leader) and are dropped: their GPUs are
+// freed by the release of that attempt.
+func (j *job) waitPlacement(ctx workflow.Context, attempt int) (gangway.Assignment, bool) {
+	for {
+		var asg gangway.Assignment
+		var got bool
+		sel := workflow.NewSelector(ctx)
+		sel.AddReceive(j.placed, func(c workflow.ReceiveChannel, _ bool) {
+			c.Receive(ctx, &asg)
+			got = true
+		})
+		sel.AddReceive(ctx.Done(), func(workflow.ReceiveChannel, bool) {})
+		sel.Select(ctx)
+		if !got {
+			return gangway.Assignment{}, false
+		}
+		if asg.Attempt == attempt && len(asg.Members) == j.spec.Gang.Replicas {
+			return asg, true
+		}
+		workflow.GetLogger(ctx).Info("ignoring placement for another attempt",
+			"attempt", attempt, "signalAttempt", asg.Attempt)
+	}
+}
+
+// runGang starts one RunTask per member on its node's task queue and waits
+// for all of them. The first failure cancels the rest; because activities
+// wait for cancellation, every process is gone when runGang returns (or its
+// node is lost), so the GPUs can be released.
+func (j *job) runGang(ctx workflow.Context, asg gangway.Assignment) (outcome, string) {
+	gctx, cancelGang := workflow.WithCancel(ctx)
+	defer cancelGang()
+	runStart := workflow.Now(ctx)
+	sel := workflow.NewSelector(ctx)
+	var firstErr error
+	var firstRank int
+	for _, m := range asg.Members {
+		actx := workflow.WithActivityOptions(gctx, workflow.ActivityOptions{
+			TaskQueue:              NodeTaskQueue(m.NodeID),
+			ScheduleToStartTimeout: j.timing.StartTimeout,
+			StartToCloseTimeout:    j.spec.MaxRuntime.Duration + runGrace,
+			HeartbeatTimeout:       j.timing.HeartbeatTimeout,
+			WaitForCancellation:    true,
+			RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
+		})
+		rank := m.Rank
+		f := workflow.ExecuteActivity(actx, ActivityRunTask, j.taskInput(asg, m))
+		sel.AddFuture(f, func(f workflow.Future) {
+			if err := f.Get(ctx, nil); err != nil && firstErr == nil {
+				firstErr, firstRank = err, rank
+				cancelGang()
+			}
+		})
+	}
+	for range asg.Members {
+		sel.Select(ctx)
+	}
+	j.addRun(workflow.Now(ctx).Sub(runStart), asg.GPUCount())
+	switch {
+	case ctx.Err() != nil:
+		return outcomeCancelled, ""
+	case firstErr == nil:
+		return outcomeSucceeded, ""
+	}
+	return classify(firstErr, firstRank, asg)
+}
+
+// classify turns the first member failure into an outcome and a sentence.
+func classify(err error, rank int, asg gangway.Assignment) (outcome, string) {
+	node := ""
+	for _, m := range asg.Members {
+		if m.Rank == rank {
+			node = m.NodeID
+		}
+	}
+	where := fmt.Sprintf("rank %d on node %s", rank, node)
+	var te *temporal.TimeoutError
+	if errors.As(err, &te) {
+		switch te.TimeoutType() {
+		case enumspb.TIMEOUT_TYPE_HEARTBEAT:
+			return outcomeInfraFailure, fmt.Sprintf("node lost: %s stopped heartbeating", where)
+		case enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START:
+			return outcomeInfraFailure, fmt.Sprintf("node lost: no agent picked up %s", where)
+		case enumspb.TIMEOUT_TYPE_START_TO_CLOSE, enumspb.TIMEOUT_TYPE_SCHEDULE_TO_CLOSE:
+			return outcomeFatal, fmt.Sprintf("%s exceeded maxRuntime", where)
+		}
+	}
+	var ae *temporal.ApplicationError
+	if errors.As(err, &ae) {
+		switch ae.Type() {
+		case ErrTypeGPUBusy, ErrTypeNodeShutdown:
+			return outcomeInfraFailure, fmt.Sprintf("%s: %s", where, ae.Message())
+		case ErrTypeTaskFailed:
+			return outcomeUserFailure, fmt.Sprintf("%s failed: %s", where, ae.Message())
+		}
+		return outcomeUserFailure, fmt.Sprintf("%s failed: %s", where, ae.Message())
+	}
+	return outcomeUserFailure, fmt.Sprintf("%s failed: %v", where, err)
+}
+
+func (j *job) taskInput(asg gangway.Assignment, m gangway.Member) RunTaskInput {
+	return RunTaskInput{
+		JobID:       j.spec.Name,
+		Team:        j.spec.Team,
+		Project:     j.spec.Project,
+		Attempt:     asg.Attempt,
+		Rank:        m.Rank,
+		WorldSize:   len(asg.Members),
+		MasterAddr:  asg.MasterAddr(),
+		NodeID:      m.NodeID,
+		GPUs:        m.GPUs,
+		Command:     j.spec.Command,
+		Args:        j.spec.Args,
+		Env:         j.spec.Env,
+		WorkingDir:  j.spec.WorkingDir,
+		StopSignal:  j.spec.Checkpoint.Signal,
+		GracePeriod: j.spec.Checkpoint.GracePeriod.Duration,
+	}
+}
+
+// release frees the attempt's GPUs. It runs on a disconnected context so it
+// happens even when the workflow is being cancelled.
+func (j *job) release(ctx workflow.Context, attempt int) {
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	err := workflow.ExecuteActivity(workflow.WithActivityOptions(dctx, serverActivity),
+		ActivityRelease, ReleaseInput{JobID: j.spec.Name, Attempt: attempt}).Get(dctx, nil)
+	if err != nil {
+		// Release retries without limit, so this is only reachable if the
+		// activity is misregistered; the reconciler frees the GPUs then.
+		workflow.GetLogger(ctx).Error("release failed", "attempt", attempt, "error", err)
+	}
+}
+
+// cancelled takes the job out of the queue, frees anything a racing commit
+// gave it, and ends it Cancelled. Dequeue comes first: a commit after it is
+// rejected because the job is no longer queued.
+func (j *job) cancelled(ctx workflow.Context, reason string) Status {
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	err := workflow.ExecuteActivity(workflow.WithActivityOptions(dctx, serverActivity),
+		ActivityDequeue, DequeueInput{JobID: j.spec.Name}).Get(dctx, nil)
+	if err != nil {
+		workflow.GetLogger(ctx).Error("dequeue failed", "error", err)
+	}
+	j.release(ctx, j.st.Attempt)
+	return j.finish(dctx, gangway.PhaseCancelled, reason)
+}
+
+func (j *job) finish(ctx workflow.Context, p gangway.Phase, reason string) Status {
+	j.setPhase(ctx, p, reason)
+	return j.st
+}
+
+// setPhase records a transition, accrues queue wait, and mirrors the phase
+// into the memo for `gangway list`.
+func (j *job) setPhase(ctx workflow.Context, p gangway.Phase, reason string) {
+	now := workflow.Now(ctx)
+	if j.st.Phase == gangway.PhaseQueued {
+		j.st.WaitTime += now.Sub(j.since)
+	}
+	j.st.Phase, j.st.Reason, j.since = p, reason, now
+	j.st.Phases = append(j.st.Phases, PhaseChange{Phase: p, At: now, Attempt: j.st.Attempt, Reason: reason})
+	memo := map[string]any{MemoPhase: string(p), MemoTeam: j.spec.Team,
+		MemoGPUs: j.spec.Gang.Replicas * j.spec.Gang.GPUsPerReplica}
+	if err := workflow.UpsertMemo(ctx, memo); err != nil {
+		workflow.GetLogger(ctx).Warn("memo update failed", "error", err)
+	}
+}
+
+func (j *job) addRun(d time.Duration, gpus int) {
+	j.st.RunTime += d
+	j.st.GPUSeconds += d.Seconds() * float64(gpus)
+}
+
+func placedReason(a gangway.Assignment) string {
+	s := ""
+	for i, m := range a.Members {
+		if i > 0 {
+			s += ", "
+		}
+		s += fmt.Sprintf("rank %d on %s GPUs %v", m.Rank, m.NodeID, m.GPUs)
+	}
+	return s
+}
