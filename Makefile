@@ -1,0 +1,89 @@
+# Gangway: build, test and run the development stack.
+#
+#   make deps     Temporal CLI into bin/ (built once, ~6 min) and redis-server
+#   make build    bin/gangway
+#   make dev      deps + build, then `bin/gangway dev $(DEV_FLAGS)`
+#   make test     deps, then every test, integration tests on real servers
+#   make lint     gofmt, go vet, workflowcheck (Temporal determinism)
+#   make clean    build and test outputs (keeps the tools in bin/)
+#   make distclean  also the tools in bin/
+#
+# Tools live in bin/ and are file targets: once built they are reused.
+
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := build
+
+GO ?= go
+BIN := $(CURDIR)/bin
+
+# v1.5.1 is the newest Temporal CLI that `go install` accepts: v1.9.1 has a
+# replace directive in its go.mod, v1.6-v1.8 are not on the module proxy.
+TEMPORAL_VERSION := v1.5.1
+# The proxy serves workflowcheck v0.3.0, v0.5.0 and v0.6.0; v0.3.0 pins
+# golang.org/x/tools v0.25.0, which does not compile with Go 1.26.
+WORKFLOWCHECK_VERSION := v0.6.0
+
+DEV_FLAGS ?=
+TEST_FLAGS ?=
+
+.PHONY: deps redis build dev test lint clean distclean
+
+bin/temporal:
+	@echo "Installing the Temporal CLI $(TEMPORAL_VERSION) (dev server: Temporal Server + Web UI) into bin/temporal."
+	@echo "It builds from source: about 6 minutes and 2 GB of RAM on 2 cores. Later runs reuse bin/temporal."
+	GOBIN=$(BIN) $(GO) install github.com/temporalio/cli/cmd/temporal@$(TEMPORAL_VERSION)
+
+INSTALL_WORKFLOWCHECK := GOBIN=$(BIN) $(GO) install go.temporal.io/sdk/contrib/tools/workflowcheck@$(WORKFLOWCHECK_VERSION)
+
+bin/workflowcheck:
+	$(INSTALL_WORKFLOWCHECK)
+
+# redis-server comes from the OS: tests and `gangway dev` run their own
+# instances on free ports, never a system service.
+redis:
+	@if command -v redis-server >/dev/null; then \
+		exit 0; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "redis-server not found; running as root, so installing it: apt-get update && apt-get install -y redis-server"; \
+		apt-get update && apt-get install -y redis-server; \
+	else \
+		echo "redis-server not found. Install Redis 7, for example:" >&2; \
+		echo "    sudo apt-get update && sudo apt-get install -y redis-server" >&2; \
+		echo "(macOS: brew install redis)" >&2; \
+		exit 1; \
+	fi
+
+deps: bin/temporal redis
+
+build:
+	$(GO) build -o bin/gangway ./cmd/gangway
+
+dev: deps build
+	./bin/gangway dev $(DEV_FLAGS)
+
+# -p 2: the integration tests start real servers; more packages at once
+# only fight over the CPUs.
+test: deps
+	$(GO) test -p 2 -count=1 -timeout 25m $(TEST_FLAGS) ./...
+
+lint:
+	@unformatted="$$(gofmt -l .)"; \
+	if [ -n "$$unformatted" ]; then \
+		echo "gofmt: these files need formatting (gofmt -w):" >&2; \
+		echo "$$unformatted" >&2; \
+		exit 1; \
+	fi
+	$(GO) vet ./...
+	@if [ -x bin/workflowcheck ] || $(INSTALL_WORKFLOWCHECK); then \
+		echo "bin/workflowcheck ./workflows/..."; \
+		bin/workflowcheck ./workflows/...; \
+	else \
+		echo "note: workflowcheck $(WORKFLOWCHECK_VERSION) could not be installed; skipping the workflow determinism check" >&2; \
+	fi
+
+clean:
+	rm -f bin/gangway coverage.out coverage.html *.coverprofile
+
+distclean: clean
+	rm -rf bin

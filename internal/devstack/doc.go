@@ -1,0 +1,27 @@
+// Package devstack runs the servers Gangway depends on — a redis-server and a
+// Temporal dev server (`temporal server start-dev`) — as child processes on
+// free loopback ports.
+//
+// It is the one place that knows how to start, wait for, and stop them, so
+// that `gangway dev` and the integration tests (through package devstacktest)
+// run exactly the same servers the same way. It owns:
+//
+//   - picking free ports on 127.0.0.1 ([FreePort]);
+//   - finding the binaries ([FindTemporal]; redis-server comes from PATH);
+//   - starting each server and waiting until it really serves (Redis answers
+//     PING; Temporal passes a health check and describes the "default"
+//     namespace), with an error that quotes the server's last output when it
+//     does not;
+//   - stopping it: SIGTERM to its process group, SIGKILL after a grace period;
+//     [Redis.Kill] and [Temporal.Kill] simulate a crash.
+//
+// A child never outlives the Go process that started it: it runs in its own
+// process group and gets SIGKILL from the kernel (Pdeathsig) when its parent
+// dies, even if the parent is killed with SIGKILL and never runs a cleanup.
+//
+// The context passed to StartRedis and StartTemporal bounds only the start-up
+// wait; the servers run until Stop or Kill, or until this process exits.
+//
+// The Temporal CLI is built from source by `make bin/temporal` (v1.5.1, into
+// the repository's bin/); redis-server comes from the OS (`make redis`).
+package devstack

@@ -1,0 +1,334 @@
+package workflows
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/gangwayhq/gangway"
+)
+
+// fakeActivities stands in for the Redis view and the agents. run decides
+// what each RunTask does.
+type fakeActivities struct {
+	mu       sync.Mutex
+	enqueued []int // attempts
+	dequeued int
+	released []int // attempts
+	tasks    []RunTaskInput
+	run      func(ctx context.Context, in RunTaskInput) error
+}
+
+func (f *fakeActivities) register(env *testsuite.TestWorkflowEnvironment) {
+	env.RegisterWorkflowWithOptions(JobWorkflow, workflow.RegisterOptions{Name: WorkflowName})
+	env.RegisterActivityWithOptions(func(_ context.Context, in EnqueueInput) error {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.enqueued = append(f.enqueued, in.Entry.Attempt)
+		return nil
+	}, activity.RegisterOptions{Name: ActivityEnqueue})
+	env.RegisterActivityWithOptions(func(_ context.Context, _ DequeueInput) error {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.dequeued++
+		return nil
+	}, activity.RegisterOptions{Name: ActivityDequeue})
+	env.RegisterActivityWithOptions(func(_ context.Context, in ReleaseInput) (int, error) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.released = append(f.released, in.Attempt)
+		return 0, nil
+	}, activity.RegisterOptions{Name: ActivityRelease})
+	env.RegisterActivityWithOptions(func(ctx context.Context, in RunTaskInput) (RunTaskResult, error) {
+		f.mu.Lock()
+		f.tasks = append(f.tasks, in)
+		f.mu.Unlock()
+		if f.run == nil {
+			return RunTaskResult{}, nil
+		}
+		return RunTaskResult{}, f.run(ctx, in)
+	}, activity.RegisterOptions{Name: ActivityRunTask})
+}
+
+func testSpec(replicas, gpus, retries int) gangway.JobSpec {
+	s := gangway.JobSpec{
+		Name: "train-1", Team: "vision", Command: []string{"train"},
+		Gang:    gangway.Gang{Replicas: replicas, GPUsPerReplica: gpus},
+		Retries: retries,
+	}
+	s.Default()
+	return s
+}
+
+// assignment places replica r on node n<r>, GPUs 0..gpus-1.
+func assignment(attempt, replicas, gpus int) gangway.Assignment {
+	a := gangway.Assignment{JobID: "train-1", Attempt: attempt}
+	for r := range replicas {
+		m := gangway.Member{Rank: r, NodeID: fmt.Sprintf("n%d", r), Addr: fmt.Sprintf("10.0.0.%d", r)}
+		for g := range gpus {
+			m.GPUs = append(m.GPUs, g)
+		}
+		a.Members = append(a.Members, m)
+	}
+	return a
+}
+
+// placeEachAttempt signals a placement for attempts 1..n, one per virtual
+// second, so each requeue finds its signal.
+func placeEachAttempt(env *testsuite.TestWorkflowEnvironment, n, replicas, gpus int) {
+	for attempt := 1; attempt <= n; attempt++ {
+		env.RegisterDelayedCallback(func() {
+			env.SignalWorkflow(SignalPlaced, assignment(attempt, replicas, gpus))
+		}, time.Duration(attempt)*time.Second)
+	}
+}
+
+// blockUntilCancelled is a RunTask that runs until the workflow cancels it.
+func blockUntilCancelled(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(20 * time.Second):
+		return errors.New("test task was never cancelled")
+	}
+}
+
+func phases(st Status) []gangway.Phase {
+	var out []gangway.Phase
+	for _, p := range st.Phases {
+		out = append(out, p.Phase)
+	}
+	return out
+}
+
+func runJob(t *testing.T, env *testsuite.TestWorkflowEnvironment, spec gangway.JobSpec) Status {
+	t.Helper()
+	env.ExecuteWorkflow(WorkflowName, JobInput{Spec: spec})
+	if !env.IsWorkflowCompleted() {
+		t.Fatal("workflow did not complete")
+	}
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatalf("workflow error: %v", err)
+	}
+	var st Status
+	if err := env.GetWorkflowResult(&st); err != nil {
+		t.Fatalf("result: %v", err)
+	}
+	return st
+}
+
+func TestJobWorkflow(t *testing.T) {
+	type want struct {
+		phase         gangway.Phase
+		phases        []gangway.Phase
+		attempt       int
+		userRetries   int
+		infraRestarts int
+		enqueued      []int
+		released      []int
+		dequeued      int
+		reason        string // substring of the final reason
+	}
+	q, pl, ru, rq := gangway.PhaseQueued, gangway.PhasePlaced, gangway.PhaseRunning, gangway.PhaseRequeued
+	sub := gangway.PhaseSubmitted
+	cases := map[string]struct {
+		spec     gangway.JobSpec
+		placed   int // attempts to signal placements for
+		cancelAt time.Duration
+		run      func(ctx context.Context, in RunTaskInput) error
+		want     want
+	}{
+		"happy path 2x8 gang": {
+			spec: testSpec(2, 8, 0), placed: 1,
+			want: want{phase: gangway.PhaseSucceeded, attempt: 1, enqueued: []int{1}, released: []int{1},
+				phases: []gangway.Phase{sub, q, pl, ru, gangway.PhaseSucceeded}},
+		},
+		"cancel while queued": {
+			spec: testSpec(1, 1, 0), cancelAt: 500 * time.Millisecond,
+			want: want{phase: gangway.PhaseCancelled, attempt: 1, enqueued: []int{1}, released: []int{1}, dequeued: 1,
+				phases: []gangway.Phase{sub, q, gangway.PhaseCancelled}, reason: "cancelled while queued"},
+		},
+		"cancel while running": {
+			spec: testSpec(2, 4, 0), placed: 1, cancelAt: 1500 * time.Millisecond,
+			run: func(ctx context.Context, _ RunTaskInput) error { return blockUntilCancelled(ctx) },
+			want: want{phase: gangway.PhaseCancelled, attempt: 1, enqueued: []int{1}, released: []int{1},
+				phases: []gangway.Phase{sub, q, pl, ru, gangway.PhaseCancelled}, reason: "cancelled while running"},
+		},
+		"one member fails, gang retried and succeeds": {
+			spec: testSpec(2, 8, 1), placed: 2,
+			run: func(ctx context.Context, in RunTaskInput) error {
+				if in.Attempt == 1 && in.Rank == 1 {
+					return temporal.NewNonRetryableApplicationError("exit code 3", ErrTypeTaskFailed, nil)
+				}
+				if in.Attempt == 1 {
+					return blockUntilCancelled(ctx) // the healthy member is stopped
+				}
+				return nil
+			},
+			want: want{phase: gangway.PhaseSucceeded, attempt: 2, userRetries: 1, enqueued: []int{1, 2}, released: []int{1, 2},
+				phases: []gangway.Phase{sub, q, pl, ru, rq, q, pl, ru, gangway.PhaseSucceeded}},
+		},
+		"member fails with no retries left": {
+			spec: testSpec(2, 8, 0), placed: 1,
+			run: func(ctx context.Context, in RunTaskInput) error {
+				if in.Rank == 0 {
+					return temporal.NewNonRetryableApplicationError("exit code 1", ErrTypeTaskFailed, nil)
+				}
+				return blockUntilCancelled(ctx)
+			},
+			want: want{phase: gangway.PhaseFailed, attempt: 1, enqueued: []int{1}, released: []int{1},
+				phases: []gangway.Phase{sub, q, pl, ru, gangway.PhaseFailed}, reason: "rank 0 on node n0 failed: exit code 1; no retries left"},
+		},
+		"node heartbeat lost: requeued without spending a retry": {
+			spec: testSpec(2, 8, 0), placed: 2,
+			run: func(ctx context.Context, in RunTaskInput) error {
+				if in.Attempt == 1 && in.Rank == 1 {
+					return temporal.NewHeartbeatTimeoutError()
+				}
+				if in.Attempt == 1 {
+					return blockUntilCancelled(ctx)
+				}
+				return nil
+			},
+			want: want{phase: gangway.PhaseSucceeded, attempt: 2, infraRestarts: 1, enqueued: []int{1, 2}, released: []int{1, 2},
+				phases: []gangway.Phase{sub, q, pl, ru, rq, q, pl, ru, gangway.PhaseSucceeded}},
+		},
+		"agent refuses a busy GPU: requeued without spending a retry": {
+			spec: testSpec(1, 2, 0), placed: 2,
+			run: func(_ context.Context, in RunTaskInput) error {
+				if in.Attempt == 1 {
+					return temporal.NewNonRetryableApplicationError("GPU 0 busy", ErrTypeGPUBusy, nil)
+				}
+				return nil
+			},
+			want: want{phase: gangway.PhaseSucceeded, attempt: 2, infraRestarts: 1, enqueued: []int{1, 2}, released: []int{1, 2},
+				phases: []gangway.Phase{sub, q, pl, ru, rq, q, pl, ru, gangway.PhaseSucceeded}},
+		},
+		"max runtime exceeded fails for good": {
+			spec: testSpec(1, 1, 3), placed: 1,
+			run: func(context.Context, RunTaskInput) error {
+				return temporal.NewTimeoutError(0x1 /* START_TO_CLOSE */, nil)
+			},
+			want: want{phase: gangway.PhaseFailed, attempt: 1, enqueued: []int{1}, released: []int{1},
+				phases: []gangway.Phase{sub, q, pl, ru, gangway.PhaseFailed}, reason: "exceeded maxRuntime"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			var s testsuite.WorkflowTestSuite
+			env := s.NewTestWorkflowEnvironment()
+			f := &fakeActivities{run: tc.run}
+			f.register(env)
+			placeEachAttempt(env, tc.placed, tc.spec.Gang.Replicas, tc.spec.Gang.GPUsPerReplica)
+			if tc.cancelAt > 0 {
+				env.RegisterDelayedCallback(env.CancelWorkflow, tc.cancelAt)
+			}
+			st := runJob(t, env, tc.spec)
+			got := want{phase: st.Phase, phases: phases(st), attempt: st.Attempt, userRetries: st.UserRetries,
+				infraRestarts: st.InfraRestarts, enqueued: f.enqueued, released: f.released, dequeued: f.dequeued, reason: tc.want.reason}
+			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(want{})); diff != "" {
+				t.Errorf("job (-want +got):\n%s\nreason: %s", diff, st.Reason)
+			}
+			if tc.want.reason != "" && !contains(st.Reason, tc.want.reason) {
+				t.Errorf("reason = %q, want it to contain %q", st.Reason, tc.want.reason)
+			}
+		})
+	}
+}
+
+func contains(s, sub string) bool {
+	return len(sub) == 0 || (len(s) >= len(sub) && indexOf(s, sub) >= 0)
+}
+
+func indexOf(s, sub string) int {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return i
+		}
+	}
+	return -1
+}
+
+// TestJobWorkflowTaskInputs checks what each gang member is told: its rank,
+// the world size, rank 0's address as master, its node and GPUs.
+func TestJobWorkflowTaskInputs(t *testing.T) {
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	f := &fakeActivities{}
+	f.register(env)
+	placeEachAttempt(env, 1, 2, 4)
+	spec := testSpec(2, 4, 0)
+	spec.Args = []string{"--lr", "0.1"}
+	spec.Env = map[string]string{"A": "1"}
+	runJob(t, env, spec)
+
+	byRank := map[int]RunTaskInput{}
+	for _, in := range f.tasks {
+		byRank[in.Rank] = in
+	}
+	want := map[int]RunTaskInput{}
+	for r := range 2 {
+		want[r] = RunTaskInput{JobID: "train-1", Team: "vision", Attempt: 1, Rank: r, WorldSize: 2, MasterAddr: "10.0.0.0",
+			NodeID: fmt.Sprintf("n%d", r), GPUs: []int{0, 1, 2, 3}, Command: []string{"train"}, Args: []string{"--lr", "0.1"},
+			Env: map[string]string{"A": "1"}, StopSignal: "SIGTERM", GracePeriod: spec.Checkpoint.GracePeriod.Duration}
+	}
+	if diff := cmp.Diff(want, byRank); diff != "" {
+		t.Errorf("task inputs (-want +got):\n%s", diff)
+	}
+}
+
+// TestJobWorkflowIgnoresOtherAttempts: a re-signal for an old attempt (from
+// a new dispatch leader) must not start the job on GPUs it no longer holds.
+func TestJobWorkflowIgnoresOtherAttempts(t *testing.T) {
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	f := &fakeActivities{}
+	f.register(env)
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(SignalPlaced, assignment(7, 1, 1)) }, time.Second)
+	env.RegisterDelayedCallback(func() {
+		var st Status
+		v, err := env.QueryWorkflow(QueryStatus)
+		if err != nil || v.Get(&st) != nil {
+			t.Errorf("query: %v", err)
+		}
+		if st.Phase != gangway.PhaseQueued {
+			t.Errorf("phase after a stale signal = %s, want Queued", st.Phase)
+		}
+	}, 2*time.Second)
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(SignalPlaced, assignment(1, 1, 1)) }, 3*time.Second)
+	st := runJob(t, env, testSpec(1, 1, 0))
+	if st.Phase != gangway.PhaseSucceeded || len(f.tasks) != 1 || f.tasks[0].Attempt != 1 {
+		t.Errorf("phase %s, tasks %+v; want Succeeded with one task for attempt 1", st.Phase, f.tasks)
+	}
+	if st.WaitTime < 2*time.Second {
+		t.Errorf("wait time %v, want >= 2s of queueing", st.WaitTime)
+	}
+}
+
+// TestJobWorkflowRejectsInvalidSpec: a spec that bypassed the client's
+// validation is rejected before anything is queued.
+func TestJobWorkflowRejectsInvalidSpec(t *testing.T) {
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	f := &fakeActivities{}
+	f.register(env)
+	spec := testSpec(1, 12, 0)
+	env.ExecuteWorkflow(WorkflowName, JobInput{Spec: spec})
+	err := env.GetWorkflowError()
+	var ae *temporal.ApplicationError
+	if !errors.As(err, &ae) || ae.Type() != ErrTypeInvalidSpec {
+		t.Fatalf("error = %v, want ApplicationError %s", err, ErrTypeInvalidSpec)
+	}
+	if !contains(ae.Error(), "gang.gpusPerReplica") || len(f.enqueued) != 0 {
+		t.Errorf("error %q, enqueued %v; want the field named and nothing queued", ae.Error(), f.enqueued)
+	}
+}
