@@ -70,6 +70,8 @@ func (c *Client) Submit(ctx context.Context, spec gangway.JobSpec, o SubmitOptio
 		TaskQueue:                workflows.TaskQueue,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+		// Without this the SDK quietly returns the existing run.
+		WorkflowExecutionErrorWhenAlreadyStarted: true,
 		Memo: map[string]any{
 			workflows.MemoPhase: string(gangway.PhaseSubmitted),
 			workflows.MemoTeam:  spec.Team,

@@ -17,7 +17,7 @@ import (
 // dropped), so they retry without limit.
 var serverActivity = workflow.ActivityOptions{
 	TaskQueue:           TaskQueue,
-	StartToCloseTimeout: 30 * time.Second,
+	StartToCloseTimeout: 10 * time.Second,
 	RetryPolicy: &temporal.RetryPolicy{
 		InitialInterval:    200 * time.Millisecond,
 		BackoffCoefficient: 2,

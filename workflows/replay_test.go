@@ -1,0 +1,30 @@
+package workflows
+
+import (
+	"path/filepath"
+	"testing"
+
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+)
+
+// TestReplayHistories replays JobWorkflow histories recorded on a real
+// Temporal server (testdata/histories, written by the e2e test with
+// -update-histories): a user retry, a 2 × 8 gang, a cancel while running.
+// A change to the workflow's command order that is not behind
+// workflow.GetVersion fails here.
+func TestReplayHistories(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("testdata", "histories", "*.json"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no saved histories: %v", err)
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			r := worker.NewWorkflowReplayer()
+			r.RegisterWorkflowWithOptions(JobWorkflow, workflow.RegisterOptions{Name: WorkflowName})
+			if err := r.ReplayWorkflowHistoryFromJSONFile(nil, f); err != nil {
+				t.Fatalf("replay %s: %v", f, err)
+			}
+		})
+	}
+}
