@@ -276,12 +276,13 @@ func (j *job) finish(ctx workflow.Context, p gangway.Phase, reason string) Statu
 	return j.st
 }
 
-// setPhase records a transition, accrues queue wait, and mirrors the phase
+// setPhase records a transition, accrues wait time, and mirrors the phase
 // into the memo for `gangway list`.
 func (j *job) setPhase(ctx workflow.Context, p gangway.Phase, reason string) {
 	now := workflow.Now(ctx)
-	if j.st.Phase == gangway.PhaseQueued {
-		j.st.WaitTime += now.Sub(j.since)
+	switch j.st.Phase {
+	case gangway.PhaseSubmitted, gangway.PhaseQueued, gangway.PhaseRequeued:
+		j.st.WaitTime += now.Sub(j.since) // waiting, as the user sees it
 	}
 	j.st.Phase, j.st.Reason, j.since = p, reason, now
 	j.st.Phases = append(j.st.Phases, PhaseChange{Phase: p, At: now, Attempt: j.st.Attempt, Reason: reason})

@@ -220,11 +220,13 @@ func parseLevel(s string) (slog.Level, error) {
 	return l, nil
 }
 
-func newLogger(c LogConfig) *slog.Logger {
+func newLogger(c LogConfig) *slog.Logger { return newLoggerTo(os.Stderr, c) }
+
+func newLoggerTo(w io.Writer, c LogConfig) *slog.Logger {
 	level, _ := parseLevel(c.Level)
 	opts := &slog.HandlerOptions{Level: level}
 	if c.Format == "json" {
-		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+		return slog.New(slog.NewJSONHandler(w, opts))
 	}
-	return slog.New(slog.NewTextHandler(os.Stderr, opts))
+	return slog.New(slog.NewTextHandler(w, opts))
 }

@@ -71,7 +71,6 @@ Needs redis-server on PATH and the Temporal CLI in bin/ or on PATH
 }
 
 func runDev(ctx context.Context, a *app, o devOptions, shapes []agent.NodeShape, out io.Writer) error {
-	log := a.log
 	dir := o.dataDir
 	if dir == "" {
 		tmp, err := os.MkdirTemp("", "gangway-dev-")
@@ -86,8 +85,16 @@ func runDev(ctx context.Context, a *app, o devOptions, shapes []agent.NodeShape,
 		return fmt.Errorf("server log: %w", err)
 	}
 	defer logFile.Close()
+	// The terminal shows progress; the components log to a file beside the
+	// servers' output.
+	gwLog, err := os.Create(filepath.Join(dir, "gangway.log"))
+	if err != nil {
+		return fmt.Errorf("gangway log: %w", err)
+	}
+	defer gwLog.Close()
+	log := newLoggerTo(gwLog, a.cfg.Log)
 
-	fmt.Fprintf(out, "gangway dev: state in %s\n", dir)
+	fmt.Fprintf(out, "gangway dev: state and logs in %s\n", dir)
 	rds, err := devstack.StartRedis(ctx, devstack.RedisOptions{Dir: filepath.Join(dir, "redis"), Log: logFile})
 	if err != nil {
 		return err
@@ -165,6 +172,10 @@ func runDev(ctx context.Context, a *app, o devOptions, shapes []agent.NodeShape,
 	}
 	stop()
 	wg.Wait()
+	if ctx.Err() != nil {
+		fmt.Fprintln(out, "gangway dev: interrupted; everything stopped")
+		return nil
+	}
 	fmt.Fprintln(out, "gangway dev: stopped")
 	if !ok {
 		return errors.New("some demo jobs did not succeed")
