@@ -1,0 +1,381 @@
+package capacity
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/gangwayhq/gangway"
+)
+
+// Snapshot is the view at one instant, read in one script: what the
+// dispatch loop plans from. Now is the Redis server's clock, so every
+// dispatcher agrees on it.
+type Snapshot struct {
+	Now   time.Time
+	Nodes []NodeStatus         // sorted by ID
+	Queue []gangway.QueueEntry // in queue order
+	// Allocations are the committed assignments, sorted by job ID (what
+	// preemption may choose victims from).
+	Allocations []gangway.Assignment
+}
+
+// Snapshot reads nodes, allocations and the queue consistently.
+func (v *View) Snapshot(ctx context.Context) (Snapshot, error) {
+	s, err := v.read(ctx, true)
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("snapshot: %w", err)
+	}
+	return s, nil
+}
+
+// The checks Commit makes, in the order it makes them; CommitError.Check is
+// one of these.
+const (
+	CheckLease        = "lease"          // the caller holds the dispatch lease
+	CheckDuplicateJob = "duplicate-job"  // a job appears once in the plan
+	CheckNotQueued    = "not-queued"     // the job is still queued
+	CheckAttempt      = "attempt"        // with exactly the plan's attempt
+	CheckAllocated    = "allocated"      // and holds no allocation
+	CheckNodeMissing  = "node-missing"   // every member's node is registered
+	CheckNodeNotReady = "node-not-ready" // and ready
+	CheckGPUMissing   = "gpu-missing"    // every GPU index exists on its node
+	CheckGPUBusy      = "gpu-busy"       // and is free
+	CheckGPUTwice     = "gpu-twice"      // and is claimed once in the plan
+)
+
+// CommitError says which check rejected a plan. It wraps ErrStale, or
+// ErrNotLeader for CheckLease.
+type CommitError struct {
+	Check  string
+	JobID  gangway.JobID // "" for CheckLease
+	NodeID string        // "" unless the check is about a node or GPU
+	GPU    int           // -1 unless the check is about one GPU
+	Detail string
+	err    error
+}
+
+func (e *CommitError) Error() string {
+	var b strings.Builder
+	b.WriteString(e.err.Error())
+	b.WriteString(": ")
+	if e.JobID != "" {
+		b.WriteString("job " + e.JobID + ": ")
+	}
+	if e.NodeID != "" {
+		b.WriteString("node " + e.NodeID + ": ")
+	}
+	if e.GPU >= 0 {
+		b.WriteString("gpu " + strconv.Itoa(e.GPU) + ": ")
+	}
+	b.WriteString(e.Detail)
+	return b.String()
+}
+
+// Unwrap returns ErrStale or ErrNotLeader.
+func (e *CommitError) Unwrap() error { return e.err }
+
+// planItem is one assignment as commit.lua reads it.
+type planItem struct {
+	Job        string       `json:"job"`
+	Attempt    int          `json:"attempt"`
+	Members    []planMember `json:"members"`
+	Assignment string       `json:"assignment"` // stored verbatim
+}
+
+type planMember struct {
+	Node string `json:"node"`
+	GPUs []int  `json:"gpus"`
+}
+
+// allocRecord is a P:allocs value.
+type allocRecord struct {
+	CPUMilli   int64              `json:"cpuMilli"` // per member
+	MemMiB     int64              `json:"memMiB"`   // per member
+	Assignment gangway.Assignment `json:"assignment"`
+}
+
+// Commit records the whole plan atomically, in one script. For every
+// assignment it checks that holder holds the dispatch lease, the job is
+// still queued with exactly a.Attempt and holds no allocation, every
+// member's node is registered and ready, and every GPU exists on its node,
+// is free, and is claimed once in the plan. If any check fails nothing is
+// written and the error is a *CommitError wrapping ErrStale (or
+// ErrNotLeader) that names the check, job, node and GPU. Otherwise the jobs
+// leave the queue, each GPU is marked as the job's, and each allocation is
+// recorded with the CPU and memory of its queue entry.
+//
+// An empty plan is a no-op. A malformed plan (no members, empty IDs) is an
+// error that wraps neither sentinel: it is a bug in the planner.
+func (v *View) Commit(ctx context.Context, holder string, plan []gangway.Assignment) error {
+	if len(plan) == 0 {
+		return nil
+	}
+	items := make([]planItem, 0, len(plan))
+	for _, a := range plan {
+		if err := validateAssignment(a); err != nil {
+			return fmt.Errorf("commit: invalid plan: %w", err)
+		}
+		b, err := json.Marshal(a)
+		if err != nil {
+			return fmt.Errorf("commit: encode assignment %s: %w", a.JobID, err)
+		}
+		it := planItem{Job: a.JobID, Attempt: a.Attempt, Assignment: string(b)}
+		for _, m := range a.Members {
+			gpus := m.GPUs
+			if gpus == nil {
+				gpus = []int{} // cjson must see a list, not null
+			}
+			it.Members = append(it.Members, planMember{Node: m.NodeID, GPUs: gpus})
+		}
+		items = append(items, it)
+	}
+	arg, err := json.Marshal(items)
+	if err != nil {
+		return fmt.Errorf("commit: encode plan: %w", err)
+	}
+	keys := []string{v.k.queue, v.k.allocs, v.k.gpus, v.k.nodes, v.k.nodeState, v.k.lease, v.k.reasons}
+	res, err := commitScript.Run(ctx, v.rdb, keys, holder, arg).Slice()
+	if err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	if len(res) > 0 && res[0] == "ok" {
+		return nil
+	}
+	ce, err := parseCommitError(res)
+	if err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return fmt.Errorf("commit: %w", ce)
+}
+
+func validateAssignment(a gangway.Assignment) error {
+	if a.JobID == "" {
+		return errors.New("assignment with empty job id")
+	}
+	if len(a.Members) == 0 {
+		return fmt.Errorf("job %s: no members", a.JobID)
+	}
+	for _, m := range a.Members {
+		if m.NodeID == "" {
+			return fmt.Errorf("job %s: rank %d: empty node id", a.JobID, m.Rank)
+		}
+	}
+	return nil
+}
+
+func parseCommitError(res []any) (*CommitError, error) {
+	if len(res) != 6 {
+		return nil, fmt.Errorf("unexpected script reply %v", res)
+	}
+	kind, _ := res[0].(string)
+	check, _ := res[1].(string)
+	job, _ := res[2].(string)
+	node, _ := res[3].(string)
+	gpu, _ := res[4].(int64)
+	detail, _ := res[5].(string)
+	ce := &CommitError{Check: check, JobID: job, NodeID: node, GPU: int(gpu), Detail: detail}
+	switch kind {
+	case "stale":
+		ce.err = ErrStale
+	case "not-leader":
+		ce.err = ErrNotLeader
+	default:
+		return nil, fmt.Errorf("unexpected script reply %v", res)
+	}
+	return ce, nil
+}
+
+// Release frees every GPU the job holds and drops its allocation, but only
+// if the allocation's attempt is <= attempt: a late release from an old
+// attempt never frees a newer attempt's GPUs. It is idempotent and returns
+// the number of GPUs freed (0 when there was nothing to free).
+func (v *View) Release(ctx context.Context, jobID gangway.JobID, attempt int) (int, error) {
+	n, err := releaseScript.Run(ctx, v.rdb, []string{v.k.allocs, v.k.gpus}, jobID, attempt).Int()
+	if err != nil {
+		return 0, fmt.Errorf("release %s: %w", jobID, err)
+	}
+	return n, nil
+}
+
+// Allocation returns the job's committed assignment, or ErrNotFound.
+func (v *View) Allocation(ctx context.Context, jobID gangway.JobID) (gangway.Assignment, error) {
+	s, err := v.rdb.HGet(ctx, v.k.allocs, jobID).Result()
+	if errors.Is(err, redis.Nil) {
+		return gangway.Assignment{}, fmt.Errorf("allocation %s: %w", jobID, ErrNotFound)
+	}
+	if err != nil {
+		return gangway.Assignment{}, fmt.Errorf("allocation %s: %w", jobID, err)
+	}
+	var r allocRecord
+	if err := json.Unmarshal([]byte(s), &r); err != nil {
+		return gangway.Assignment{}, fmt.Errorf("allocation %s: decode: %w", jobID, err)
+	}
+	return r.Assignment, nil
+}
+
+// Allocations returns every committed assignment, sorted by job ID.
+func (v *View) Allocations(ctx context.Context) ([]gangway.Assignment, error) {
+	raw, err := v.rdb.HGetAll(ctx, v.k.allocs).Result()
+	if err != nil {
+		return nil, fmt.Errorf("allocations: %w", err)
+	}
+	recs, err := decodeAllocs(raw)
+	if err != nil {
+		return nil, fmt.Errorf("allocations: %w", err)
+	}
+	out := make([]gangway.Assignment, len(recs))
+	for i, r := range recs {
+		out[i] = r.Assignment
+	}
+	return out, nil
+}
+
+func decodeAllocs(raw map[string]string) ([]allocRecord, error) {
+	recs := make([]allocRecord, 0, len(raw))
+	for id, s := range raw {
+		var r allocRecord
+		if err := json.Unmarshal([]byte(s), &r); err != nil {
+			return nil, fmt.Errorf("decode allocation %s: %w", id, err)
+		}
+		recs = append(recs, r)
+	}
+	slices.SortFunc(recs, func(a, b allocRecord) int { return strings.Compare(a.Assignment.JobID, b.Assignment.JobID) })
+	return recs, nil
+}
+
+// read runs read.lua and assembles a Snapshot (Queue only if withQueue).
+func (v *View) read(ctx context.Context, withQueue bool) (Snapshot, error) {
+	flag := "0"
+	if withQueue {
+		flag = "1"
+	}
+	keys := []string{v.k.nodes, v.k.nodeState, v.k.heartbeat, v.k.gpus, v.k.queue, v.k.allocs}
+	res, err := readScript.Run(ctx, v.rdb, keys, flag).Slice()
+	if err != nil {
+		return Snapshot{}, err
+	}
+	if len(res) != 7 {
+		return Snapshot{}, fmt.Errorf("unexpected script reply of %d items", len(res))
+	}
+	var s Snapshot
+	if s.Now, err = parseTime(res[0]); err != nil {
+		return Snapshot{}, err
+	}
+	nodes, err := flatHash(res[1])
+	if err != nil {
+		return Snapshot{}, err
+	}
+	states, err := flatHash(res[2])
+	if err != nil {
+		return Snapshot{}, err
+	}
+	beats, err := flatHash(res[3])
+	if err != nil {
+		return Snapshot{}, err
+	}
+	gpus, err := flatHash(res[4])
+	if err != nil {
+		return Snapshot{}, err
+	}
+	queue, err := flatHash(res[5])
+	if err != nil {
+		return Snapshot{}, err
+	}
+	allocs, err := flatHash(res[6])
+	if err != nil {
+		return Snapshot{}, err
+	}
+
+	byID := make(map[string]*NodeStatus, len(nodes))
+	s.Nodes = make([]NodeStatus, 0, len(nodes))
+	for id, raw := range nodes {
+		var n gangway.Node
+		if err := json.Unmarshal([]byte(raw), &n); err != nil {
+			return Snapshot{}, fmt.Errorf("decode node %s: %w", id, err)
+		}
+		st := NodeStatus{Node: n, State: states[id], Allocated: map[int]gangway.JobID{}}
+		if ms, err := strconv.ParseInt(beats[id], 10, 64); err == nil {
+			st.LastHeartbeat = time.UnixMilli(ms)
+		}
+		s.Nodes = append(s.Nodes, st)
+	}
+	slices.SortFunc(s.Nodes, func(a, b NodeStatus) int { return strings.Compare(a.Node.ID, b.Node.ID) })
+	for i := range s.Nodes {
+		byID[s.Nodes[i].Node.ID] = &s.Nodes[i]
+	}
+	for f, job := range gpus {
+		nodeID, idx, err := parseGPUField(f)
+		if err != nil {
+			return Snapshot{}, err
+		}
+		if n := byID[nodeID]; n != nil {
+			n.Allocated[idx] = job
+		}
+	}
+
+	recs, err := decodeAllocs(allocs)
+	if err != nil {
+		return Snapshot{}, err
+	}
+	s.Allocations = make([]gangway.Assignment, len(recs))
+	for i, r := range recs {
+		s.Allocations[i] = r.Assignment
+		for _, m := range r.Assignment.Members {
+			if n := byID[m.NodeID]; n != nil {
+				n.UsedCPUMilli += r.CPUMilli
+				n.UsedMemMiB += r.MemMiB
+			}
+		}
+	}
+
+	if withQueue {
+		if s.Queue, err = decodeQueue(queue); err != nil {
+			return Snapshot{}, err
+		}
+	}
+	return s, nil
+}
+
+// parseTime decodes a TIME reply: seconds and microseconds, as strings.
+func parseTime(v any) (time.Time, error) {
+	parts, ok := v.([]any)
+	if !ok || len(parts) != 2 {
+		return time.Time{}, fmt.Errorf("unexpected TIME reply %v", v)
+	}
+	var n [2]int64
+	for i, p := range parts {
+		s, _ := p.(string)
+		x, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return time.Time{}, fmt.Errorf("unexpected TIME reply %v: %w", v, err)
+		}
+		n[i] = x
+	}
+	return time.UnixMicro(n[0]*1_000_000 + n[1]), nil
+}
+
+// flatHash turns an HGETALL reply inside a script result into a map.
+func flatHash(v any) (map[string]string, error) {
+	list, ok := v.([]any)
+	if !ok || len(list)%2 != 0 {
+		return nil, fmt.Errorf("unexpected hash reply %T", v)
+	}
+	m := make(map[string]string, len(list)/2)
+	for i := 0; i < len(list); i += 2 {
+		k, ok1 := list[i].(string)
+		val, ok2 := list[i+1].(string)
+		if !ok1 || !ok2 {
+			return nil, fmt.Errorf("unexpected hash reply item %T %T", list[i], list[i+1])
+		}
+		m[k] = val
+	}
+	return m, nil
+}

@@ -1,0 +1,35 @@
+// Package capacity owns the Redis live view of the fleet: node inventory,
+// state and heartbeats, which job holds which GPU, the pending queue, the
+// dispatch leader lease, the reason each pending job waits, and per-job task
+// output streams.
+//
+// Redis is a view, not the truth: job workflows and node agents hold the
+// truth, and everything here can be rebuilt from them. What the view must
+// guarantee is that no GPU is ever recorded as held by two jobs and that a
+// gang is recorded all-or-nothing. Every change that touches more than one
+// key is a single Lua script (scripts/*.lua), so a concurrent reader never
+// sees half a change and a failed check never leaves half a write.
+//
+// # Key layout
+//
+// Every key starts with Options.Prefix (default "{gangway}"). The braces make
+// the prefix a Redis Cluster hash tag, so all keys live in one slot and every
+// script may touch all of them. P is the prefix below.
+//
+//	key               type    field → value
+//	P:nodes           hash    node ID → gangway.Node JSON (inventory)
+//	P:node-state      hash    node ID → ready | cordoned | lost
+//	P:heartbeat       hash    node ID → last heartbeat, unix ms
+//	P:gpus            hash    "<node ID>/<GPU index>" → job ID holding it (free GPUs are absent)
+//	P:queue           hash    job ID → gangway.QueueEntry JSON
+//	P:allocs          hash    job ID → {"cpuMilli","memMiB" per member, "assignment": gangway.Assignment JSON}
+//	P:lease           string  holder of the dispatch leader lease (SET NX PX)
+//	P:reasons         hash    job ID → why it is still pending
+//	P:log:<job ID>    stream  task output lines {t: unix ms, rank, attempt, text}, capped at Options.LogMaxLen
+//
+// Every script names all the keys it touches in KEYS, as Redis Cluster
+// requires. P:log:<job ID> streams are only touched by single commands.
+//
+// Attempts order everything that can arrive late: an enqueue, commit or
+// release for an older attempt never undoes the work of a newer one.
+package capacity

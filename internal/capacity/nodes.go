@@ -1,0 +1,145 @@
+package capacity
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gangwayhq/gangway"
+)
+
+// NodeStatus is a node as the view sees it: inventory, state, last
+// heartbeat and what is allocated on it.
+type NodeStatus struct {
+	Node          gangway.Node
+	State         string // gangway.NodeReady, NodeCordoned or NodeLost
+	LastHeartbeat time.Time
+	// Allocated maps each held GPU index to the job holding it; free GPUs
+	// are absent.
+	Allocated    map[int]gangway.JobID
+	UsedCPUMilli int64
+	UsedMemMiB   int64
+}
+
+// FreeGPUs returns the indices of the node's GPUs that no job holds, in
+// inventory order. Health is not considered; that is placement's call.
+func (s NodeStatus) FreeGPUs() []int {
+	var free []int
+	for _, g := range s.Node.GPUs {
+		if _, held := s.Allocated[g.Index]; !held {
+			free = append(free, g.Index)
+		}
+	}
+	return free
+}
+
+// validState reports whether SetNodeState accepts state.
+func validState(state string) bool {
+	switch state {
+	case gangway.NodeReady, gangway.NodeCordoned, gangway.NodeLost:
+		return true
+	}
+	return false
+}
+
+// RegisterNode upserts a node's inventory and records a heartbeat at now.
+// A new node, or one marked lost, becomes ready; a cordoned node stays
+// cordoned, so an agent restart does not undo an operator's cordon.
+func (v *View) RegisterNode(ctx context.Context, n gangway.Node, now time.Time) error {
+	if n.ID == "" {
+		return errors.New("register node: empty node id")
+	}
+	inv, err := json.Marshal(n)
+	if err != nil {
+		return fmt.Errorf("register node %s: %w", n.ID, err)
+	}
+	keys := []string{v.k.nodes, v.k.nodeState, v.k.heartbeat}
+	if err := registerScript.Run(ctx, v.rdb, keys, n.ID, inv, now.UnixMilli()).Err(); err != nil {
+		return fmt.Errorf("register node %s: %w", n.ID, err)
+	}
+	return nil
+}
+
+// Heartbeat records that the node's agent was alive at now. It returns
+// ErrNotFound if the node never registered (the agent should register).
+func (v *View) Heartbeat(ctx context.Context, nodeID string, now time.Time) error {
+	keys := []string{v.k.nodes, v.k.heartbeat}
+	ok, err := heartbeatScript.Run(ctx, v.rdb, keys, nodeID, now.UnixMilli()).Int()
+	if err != nil {
+		return fmt.Errorf("heartbeat %s: %w", nodeID, err)
+	}
+	if ok == 0 {
+		return fmt.Errorf("heartbeat %s: %w", nodeID, ErrNotFound)
+	}
+	return nil
+}
+
+// SetNodeState cordons (gangway.NodeCordoned), uncordons (gangway.NodeReady)
+// or marks a node lost (gangway.NodeLost). Jobs already on the node keep
+// their GPUs; only new commits need a ready node.
+func (v *View) SetNodeState(ctx context.Context, nodeID, state string) error {
+	if !validState(state) {
+		return fmt.Errorf("set node %s state: invalid state %q (want %s, %s or %s)",
+			nodeID, state, gangway.NodeReady, gangway.NodeCordoned, gangway.NodeLost)
+	}
+	keys := []string{v.k.nodes, v.k.nodeState}
+	ok, err := setStateScript.Run(ctx, v.rdb, keys, nodeID, state).Int()
+	if err != nil {
+		return fmt.Errorf("set node %s state: %w", nodeID, err)
+	}
+	if ok == 0 {
+		return fmt.Errorf("set node %s state: %w", nodeID, ErrNotFound)
+	}
+	return nil
+}
+
+// RemoveNode drops a node from the view (a terminated cloud instance). It
+// returns ErrNodeBusy while a job still holds one of its GPUs, and
+// ErrNotFound if the node is unknown.
+func (v *View) RemoveNode(ctx context.Context, nodeID string) error {
+	keys := []string{v.k.nodes, v.k.nodeState, v.k.heartbeat, v.k.gpus}
+	res, err := removeNodeScript.Run(ctx, v.rdb, keys, nodeID).Int()
+	if err != nil {
+		return fmt.Errorf("remove node %s: %w", nodeID, err)
+	}
+	switch res {
+	case 0:
+		return fmt.Errorf("remove node %s: %w", nodeID, ErrNotFound)
+	case -1:
+		return fmt.Errorf("remove node %s: %w", nodeID, ErrNodeBusy)
+	}
+	return nil
+}
+
+// Nodes returns every registered node with its state, heartbeat and
+// allocations, read at one instant, sorted by ID.
+func (v *View) Nodes(ctx context.Context) ([]NodeStatus, error) {
+	st, err := v.read(ctx, false)
+	if err != nil {
+		return nil, fmt.Errorf("nodes: %w", err)
+	}
+	return st.Nodes, nil
+}
+
+// FleetNodes returns the inventory of every registered node, whatever its
+// state, sorted by ID: what submit checks a job could ever fit on.
+func (v *View) FleetNodes(ctx context.Context) ([]gangway.Node, error) {
+	raw, err := v.rdb.HGetAll(ctx, v.k.nodes).Result()
+	if err != nil {
+		return nil, fmt.Errorf("fleet nodes: %w", err)
+	}
+	nodes := make([]gangway.Node, 0, len(raw))
+	for id, s := range raw {
+		var n gangway.Node
+		if err := json.Unmarshal([]byte(s), &n); err != nil {
+			return nil, fmt.Errorf("fleet nodes: decode node %s: %w", id, err)
+		}
+		nodes = append(nodes, n)
+	}
+	slices.SortFunc(nodes, func(a, b gangway.Node) int { return strings.Compare(a.ID, b.ID) })
+	return nodes, nil
+}

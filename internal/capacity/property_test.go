@@ -1,0 +1,355 @@
+package capacity
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"pgregory.net/rapid"
+
+	"github.com/gangwayhq/gangway"
+)
+
+// TestViewProperties runs random sequences of enqueue, commit (plans made
+// from snapshots, some deliberately stale), release, dequeue and node state
+// changes, and checks after every step that:
+//
+//   - no GPU is owned by two jobs, and every owned GPU belongs to an
+//     allocation that lists it;
+//   - the number of owned GPUs equals the GPUs of all assignments;
+//   - no job is both queued and allocated, except a requeued newer attempt
+//     that waits for the older attempt's release (Commit refuses it until
+//     then);
+//   - a rejected commit writes nothing, a fresh one writes all of its plan;
+//   - Enqueue and Release do what their attempt rules say.
+func TestViewProperties(t *testing.T) {
+	rdb := startRedis(t)
+	jobs := []string{"j0", "j1", "j2", "j3", "j4"}
+	staleKinds := []string{
+		"fresh", "fresh", "fresh", "attempt", "busy", "missing-gpu", "cordon",
+		"twice", "replay", "not-leader", "dequeued", "allocated", "dup-job",
+	}
+	ops := []string{"enqueue", "enqueue", "enqueue", "commit", "commit", "commit", "release", "dequeue", "state"}
+	states := []string{gangway.NodeReady, gangway.NodeReady, gangway.NodeCordoned, gangway.NodeLost}
+
+	rapid.Check(t, func(rt *rapid.T) {
+		ctx := context.Background()
+		v := newView(rdb, Options{})
+		var nodes []gangway.Node
+		for i := range rapid.IntRange(1, 3).Draw(rt, "nodes") {
+			n := node(fmt.Sprintf("n%d", i), rapid.IntRange(2, 4).Draw(rt, "gpus"))
+			must(rt, v.RegisterNode(ctx, n, t0))
+			nodes = append(nodes, n)
+		}
+		ok, err := v.AcquireLease(ctx, leader, time.Minute)
+		must(rt, err)
+		if !ok {
+			rt.Fatal("lease not acquired")
+		}
+
+		steps := rapid.IntRange(10, 60).Draw(rt, "steps")
+		for range steps {
+			switch op := rapid.SampledFrom(ops).Draw(rt, "op"); op {
+			case "enqueue":
+				e := entry(rapid.SampledFrom(jobs).Draw(rt, "job"), rapid.IntRange(0, 3).Draw(rt, "attempt"),
+					rapid.IntRange(1, 2).Draw(rt, "replicas"), rapid.IntRange(1, 2).Draw(rt, "gpusPerReplica"))
+				r := readRaw(rt, ctx, v)
+				want := true
+				if a, held := r.allocs[e.JobID]; held && a.Assignment.Attempt >= e.Attempt {
+					want = false
+				}
+				if q, queued := r.queue[e.JobID]; queued && q.Attempt > e.Attempt {
+					want = false
+				}
+				got, err := v.Enqueue(ctx, e)
+				must(rt, err)
+				if got != want {
+					rt.Fatalf("Enqueue(%s attempt %d) = %v, want %v", e.JobID, e.Attempt, got, want)
+				}
+			case "commit":
+				commitStep(rt, ctx, v, rapid.SampledFrom(staleKinds).Draw(rt, "kind"))
+			case "release":
+				job, attempt := rapid.SampledFrom(jobs).Draw(rt, "job"), rapid.IntRange(0, 3).Draw(rt, "attempt")
+				r := readRaw(rt, ctx, v)
+				want := 0
+				if a, held := r.allocs[job]; held && a.Assignment.Attempt <= attempt {
+					want = a.Assignment.GPUCount()
+				}
+				got, err := v.Release(ctx, job, attempt)
+				must(rt, err)
+				if got != want {
+					rt.Fatalf("Release(%s, %d) = %d, want %d", job, attempt, got, want)
+				}
+			case "dequeue":
+				must(rt, v.Dequeue(ctx, rapid.SampledFrom(jobs).Draw(rt, "job")))
+			case "state":
+				n := rapid.SampledFrom(nodes).Draw(rt, "node")
+				state := rapid.SampledFrom(states).Draw(rt, "state")
+				must(rt, v.SetNodeState(ctx, n.ID, state))
+			}
+			checkInvariants(rt, ctx, v, nodes)
+		}
+	})
+}
+
+// commitStep plans from a snapshot, makes the plan stale in the way kind
+// says, commits, and checks the outcome.
+func commitStep(rt *rapid.T, ctx context.Context, v *View, kind string) {
+	snap, err := v.Snapshot(ctx)
+	must(rt, err)
+	plan := greedyPlan(snap, false)
+	if len(plan) == 0 {
+		return
+	}
+	holder := leader
+	wantErr := ErrStale
+	switch kind {
+	case "fresh", "replay":
+		wantErr = nil
+	case "attempt": // requeued for a newer attempt since the snapshot
+		e := queued(snap, plan[0].JobID)
+		e.Attempt++
+		_, err := v.Enqueue(ctx, e)
+		must(rt, err)
+	case "busy": // claims a GPU another job holds, or a rival commit took
+		var claim *gangway.Member
+		for _, n := range snap.Nodes {
+			for idx := range n.Allocated {
+				claim = &gangway.Member{Rank: 99, NodeID: n.Node.ID, GPUs: []int{idx}}
+			}
+		}
+		if claim == nil && len(plan) >= 2 {
+			rival := plan[len(plan)-1]
+			plan = plan[:len(plan)-1]
+			must(rt, v.Commit(ctx, holder, []gangway.Assignment{rival}))
+			claim = &gangway.Member{Rank: 99, NodeID: rival.Members[0].NodeID, GPUs: rival.Members[0].GPUs[:1]}
+		}
+		if claim == nil {
+			wantErr = nil
+			break
+		}
+		plan[0].Members = append(plan[0].Members, *claim)
+	case "missing-gpu":
+		m := &plan[0].Members[0]
+		m.GPUs = append(m.GPUs, 99)
+	case "cordon": // cordoned since the snapshot
+		must(rt, v.SetNodeState(ctx, plan[len(plan)-1].Members[0].NodeID, gangway.NodeCordoned))
+	case "twice": // two gangs, or two members, claim one GPU
+		last := &plan[len(plan)-1]
+		last.Members = append(last.Members, plan[0].Members[0])
+	case "not-leader":
+		holder = "intruder"
+		wantErr = ErrNotLeader
+	case "dequeued": // cancelled since the snapshot
+		must(rt, v.Dequeue(ctx, plan[len(plan)-1].JobID))
+	case "allocated": // a requeued job whose older attempt still holds GPUs
+		var requeued []gangway.Assignment
+		for _, a := range greedyPlan(snap, true) {
+			for _, b := range snap.Allocations {
+				if a.JobID == b.JobID {
+					requeued = append(requeued, a)
+				}
+			}
+		}
+		if len(requeued) == 0 {
+			wantErr = nil
+			break
+		}
+		plan = requeued
+	case "dup-job": // one job twice, the second time with no GPUs
+		plan = append(plan, gangway.Assignment{JobID: plan[0].JobID, Attempt: plan[0].Attempt, At: plan[0].At,
+			Members: []gangway.Member{{NodeID: plan[0].Members[0].NodeID, GPUs: []int{}}}})
+	}
+
+	before := dumpView(rt, ctx, v)
+	err = v.Commit(ctx, holder, plan)
+	if wantErr == nil {
+		if err != nil {
+			rt.Fatalf("%s commit: %v", kind, err)
+		}
+		checkCommitted(rt, ctx, v, plan)
+		if kind != "replay" {
+			return
+		}
+		before = dumpView(rt, ctx, v)
+		err = v.Commit(ctx, holder, plan)
+		wantErr = ErrStale
+	}
+	if !errors.Is(err, wantErr) {
+		rt.Fatalf("%s commit: error %v, want %v", kind, err, wantErr)
+	}
+	if diff := cmp.Diff(before, dumpView(rt, ctx, v)); diff != "" {
+		rt.Fatalf("%s commit rejected with %v but wrote (-before +after):\n%s", kind, err, diff)
+	}
+}
+
+func checkCommitted(rt *rapid.T, ctx context.Context, v *View, plan []gangway.Assignment) {
+	r := readRaw(rt, ctx, v)
+	for _, a := range plan {
+		if diff := cmp.Diff(a, r.allocs[a.JobID].Assignment); diff != "" {
+			rt.Fatalf("allocation of %s after commit mismatch (-want +got):\n%s", a.JobID, diff)
+		}
+		if _, ok := r.queue[a.JobID]; ok {
+			rt.Fatalf("%s still queued after commit", a.JobID)
+		}
+	}
+}
+
+func queued(s Snapshot, job string) gangway.QueueEntry {
+	for _, e := range s.Queue {
+		if e.JobID == job {
+			return e
+		}
+	}
+	return gangway.QueueEntry{}
+}
+
+// greedyPlan places queued jobs first fit on ready nodes: a stand-in for
+// placement that produces valid plans from a snapshot. With
+// placeAllocated it also places requeued jobs that still hold GPUs, which
+// no valid plan does.
+func greedyPlan(s Snapshot, placeAllocated bool) []gangway.Assignment {
+	allocated := map[string]bool{}
+	for _, a := range s.Allocations {
+		allocated[a.JobID] = true
+	}
+	used := map[string]bool{}
+	for _, n := range s.Nodes {
+		for idx := range n.Allocated {
+			used[gpuField(n.Node.ID, idx)] = true
+		}
+	}
+	var plan []gangway.Assignment
+	for _, e := range s.Queue {
+		if allocated[e.JobID] && !placeAllocated {
+			continue // a newer attempt waiting for the old one's release
+		}
+		var members []gangway.Member
+		var taken []string
+		for r := range e.Replicas {
+			for _, n := range s.Nodes {
+				if n.State != gangway.NodeReady {
+					continue
+				}
+				var free []int
+				for _, g := range n.Node.GPUs {
+					if !used[gpuField(n.Node.ID, g.Index)] {
+						free = append(free, g.Index)
+					}
+				}
+				if len(free) < e.GPUsPerReplica {
+					continue
+				}
+				m := gangway.Member{Rank: r, NodeID: n.Node.ID, Pool: n.Node.Pool, GPUs: free[:e.GPUsPerReplica]}
+				for _, idx := range m.GPUs {
+					used[gpuField(n.Node.ID, idx)] = true
+					taken = append(taken, gpuField(n.Node.ID, idx))
+				}
+				members = append(members, m)
+				break
+			}
+		}
+		if len(members) < e.Replicas {
+			for _, f := range taken {
+				delete(used, f) // all or nothing
+			}
+			continue
+		}
+		plan = append(plan, gangway.Assignment{JobID: e.JobID, Attempt: e.Attempt, Members: members, At: s.Now})
+	}
+	return plan
+}
+
+// raw is the view's queue, allocations and GPU owners, decoded.
+type raw struct {
+	queue  map[string]gangway.QueueEntry
+	allocs map[string]allocRecord
+	gpus   map[string]string
+}
+
+func readRaw(t tb, ctx context.Context, v *View) raw {
+	t.Helper()
+	r := raw{queue: map[string]gangway.QueueEntry{}, allocs: map[string]allocRecord{}}
+	q, err := v.rdb.HGetAll(ctx, v.k.queue).Result()
+	must(t, err)
+	for job, s := range q {
+		var e gangway.QueueEntry
+		must(t, json.Unmarshal([]byte(s), &e))
+		r.queue[job] = e
+	}
+	a, err := v.rdb.HGetAll(ctx, v.k.allocs).Result()
+	must(t, err)
+	for job, s := range a {
+		var rec allocRecord
+		must(t, json.Unmarshal([]byte(s), &rec))
+		r.allocs[job] = rec
+	}
+	r.gpus, err = v.rdb.HGetAll(ctx, v.k.gpus).Result()
+	must(t, err)
+	return r
+}
+
+func checkInvariants(rt *rapid.T, ctx context.Context, v *View, nodes []gangway.Node) {
+	r := readRaw(rt, ctx, v)
+	exists := map[string]bool{}
+	for _, n := range nodes {
+		for _, g := range n.GPUs {
+			exists[gpuField(n.ID, g.Index)] = true
+		}
+	}
+
+	listed := map[string]string{} // GPU → the allocation listing it
+	total := 0
+	for job, rec := range r.allocs {
+		a := rec.Assignment
+		if a.JobID != job {
+			rt.Fatalf("allocation under %s is for %s", job, a.JobID)
+		}
+		total += a.GPUCount()
+		for _, m := range a.Members {
+			for _, idx := range m.GPUs {
+				f := gpuField(m.NodeID, idx)
+				if other, dup := listed[f]; dup {
+					rt.Fatalf("GPU %s in the allocations of both %s and %s", f, other, job)
+				}
+				listed[f] = job
+				if !exists[f] {
+					rt.Fatalf("%s holds GPU %s, which does not exist", job, f)
+				}
+				if owner := r.gpus[f]; owner != job {
+					rt.Fatalf("%s's allocation lists GPU %s, owned by %q", job, f, owner)
+				}
+			}
+		}
+		if e, ok := r.queue[job]; ok && e.Attempt <= a.Attempt {
+			rt.Fatalf("%s queued for attempt %d while allocated for attempt %d", job, e.Attempt, a.Attempt)
+		}
+	}
+	for f, owner := range r.gpus {
+		if listed[f] != owner {
+			rt.Fatalf("GPU %s owned by %s, but no allocation of %s lists it", f, owner, owner)
+		}
+	}
+	if len(r.gpus) != total {
+		rt.Fatalf("%d GPUs owned, assignments hold %d", len(r.gpus), total)
+	}
+
+	// The same through the public read path.
+	snap, err := v.Snapshot(ctx)
+	must(rt, err)
+	held := 0
+	for _, n := range snap.Nodes {
+		held += len(n.Allocated)
+	}
+	want := 0
+	for _, a := range snap.Allocations {
+		want += a.GPUCount()
+	}
+	if held != want || held != total {
+		rt.Fatalf("snapshot: %d GPUs allocated on nodes, assignments hold %d, raw %d", held, want, total)
+	}
+}

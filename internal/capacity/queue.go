@@ -1,0 +1,119 @@
+package capacity
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/gangwayhq/gangway"
+)
+
+// Enqueue adds the entry to the queue, or overwrites the job's entry.
+// Activities run at least once, so it is idempotent and ordered by attempt:
+// it returns false and changes nothing when the job already holds an
+// allocation for the same or a later attempt (a retried enqueue arriving
+// after the commit), or when the queued entry has a later attempt.
+//
+// A job may be queued for attempt N+1 while it still holds the GPUs of an
+// older attempt; Commit refuses to place it until Release frees them.
+func (v *View) Enqueue(ctx context.Context, e gangway.QueueEntry) (bool, error) {
+	if e.JobID == "" {
+		return false, errors.New("enqueue: empty job id")
+	}
+	b, err := json.Marshal(e)
+	if err != nil {
+		return false, fmt.Errorf("enqueue %s: %w", e.JobID, err)
+	}
+	keys := []string{v.k.queue, v.k.allocs}
+	n, err := enqueueScript.Run(ctx, v.rdb, keys, e.JobID, e.Attempt, b).Int()
+	if err != nil {
+		return false, fmt.Errorf("enqueue %s: %w", e.JobID, err)
+	}
+	return n == 1, nil
+}
+
+// Dequeue removes the job from the queue (a cancelled job). It is a no-op
+// if the job is not queued.
+func (v *View) Dequeue(ctx context.Context, jobID gangway.JobID) error {
+	if err := v.rdb.HDel(ctx, v.k.queue, jobID).Err(); err != nil {
+		return fmt.Errorf("dequeue %s: %w", jobID, err)
+	}
+	return nil
+}
+
+// Queue returns the pending jobs in queue order: Priority descending, then
+// SubmittedAt ascending, then JobID.
+func (v *View) Queue(ctx context.Context) ([]gangway.QueueEntry, error) {
+	raw, err := v.rdb.HGetAll(ctx, v.k.queue).Result()
+	if err != nil {
+		return nil, fmt.Errorf("queue: %w", err)
+	}
+	q, err := decodeQueue(raw)
+	if err != nil {
+		return nil, fmt.Errorf("queue: %w", err)
+	}
+	return q, nil
+}
+
+// decodeQueue decodes P:queue fields and sorts them in queue order.
+func decodeQueue(raw map[string]string) ([]gangway.QueueEntry, error) {
+	q := make([]gangway.QueueEntry, 0, len(raw))
+	for id, s := range raw {
+		var e gangway.QueueEntry
+		if err := json.Unmarshal([]byte(s), &e); err != nil {
+			return nil, fmt.Errorf("decode queue entry %s: %w", id, err)
+		}
+		q = append(q, e)
+	}
+	SortQueue(q)
+	return q, nil
+}
+
+// SortQueue sorts entries in queue order: Priority descending, then
+// SubmittedAt ascending (a requeued job keeps its place), then JobID.
+func SortQueue(q []gangway.QueueEntry) {
+	slices.SortFunc(q, func(a, b gangway.QueueEntry) int {
+		if c := cmp.Compare(b.Priority, a.Priority); c != 0 {
+			return c
+		}
+		if c := a.SubmittedAt.Compare(b.SubmittedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.JobID, b.JobID)
+	})
+}
+
+// SetReasons replaces every pending reason with reasons (job → why it
+// waits). The dispatch loop calls it once per cycle with the whole set.
+func (v *View) SetReasons(ctx context.Context, reasons map[gangway.JobID]string) error {
+	_, err := v.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.Del(ctx, v.k.reasons)
+		if len(reasons) > 0 {
+			p.HSet(ctx, v.k.reasons, reasons)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("set reasons: %w", err)
+	}
+	return nil
+}
+
+// Reason returns why the job is still pending, as of the last dispatch
+// cycle; "" if there is no reason on record.
+func (v *View) Reason(ctx context.Context, jobID gangway.JobID) (string, error) {
+	r, err := v.rdb.HGet(ctx, v.k.reasons, jobID).Result()
+	if errors.Is(err, redis.Nil) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("reason %s: %w", jobID, err)
+	}
+	return r, nil
+}

@@ -1,0 +1,120 @@
+-- Commit a placement plan: every gang in it, or nothing.
+--
+-- First pass checks everything and writes nothing; a failed check returns
+-- which check failed for which job, node and GPU. Only when every check
+-- passed does the second pass write. Nothing in the second pass can fail on
+-- bad data, because Redis does not roll back a script's writes on error.
+--
+-- KEYS: queue, allocs, gpus, nodes, node-state, lease, reasons
+-- ARGV: lease holder, plan JSON:
+--   [{"job": ID, "attempt": N, "members": [{"node": ID, "gpus": [i, ...]}],
+--     "assignment": "<gangway.Assignment JSON, stored verbatim>"}]
+-- Returns {"ok", GPUs claimed} or
+--   {"stale" | "not-leader", check, job, node, gpu (-1 for none), detail}.
+local function fail(kind, check, job, node, gpu, detail)
+  return {kind, check, job or '', node or '', gpu or -1, detail}
+end
+
+local holder = redis.call('GET', KEYS[6])
+if holder ~= ARGV[1] then
+  local detail = 'no lease holder'
+  if holder then
+    detail = 'lease held by ' .. holder
+  end
+  return fail('not-leader', 'lease', '', '', -1, detail)
+end
+
+local function num(x)
+  if type(x) == 'number' then
+    return x
+  end
+  return 0
+end
+
+local plan = cjson.decode(ARGV[2])
+local entries = {}  -- plan index -> decoded queue entry
+local seen = {}     -- job -> true
+local claimed = {}  -- "<node>/<gpu>" -> job claiming it in this plan
+local inventory = {} -- node -> set of GPU indices, or false if not registered
+
+for i, a in ipairs(plan) do
+  local job = a.job
+  if seen[job] then
+    return fail('stale', 'duplicate-job', job, '', -1, 'job appears twice in the plan')
+  end
+  seen[job] = true
+
+  local raw = redis.call('HGET', KEYS[1], job)
+  if not raw then
+    return fail('stale', 'not-queued', job, '', -1, 'job is not queued')
+  end
+  local e = cjson.decode(raw)
+  if num(e.attempt) ~= a.attempt then
+    return fail('stale', 'attempt', job, '', -1,
+      string.format('queued attempt is %d, plan has %d', num(e.attempt), a.attempt))
+  end
+  local held = redis.call('HGET', KEYS[2], job)
+  if held then
+    return fail('stale', 'allocated', job, '', -1,
+      string.format('job already holds GPUs for attempt %d', num(cjson.decode(held).assignment.attempt)))
+  end
+  entries[i] = e
+
+  for _, m in ipairs(a.members) do
+    local node = m.node
+    local inv = inventory[node]
+    if inv == nil then
+      inv = false
+      local n = redis.call('HGET', KEYS[4], node)
+      if n then
+        inv = {}
+        local gpus = cjson.decode(n).gpus
+        if type(gpus) == 'table' then
+          for _, g in ipairs(gpus) do
+            inv[num(g.index)] = true
+          end
+        end
+      end
+      inventory[node] = inv
+    end
+    if not inv then
+      return fail('stale', 'node-missing', job, node, -1, 'node is not registered')
+    end
+    local state = redis.call('HGET', KEYS[5], node)
+    if state ~= 'ready' then
+      return fail('stale', 'node-not-ready', job, node, -1, 'node is ' .. tostring(state))
+    end
+    for _, g in ipairs(m.gpus) do
+      if not inv[g] then
+        return fail('stale', 'gpu-missing', job, node, g, 'node has no such gpu')
+      end
+      local f = node .. '/' .. string.format('%d', g)
+      local owner = redis.call('HGET', KEYS[3], f)
+      if owner then
+        return fail('stale', 'gpu-busy', job, node, g, 'gpu is held by job ' .. owner)
+      end
+      if claimed[f] then
+        return fail('stale', 'gpu-twice', job, node, g, 'gpu is also claimed by job ' .. claimed[f] .. ' in this plan')
+      end
+      claimed[f] = job
+    end
+  end
+end
+
+local n = 0
+for i, a in ipairs(plan) do
+  local e = entries[i]
+  redis.call('HDEL', KEYS[1], a.job)
+  redis.call('HDEL', KEYS[7], a.job)
+  for _, m in ipairs(a.members) do
+    for _, g in ipairs(m.gpus) do
+      redis.call('HSET', KEYS[3], m.node .. '/' .. string.format('%d', g), a.job)
+      n = n + 1
+    end
+  end
+  -- Per-member CPU and memory come from the queue entry, so the view can
+  -- report what each node has left without knowing job specs.
+  redis.call('HSET', KEYS[2], a.job, string.format('{"cpuMilli":%d,"memMiB":%d,"assignment":%s}',
+    num(e.cpuMilli), num(e.memMiB), a.assignment))
+end
+return {'ok', n}

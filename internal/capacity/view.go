@@ -1,0 +1,138 @@
+package capacity
+
+import (
+	_ "embed"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// DefaultPrefix is the key prefix, and Redis Cluster hash tag, used when
+// Options.Prefix is empty.
+const DefaultPrefix = "{gangway}"
+
+// DefaultLogMaxLen is the per-job log stream cap used when Options.LogMaxLen
+// is zero.
+const DefaultLogMaxLen = 10000
+
+// Options configures a View.
+type Options struct {
+	// Prefix starts every key. It should be a hash tag ("{...}") so that all
+	// keys share one Redis Cluster slot; tests use a fresh one per case and
+	// several clusters can share one Redis with different prefixes.
+	Prefix string
+	// LogMaxLen caps each job's log stream (approximately: XADD MAXLEN ~).
+	LogMaxLen int64
+}
+
+// Sentinel errors; check them with errors.Is.
+var (
+	// ErrStale: Commit found that the data changed since the snapshot the
+	// plan was made from. Nothing was written; plan again from a new one.
+	ErrStale = errors.New("capacity: plan is stale")
+	// ErrNotLeader: the caller does not hold the dispatch lease.
+	ErrNotLeader = errors.New("capacity: not the dispatch leader")
+	// ErrNotFound: the node, job or allocation does not exist.
+	ErrNotFound = errors.New("capacity: not found")
+	// ErrNodeBusy: RemoveNode was asked to remove a node whose GPUs are
+	// still held.
+	ErrNodeBusy = errors.New("capacity: node has allocated GPUs")
+)
+
+// View is the Redis live view. It is safe for concurrent use: it holds no
+// state besides the client and the key names.
+type View struct {
+	rdb       redis.UniversalClient
+	k         keySet
+	logMaxLen int64
+}
+
+// keySet is the fixed key names under one prefix.
+type keySet struct {
+	nodes, nodeState, heartbeat, gpus, queue, allocs, lease, reasons string
+	logPrefix                                                        string
+}
+
+func newKeys(prefix string) keySet {
+	return keySet{
+		nodes:     prefix + ":nodes",
+		nodeState: prefix + ":node-state",
+		heartbeat: prefix + ":heartbeat",
+		gpus:      prefix + ":gpus",
+		queue:     prefix + ":queue",
+		allocs:    prefix + ":allocs",
+		lease:     prefix + ":lease",
+		reasons:   prefix + ":reasons",
+		logPrefix: prefix + ":log:",
+	}
+}
+
+// New returns a View over rdb. Any go-redis client works (single node,
+// Sentinel failover, Cluster).
+func New(rdb redis.UniversalClient, opts Options) *View {
+	if opts.Prefix == "" {
+		opts.Prefix = DefaultPrefix
+	}
+	if opts.LogMaxLen <= 0 {
+		opts.LogMaxLen = DefaultLogMaxLen
+	}
+	return &View{rdb: rdb, k: newKeys(opts.Prefix), logMaxLen: opts.LogMaxLen}
+}
+
+// The Lua scripts. go-redis runs them with EVALSHA and falls back to EVAL
+// after a server restart (NOSCRIPT).
+var (
+	//go:embed scripts/register.lua
+	registerLua string
+	//go:embed scripts/heartbeat.lua
+	heartbeatLua string
+	//go:embed scripts/set_state.lua
+	setStateLua string
+	//go:embed scripts/remove_node.lua
+	removeNodeLua string
+	//go:embed scripts/enqueue.lua
+	enqueueLua string
+	//go:embed scripts/read.lua
+	readLua string
+	//go:embed scripts/commit.lua
+	commitLua string
+	//go:embed scripts/release.lua
+	releaseLua string
+	//go:embed scripts/lease_acquire.lua
+	leaseAcquireLua string
+	//go:embed scripts/lease_release.lua
+	leaseReleaseLua string
+
+	registerScript     = redis.NewScript(registerLua)
+	heartbeatScript    = redis.NewScript(heartbeatLua)
+	setStateScript     = redis.NewScript(setStateLua)
+	removeNodeScript   = redis.NewScript(removeNodeLua)
+	enqueueScript      = redis.NewScript(enqueueLua)
+	readScript         = redis.NewScript(readLua)
+	commitScript       = redis.NewScript(commitLua)
+	releaseScript      = redis.NewScript(releaseLua)
+	leaseAcquireScript = redis.NewScript(leaseAcquireLua)
+	leaseReleaseScript = redis.NewScript(leaseReleaseLua)
+)
+
+// gpuField is the P:gpus field for one GPU.
+func gpuField(nodeID string, index int) string {
+	return nodeID + "/" + strconv.Itoa(index)
+}
+
+// parseGPUField splits a P:gpus field at its last slash, so node IDs may
+// themselves contain slashes.
+func parseGPUField(f string) (nodeID string, index int, err error) {
+	i := strings.LastIndexByte(f, '/')
+	if i < 0 {
+		return "", 0, fmt.Errorf("bad gpu field %q", f)
+	}
+	index, err = strconv.Atoi(f[i+1:])
+	if err != nil {
+		return "", 0, fmt.Errorf("bad gpu field %q: %w", f, err)
+	}
+	return f[:i], index, nil
+}
