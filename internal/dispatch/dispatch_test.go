@@ -45,7 +45,9 @@ func (f *fakeCapacity) Release(_ context.Context, id gangway.JobID, attempt int)
 	return 1, nil
 }
 
-func (f *fakeCapacity) Allocations(context.Context) ([]gangway.Assignment, error) { return f.allocs, nil }
+func (f *fakeCapacity) Allocations(context.Context) ([]gangway.Assignment, error) {
+	return f.allocs, nil
+}
 
 func (f *fakeCapacity) AcquireLease(_ context.Context, holder string, _ time.Duration) (bool, error) {
 	f.mu.Lock()
@@ -92,7 +94,9 @@ func (f *fakeWorkflows) SignalPlaced(_ context.Context, a gangway.Assignment) er
 	return nil
 }
 
-func (f *fakeWorkflows) Running(_ context.Context, id gangway.JobID) (bool, error) { return f.running[id], nil }
+func (f *fakeWorkflows) Running(_ context.Context, id gangway.JobID) (bool, error) {
+	return f.running[id], nil
+}
 
 func node(id string, gpus int, hbAge time.Duration, state string, used ...int) capacity.NodeStatus {
 	n := capacity.NodeStatus{State: state, LastHeartbeat: t0.Add(-hbAge), Allocated: map[int]gangway.JobID{}}
