@@ -20,8 +20,8 @@ type Node struct {
 	Free         []int
 	FreeCPUMilli int64
 	FreeMemMiB   int64
-	// Schedulable is false for cordoned or lost nodes: they count toward what
-	// the fleet could hold but receive no new work.
+	// Schedulable is false for cordoned or lost nodes: they receive no new
+	// work, but count toward what the fleet could hold (they may come back).
 	Schedulable bool
 }
 
@@ -205,18 +205,24 @@ func matches(n Node, job gangway.QueueEntry) bool {
 }
 
 // explain says why job did not fit, distinguishing "not now" from "never".
+// Cordoned and lost nodes count toward what could ever fit (they may come
+// back) but not toward what fits now; CPU and memory count like GPUs.
 func (v *view) explain(job gangway.QueueEntry) Unplaced {
-	var matching, everReplicas, nowReplicas, largestFree int
+	var matching, unschedulable, everReplicas, nowReplicas, gpuReplicas, largestFree int
 	for i, n := range v.nodes {
 		if !matches(n, job) {
 			continue
 		}
 		matching++
-		if n.Schedulable {
-			everReplicas += n.GPUs / job.GPUsPerReplica
-			nowReplicas += len(v.free[i]) / job.GPUsPerReplica
-			largestFree = max(largestFree, len(v.free[i]))
+		everReplicas += n.GPUs / job.GPUsPerReplica
+		if !n.Schedulable {
+			unschedulable++
+			continue
 		}
+		byGPU := len(v.free[i]) / job.GPUsPerReplica
+		gpuReplicas += byGPU
+		nowReplicas += min(byGPU, perResource(v.cpu[i], job.CPUMilli), perResource(v.mem[i], job.MemMiB))
+		largestFree = max(largestFree, len(v.free[i]))
 	}
 	shape := fmt.Sprintf("%d × %d GPUs", job.Replicas, job.GPUsPerReplica)
 	if len(job.GPUModels) > 0 {
@@ -224,8 +230,23 @@ func (v *view) explain(job gangway.QueueEntry) Unplaced {
 	}
 	if everReplicas < job.Replicas {
 		return Unplaced{JobID: job.JobID, Reason: ReasonNeverFits, Detail: fmt.Sprintf(
-			"%s: the schedulable fleet holds at most %d such replicas (%d matching nodes)", shape, everReplicas, matching)}
+			"%s: the fleet holds at most %d such replicas (%d matching nodes)", shape, everReplicas, matching)}
 	}
-	return Unplaced{JobID: job.JobID, Reason: ReasonInsufficientGPUs, Detail: fmt.Sprintf(
-		"%s: only %d replicas fit in free GPUs now (largest free block %d GPUs)", shape, nowReplicas, largestFree)}
+	detail := fmt.Sprintf("%s: only %d replicas fit in free GPUs now (largest free block %d GPUs)", shape, nowReplicas, largestFree)
+	if gpuReplicas >= job.Replicas {
+		detail = fmt.Sprintf("%s: enough free GPUs, but only %d replicas fit in free CPU and memory (%d mCPU, %d MiB each)",
+			shape, nowReplicas, job.CPUMilli, job.MemMiB)
+	}
+	if unschedulable > 0 {
+		detail += fmt.Sprintf("; %d matching nodes are cordoned or not heartbeating", unschedulable)
+	}
+	return Unplaced{JobID: job.JobID, Reason: ReasonInsufficientGPUs, Detail: detail}
+}
+
+// perResource is how many replicas fit in free, or all when none is asked.
+func perResource(free, per int64) int {
+	if per <= 0 {
+		return int(^uint(0) >> 1)
+	}
+	return int(free / per)
 }

@@ -29,6 +29,10 @@ var serverActivity = workflow.ActivityOptions{
 // timeout, so a task that hits its own limit still has time to stop.
 const runGrace = 5 * time.Minute
 
+// maxInfraRestarts bounds requeues caused by infrastructure, so a job that
+// keeps hitting a broken node cannot loop forever.
+const maxInfraRestarts = 100
+
 // outcome is how one attempt of the gang ended.
 type outcome int
 
@@ -110,6 +114,10 @@ func (j *job) run(ctx workflow.Context) Status {
 		case outcomeFatal:
 			return j.finish(ctx, gangway.PhaseFailed, reason)
 		case outcomeInfraFailure:
+			if j.st.InfraRestarts >= maxInfraRestarts {
+				return j.finish(ctx, gangway.PhaseFailed,
+					fmt.Sprintf("%s; gave up after %d infrastructure restarts", reason, maxInfraRestarts))
+			}
 			j.st.InfraRestarts++
 			j.st.Reason = reason + "; requeued (infrastructure, no retry spent)"
 		case outcomeUserFailure:

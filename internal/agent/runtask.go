@@ -169,9 +169,10 @@ func (a *Agent) command(in workflows.RunTaskInput, logPath string) (*exec.Cmd, *
 	argv := append(append([]string{}, in.Command[1:]...), in.Args...)
 	cmd := exec.Command(in.Command[0], argv...)
 	cmd.Dir = in.WorkingDir
-	cmd.Stdout, cmd.Stderr = out, out
-	// A grandchild holding the output pipe must not keep Wait from returning.
-	cmd.WaitDelay = 5 * time.Second
+	// The task writes straight into the pipe (an *os.File), so Wait returns
+	// as soon as the main process exits, even if a background child still
+	// holds the pipe; RunTask then kills the group and drains the output.
+	cmd.Stdout, cmd.Stderr = out.w, out.w
 	// Pdeathsig fires when the thread that forked the child exits; the Go
 	// runtime keeps its threads for the life of the process, so in practice
 	// this is "when the agent dies".
@@ -214,7 +215,7 @@ func exitMessage(err error, tail []string) string {
 	if errors.As(err, &ee) {
 		msg = fmt.Sprintf("exit code %d", ee.ExitCode())
 		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			msg = fmt.Sprintf("killed by %v", ws.Signal())
+			msg = fmt.Sprintf("killed by signal %d (%v)", int(ws.Signal()), ws.Signal())
 		}
 	}
 	if len(tail) > 0 {
@@ -228,7 +229,7 @@ func exitMessage(err error, tail []string) string {
 // messages.
 type taskOutput struct {
 	file *os.File
-	pw   *io.PipeWriter
+	r, w *os.File // the task writes w; the streamer reads r
 	done chan struct{}
 	once sync.Once
 
@@ -238,13 +239,22 @@ type taskOutput struct {
 
 const tailLines = 3
 
+// drainTimeout bounds how long Close waits for the task's output to end
+// after its group is killed: a process that left the group can hold the
+// pipe open forever.
+const drainTimeout = 5 * time.Second
+
 func newTaskOutput(path string, a *Agent, in workflows.RunTaskInput) (*taskOutput, error) {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("task log: %w", err)
 	}
-	pr, pw := io.Pipe()
-	o := &taskOutput{file: f, pw: pw, done: make(chan struct{})}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("task output pipe: %w", err)
+	}
+	o := &taskOutput{file: f, r: pr, w: pw, done: make(chan struct{})}
 	go func() {
 		defer close(o.done)
 		sc := bufio.NewScanner(pr)
@@ -271,14 +281,21 @@ func newTaskOutput(path string, a *Agent, in workflows.RunTaskInput) (*taskOutpu
 	return o, nil
 }
 
-func (o *taskOutput) Write(p []byte) (int, error) { return o.pw.Write(p) }
+func (o *taskOutput) Write(p []byte) (int, error) { return o.w.Write(p) }
 
-// Close flushes and closes; safe to call twice.
+// Close flushes and closes; safe to call twice. Call it after the task's
+// group is gone: it waits (up to drainTimeout) for every writer to close.
 func (o *taskOutput) Close() error {
 	var err error
 	o.once.Do(func() {
-		o.pw.Close()
-		<-o.done
+		o.w.Close()
+		select {
+		case <-o.done:
+		case <-time.After(drainTimeout):
+			o.r.Close() // unblocks the streamer
+			<-o.done
+		}
+		o.r.Close()
 		err = o.file.Close()
 	})
 	return err
