@@ -471,11 +471,11 @@ func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
 // ParseJobSpec.
 func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind != yaml.ScalarNode {
-		return fmt.Errorf("duration: want a string such as \"90s\", got %s", describe(n))
+		return fmt.Errorf("line %d: duration: want a string such as \"90s\", got %s", n.Line, describe(n))
 	}
 	v, err := time.ParseDuration(n.Value)
 	if err != nil {
-		return fmt.Errorf("duration: %w", err)
+		return fmt.Errorf("line %d: duration: %w", n.Line, err)
 	}
 	d.Duration = v
 	return nil

@@ -79,13 +79,20 @@ func defaultConfig() Config {
 			NodeTTL:          gangway.Duration{Duration: 10 * time.Second},
 		},
 		Agent: AgentConfig{
-			NodeID:            strings.ToLower(host),
+			NodeID:            nodeIDFromHost(host),
 			Pool:              "onprem",
 			Addr:              host,
 			DataDir:           "/var/lib/gangway",
 			HeartbeatInterval: gangway.Duration{Duration: 2 * time.Second},
 		},
 	}
+}
+
+// nodeIDFromHost is the first label of the hostname, lowercased, so an
+// FQDN still makes a valid node ID.
+func nodeIDFromHost(host string) string {
+	label, _, _ := strings.Cut(host, ".")
+	return strings.ToLower(label)
 }
 
 // envVars maps environment variables to the flags they stand for.
@@ -203,10 +210,12 @@ func (c Config) Validate(server, agentCmd bool) error {
 	return errors.Join(errs...)
 }
 
-// parseFakeGPUs parses "8xH100" into a GPU count and model.
+// parseFakeGPUs parses "8xH100" into a GPU count and model, as the node
+// group "1x8:H100" of agent.ParseFleet.
 func parseFakeGPUs(s string) (int, string, error) {
-	shapes, err := agent.ParseFleet("1x" + s)
-	if err != nil {
+	gpus, model, ok := strings.Cut(s, "x")
+	shapes, err := agent.ParseFleet("1x" + gpus + ":" + model)
+	if !ok || err != nil || strings.Contains(model, ":") {
 		return 0, "", fmt.Errorf("want COUNTxMODEL such as 8xH100, got %q", s)
 	}
 	return shapes[0].GPUs, shapes[0].Model, nil

@@ -35,6 +35,7 @@ exits 143.`,
 				os.Getenv("GANGWAY_MASTER_ADDR"), os.Getenv("CUDA_VISIBLE_DEVICES"))
 			sigs := make(chan os.Signal, 1)
 			signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+			defer signal.Stop(sigs)
 			t := time.NewTicker(stepTime)
 			defer t.Stop()
 			every := max(steps/10, 1)

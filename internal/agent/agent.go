@@ -84,7 +84,9 @@ func (a *Agent) Run(ctx context.Context, tc client.Client) error {
 	}
 	w := worker.New(tc, workflows.NodeTaskQueue(a.cfg.Node.ID), worker.Options{
 		MaxConcurrentActivityExecutionSize: max(len(a.cfg.Node.GPUs), 1) * 2,
-		WorkerStopTimeout:                  5 * time.Second,
+		// On shutdown each task gets its stop signal and grace period
+		// (at most maxGrace) before SIGKILL; the worker waits for that.
+		WorkerStopTimeout: maxGrace + 5*time.Second,
 		// Cancellation reaches a task on its next heartbeat to the server;
 		// sending one at least every second keeps gang stops and user
 		// cancels prompt (the default waits up to 0.8 × HeartbeatTimeout).
