@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -29,6 +30,23 @@ func checkOutput(v string) error {
 	return nil
 }
 
+// withConns is the common path of the job commands: check --output, load
+// the config, connect to Temporal and Redis, run f, close.
+func (a *app) withConns(cmd *cobra.Command, output string, f func(ctx context.Context, c conns) error) error {
+	if err := checkOutput(output); err != nil {
+		return err
+	}
+	if err := a.setup(cmd, false, false); err != nil {
+		return err
+	}
+	c, err := a.connect(cmd.Context())
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return f(cmd.Context(), c)
+}
+
 func printJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
@@ -52,9 +70,6 @@ With --wait, block until the job ends and exit non-zero unless it Succeeded.`,
 			if err := checkOutput(output); err != nil {
 				return err
 			}
-			if err := a.setup(cmd, false, false); err != nil {
-				return err
-			}
 			data, err := readFileOrStdin(args[0])
 			if err != nil {
 				return err
@@ -63,34 +78,31 @@ With --wait, block until the job ends and exit non-zero unless it Succeeded.`,
 			if err != nil {
 				return fmt.Errorf("%s: %w", args[0], err)
 			}
-			c, err := a.connect(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			cl := c.client()
-			id, err := cl.Submit(cmd.Context(), spec, client.SubmitOptions{})
-			if err != nil {
-				return err
-			}
-			if !wait {
-				if output == "json" {
-					return printJSON(cmd.OutOrStdout(), map[string]string{"jobId": id})
+			return a.withConns(cmd, output, func(ctx context.Context, c conns) error {
+				cl := c.client()
+				id, err := cl.Submit(ctx, spec, client.SubmitOptions{})
+				if err != nil {
+					return err
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "job %s submitted\n", id)
+				if !wait {
+					if output == "json" {
+						return printJSON(cmd.OutOrStdout(), map[string]string{"jobId": id})
+					}
+					fmt.Fprintf(cmd.OutOrStdout(), "job %s submitted\n", id)
+					return nil
+				}
+				st, err := cl.Result(ctx, id)
+				if err != nil {
+					return err
+				}
+				if err := printStatus(cmd.OutOrStdout(), output, client.JobStatus{Status: st}); err != nil {
+					return err
+				}
+				if st.Phase != gangway.PhaseSucceeded {
+					return fmt.Errorf("job %s ended %s: %s", id, st.Phase, st.Reason)
+				}
 				return nil
-			}
-			st, err := cl.Result(cmd.Context(), id)
-			if err != nil {
-				return err
-			}
-			if err := printStatus(cmd.OutOrStdout(), output, client.JobStatus{Status: st}); err != nil {
-				return err
-			}
-			if st.Phase != gangway.PhaseSucceeded {
-				return fmt.Errorf("job %s ended %s: %s", id, st.Phase, st.Reason)
-			}
-			return nil
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait for the job to finish and print its result")
@@ -116,22 +128,13 @@ func newStatusCmd(a *app) *cobra.Command {
 		Short: "Show a job's phase, assignment, history and why it waits",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(output); err != nil {
-				return err
-			}
-			if err := a.setup(cmd, false, false); err != nil {
-				return err
-			}
-			c, err := a.connect(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			st, err := c.client().Status(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			return printStatus(cmd.OutOrStdout(), output, st)
+			return a.withConns(cmd, output, func(ctx context.Context, c conns) error {
+				st, err := c.client().Status(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				return printStatus(cmd.OutOrStdout(), output, st)
+			})
 		},
 	}
 	outputFlag(cmd, &output)
@@ -183,30 +186,21 @@ func newListCmd(a *app) *cobra.Command {
 		Short: "List jobs, newest first",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkOutput(output); err != nil {
-				return err
-			}
-			if err := a.setup(cmd, false, false); err != nil {
-				return err
-			}
-			c, err := a.connect(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			jobs, err := c.client().List(cmd.Context())
-			if err != nil {
-				return err
-			}
-			if output == "json" {
-				return printJSON(cmd.OutOrStdout(), jobs)
-			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "JOB\tTEAM\tGPUS\tPHASE\tSUBMITTED")
-			for _, j := range jobs {
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", j.JobID, j.Team, j.GPUs, j.Phase, j.StartedAt.Local().Format(time.DateTime))
-			}
-			return tw.Flush()
+			return a.withConns(cmd, output, func(ctx context.Context, c conns) error {
+				jobs, err := c.client().List(ctx)
+				if err != nil {
+					return err
+				}
+				if output == "json" {
+					return printJSON(cmd.OutOrStdout(), jobs)
+				}
+				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "JOB\tTEAM\tGPUS\tPHASE\tSUBMITTED")
+				for _, j := range jobs {
+					fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", j.JobID, j.Team, j.GPUs, j.Phase, j.StartedAt.Local().Format(time.DateTime))
+				}
+				return tw.Flush()
+			})
 		},
 	}
 	outputFlag(cmd, &output)
@@ -219,19 +213,13 @@ func newCancelCmd(a *app) *cobra.Command {
 		Short: "Cancel a job in any phase; its GPUs are freed",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := a.setup(cmd, false, false); err != nil {
-				return err
-			}
-			c, err := a.connect(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			if err := c.client().Cancel(cmd.Context(), args[0]); err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "cancel requested for job %s\n", args[0])
-			return nil
+			return a.withConns(cmd, "text", func(ctx context.Context, c conns) error {
+				if err := c.client().Cancel(ctx, args[0]); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "cancel requested for job %s\n", args[0])
+				return nil
+			})
 		},
 	}
 }
@@ -246,49 +234,42 @@ up to the stream cap; agents keep complete log files in their data dir).
 With --follow, keep printing until the job ends or Ctrl-C.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := a.setup(cmd, false, false); err != nil {
-				return err
-			}
-			c, err := a.connect(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			cl := c.client()
-			id, after := args[0], ""
-			ctx := cmd.Context()
-			for {
-				block := time.Duration(0)
-				if follow && after != "" {
-					block = 2 * time.Second
-				}
-				lines, err := cl.Logs(ctx, id, after, block)
-				if err != nil {
-					if ctx.Err() != nil {
-						return nil
+			return a.withConns(cmd, "text", func(ctx context.Context, c conns) error {
+				cl := c.client()
+				id, after := args[0], ""
+				for {
+					block := time.Duration(0)
+					if follow && after != "" {
+						block = 2 * time.Second
 					}
-					return err
-				}
-				for _, l := range lines {
-					fmt.Fprintf(cmd.OutOrStdout(), "[attempt %d rank %d] %s\n", l.Attempt, l.Rank, l.Text)
-					after = l.ID
-				}
-				if !follow {
-					return nil
-				}
-				if len(lines) == 0 {
-					st, err := cl.Status(ctx, id)
-					if errors.Is(err, client.ErrJobNotFound) {
+					lines, err := cl.Logs(ctx, id, after, block)
+					if err != nil {
+						if ctx.Err() != nil {
+							return nil
+						}
 						return err
 					}
-					if err == nil && st.Phase.Terminal() {
+					for _, l := range lines {
+						fmt.Fprintf(cmd.OutOrStdout(), "[attempt %d rank %d] %s\n", l.Attempt, l.Rank, l.Text)
+						after = l.ID
+					}
+					if !follow {
 						return nil
 					}
-					if after == "" {
-						time.Sleep(time.Second)
+					if len(lines) == 0 {
+						st, err := cl.Status(ctx, id)
+						if errors.Is(err, client.ErrJobNotFound) {
+							return err
+						}
+						if err == nil && st.Phase.Terminal() {
+							return nil
+						}
+						if after == "" {
+							time.Sleep(time.Second)
+						}
 					}
 				}
-			}
+			})
 		},
 	}
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new output until the job ends")
@@ -302,41 +283,32 @@ func newNodesCmd(a *app) *cobra.Command {
 		Short: "List nodes, their GPUs, state, heartbeat age and the jobs on them",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkOutput(output); err != nil {
-				return err
-			}
-			if err := a.setup(cmd, false, false); err != nil {
-				return err
-			}
-			c, err := a.connect(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			nodes, err := c.view.Nodes(cmd.Context())
-			if err != nil {
-				return err
-			}
-			if output == "json" {
-				return printJSON(cmd.OutOrStdout(), nodes)
-			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NODE\tPOOL\tMODEL\tGPUS\tFREE\tSTATE\tHEARTBEAT\tJOBS")
-			for _, n := range nodes {
-				jobs := map[string]bool{}
-				for _, j := range n.Allocated {
-					jobs[j] = true
+			return a.withConns(cmd, output, func(ctx context.Context, c conns) error {
+				nodes, err := c.view.Nodes(ctx)
+				if err != nil {
+					return err
 				}
-				names := make([]string, 0, len(jobs))
-				for j := range jobs {
-					names = append(names, j)
+				if output == "json" {
+					return printJSON(cmd.OutOrStdout(), nodes)
 				}
-				sort.Strings(names)
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s ago\t%s\n", n.Node.ID, n.Node.Pool, n.Node.Model(),
-					len(n.Node.GPUs), len(n.FreeGPUs()), n.State, time.Since(n.LastHeartbeat).Round(time.Second),
-					strings.Join(names, ","))
-			}
-			return tw.Flush()
+				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "NODE\tPOOL\tMODEL\tGPUS\tFREE\tSTATE\tHEARTBEAT\tJOBS")
+				for _, n := range nodes {
+					jobs := map[string]bool{}
+					for _, j := range n.Allocated {
+						jobs[j] = true
+					}
+					names := make([]string, 0, len(jobs))
+					for j := range jobs {
+						names = append(names, j)
+					}
+					sort.Strings(names)
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s ago\t%s\n", n.Node.ID, n.Node.Pool, n.Node.Model(),
+						len(n.Node.GPUs), len(n.FreeGPUs()), n.State, time.Since(n.LastHeartbeat).Round(time.Second),
+						strings.Join(names, ","))
+				}
+				return tw.Flush()
+			})
 		},
 	}
 	outputFlag(cmd, &output)
