@@ -1,10 +1,3 @@
-// Package devstacktest starts the real servers of package devstack for a
-// test: each in the test's temporary directory, on free ports, stopped when
-// the test ends. A server's output is shown (through t.Log) only when the
-// test fails.
-//
-// A missing binary fails the test rather than skipping it, so that CI notices
-// an environment without the servers instead of passing vacuously.
 package devstacktest
 
 import (
