@@ -22,6 +22,9 @@ type JobSpec struct {
 	// again. Restarts caused by infrastructure (a lost node) never count.
 	Retries    int        `yaml:"retries,omitempty" json:"retries,omitempty"`
 	Checkpoint Checkpoint `yaml:"checkpoint,omitempty" json:"checkpoint,omitempty"`
+	// Preemptible lets the scheduler stop the job for higher-priority work
+	// (it is requeued, keeping its place, without spending a retry).
+	Preemptible bool `yaml:"preemptible,omitempty" json:"preemptible,omitempty"`
 	// Pools the job may run in; empty means any on-prem pool.
 	Pools []string `yaml:"pools,omitempty" json:"pools,omitempty"`
 }
@@ -36,6 +39,24 @@ type Gang struct {
 	// CPU per replica in cores ("16", "500m") and memory ("64Gi", "512Mi").
 	CPU    string `yaml:"cpu,omitempty" json:"cpu,omitempty"`
 	Memory string `yaml:"memory,omitempty" json:"memory,omitempty"`
+	// Topology keeps the gang's replicas together.
+	Topology Topology `yaml:"topology,omitempty" json:"topology,omitempty"`
+}
+
+// Topology levels a gang can be kept within, innermost first.
+const (
+	TopologyNVLink = "nvlink" // GPUs sharing NVLink/NVSwitch (a rack-scale domain spans nodes)
+	TopologyNode   = "node"
+	TopologyRack   = "rack"
+	TopologyBlock  = "block"
+)
+
+// Topology is a gang's locality constraint: all replicas within one group
+// of Level. Required waits until that is possible; otherwise it is a
+// preference the scheduler drops when it cannot be met.
+type Topology struct {
+	Level    string `yaml:"level,omitempty" json:"level,omitempty"`
+	Required bool   `yaml:"required,omitempty" json:"required,omitempty"`
 }
 
 // Checkpoint holds the job's checkpoint settings. They are accepted and

@@ -170,6 +170,15 @@ func (s JobSpec) Validate() error {
 		}
 		return ""
 	})
+	switch g.Topology.Level {
+	case "", TopologyNVLink, TopologyNode, TopologyRack, TopologyBlock:
+	default:
+		p.add("gang.topology.level", "must be one of %s, %s, %s, %s, got %q",
+			TopologyNVLink, TopologyNode, TopologyRack, TopologyBlock, g.Topology.Level)
+	}
+	if g.Topology.Required && g.Topology.Level == "" {
+		p.add("gang.topology.required", "needs gang.topology.level")
+	}
 	if milli, err := ParseCPU(g.CPU); err != nil {
 		p.add("gang.cpu", "must be a CPU quantity such as \"16\", \"2.5\" or \"500m\", got %q", g.CPU)
 	} else if milli <= 0 {
@@ -537,6 +546,8 @@ func (s JobSpec) QueueEntry(attempt int, submittedAt, enqueuedAt time.Time) Queu
 		MemMiB:         s.MemMiB(),
 		Pools:          slices.Clone(s.Pools),
 		MaxRuntime:     s.MaxRuntime.Duration,
+		Preemptible:    s.Preemptible,
+		Topology:       s.Gang.Topology,
 		SubmittedAt:    submittedAt,
 		EnqueuedAt:     enqueuedAt,
 	}

@@ -54,6 +54,9 @@ type Member struct {
 	NodeID string `json:"nodeId"`
 	Pool   string `json:"pool,omitempty"`
 	GPUs   []int  `json:"gpus"`
+	// Milli is the share of each GPU the member holds, in milli-GPU; 0
+	// means whole GPUs.
+	Milli int `json:"milli,omitempty"`
 	// Addr is the node's address, used as the rank-0 master address.
 	Addr string `json:"addr,omitempty"`
 }
@@ -65,6 +68,15 @@ type Assignment struct {
 	Attempt int       `json:"attempt"`
 	Members []Member  `json:"members"`
 	At      time.Time `json:"at"`
+	// What the scheduler needs to know about the running job later:
+	// fair share and quotas, backfill (when it ends at the latest) and
+	// preemption.
+	Team        string        `json:"team,omitempty"`
+	Priority    int           `json:"priority,omitempty"`
+	MaxRuntime  time.Duration `json:"maxRuntime,omitempty"`
+	Preemptible bool          `json:"preemptible,omitempty"`
+	CPUMilli    int64         `json:"cpuMilli,omitempty"` // per member
+	MemMiB      int64         `json:"memMiB,omitempty"`   // per member
 }
 
 // GPUCount is the number of GPUs the assignment holds across all members.
@@ -96,6 +108,10 @@ type GPU struct {
 	Model   string `json:"model"`
 	MemMiB  int    `json:"memMiB"`
 	Healthy bool   `json:"healthy"`
+	// NVLinkDomain names the GPUs this one shares NVLink/NVSwitch with
+	// (possibly across nodes, for rack-scale systems); "" when none.
+	NVLinkDomain string `json:"nvlinkDomain,omitempty"`
+	NUMA         int    `json:"numa,omitempty"`
 }
 
 // Node state values.
@@ -110,6 +126,8 @@ type Node struct {
 	ID       string `json:"id"`
 	Addr     string `json:"addr"`
 	Pool     string `json:"pool"`
+	Rack     string `json:"rack,omitempty"`
+	Block    string `json:"block,omitempty"`
 	GPUs     []GPU  `json:"gpus"`
 	CPUMilli int64  `json:"cpuMilli"`
 	MemMiB   int64  `json:"memMiB"`
@@ -141,6 +159,8 @@ type QueueEntry struct {
 	MemMiB         int64         `json:"memMiB"`
 	Pools          []string      `json:"pools,omitempty"`
 	MaxRuntime     time.Duration `json:"maxRuntime"`
+	Preemptible    bool          `json:"preemptible,omitempty"`
+	Topology       Topology      `json:"topology,omitzero"`
 	// SubmittedAt orders jobs within a priority class; a requeued job keeps
 	// its original submit time, so it does not go to the back of the line.
 	SubmittedAt time.Time `json:"submittedAt"`

@@ -30,9 +30,19 @@ const (
 	// sent only after the assignment is committed in Redis, and may be sent
 	// again (a new leader re-signals); the workflow ignores repeats.
 	SignalPlaced = "placed"
+	// SignalPreempt carries a PreemptRequest: the scheduler wants the
+	// running attempt's GPUs for higher-priority work. The job stops, is
+	// requeued keeping its place, and spends no retry.
+	SignalPreempt = "preempt"
 	// QueryStatus returns a Status.
 	QueryStatus = "status"
 )
+
+// PreemptRequest asks a running attempt to stop.
+type PreemptRequest struct {
+	Attempt int    `json:"attempt"`
+	Reason  string `json:"reason"`
+}
 
 // Application error types RunTask returns; JobWorkflow classifies failures by
 // them.

@@ -40,7 +40,7 @@ const (
 	outcomeSucceeded outcome = iota
 	outcomeCancelled
 	outcomeUserFailure  // spends a user retry
-	outcomeInfraFailure // node lost, GPU busy: requeue for free
+	outcomeInfraFailure // node lost, GPU busy, preempted: requeue for free
 	outcomeFatal        // max runtime exceeded: no retry
 )
 
@@ -63,7 +63,8 @@ func JobWorkflow(ctx workflow.Context, in JobInput) (Status, error) {
 			Project:     spec.Project,
 			SubmittedAt: workflow.GetInfo(ctx).WorkflowStartTime,
 		},
-		placed: workflow.GetSignalChannel(ctx, SignalPlaced),
+		placed:  workflow.GetSignalChannel(ctx, SignalPlaced),
+		preempt: workflow.GetSignalChannel(ctx, SignalPreempt),
 	}
 	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (Status, error) { return j.st, nil }); err != nil {
 		return Status{}, fmt.Errorf("set status query: %w", err)
@@ -73,10 +74,11 @@ func JobWorkflow(ctx workflow.Context, in JobInput) (Status, error) {
 }
 
 type job struct {
-	spec   gangway.JobSpec
-	timing Timing
-	st     Status
-	placed workflow.ReceiveChannel
+	spec    gangway.JobSpec
+	timing  Timing
+	st      Status
+	placed  workflow.ReceiveChannel
+	preempt workflow.ReceiveChannel
 	// since is when the current phase began, for wait and run totals.
 	since time.Time
 }
@@ -167,7 +169,16 @@ func (j *job) runGang(ctx workflow.Context, asg gangway.Assignment) (outcome, st
 	runStart := workflow.Now(ctx)
 	sel := workflow.NewSelector(ctx)
 	var firstErr error
-	var firstRank int
+	var firstRank, done int
+	preempted := ""
+	sel.AddReceive(j.preempt, func(c workflow.ReceiveChannel, _ bool) {
+		var req PreemptRequest
+		c.Receive(ctx, &req)
+		if req.Attempt == asg.Attempt && preempted == "" && firstErr == nil {
+			preempted = req.Reason
+			cancelGang()
+		}
+	})
 	for _, m := range asg.Members {
 		actx := workflow.WithActivityOptions(gctx, workflow.ActivityOptions{
 			TaskQueue:              NodeTaskQueue(m.NodeID),
@@ -180,19 +191,22 @@ func (j *job) runGang(ctx workflow.Context, asg gangway.Assignment) (outcome, st
 		rank := m.Rank
 		f := workflow.ExecuteActivity(actx, ActivityRunTask, j.taskInput(asg, m))
 		sel.AddFuture(f, func(f workflow.Future) {
-			if err := f.Get(ctx, nil); err != nil && firstErr == nil {
+			done++
+			if err := f.Get(ctx, nil); err != nil && firstErr == nil && preempted == "" {
 				firstErr, firstRank = err, rank
 				cancelGang()
 			}
 		})
 	}
-	for range asg.Members {
+	for done < len(asg.Members) {
 		sel.Select(ctx)
 	}
 	j.addRun(workflow.Now(ctx).Sub(runStart), asg.GPUCount())
 	switch {
 	case ctx.Err() != nil:
 		return outcomeCancelled, ""
+	case preempted != "":
+		return outcomeInfraFailure, "preempted: " + preempted
 	case firstErr == nil:
 		return outcomeSucceeded, ""
 	}

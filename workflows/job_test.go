@@ -144,6 +144,9 @@ func TestJobWorkflow(t *testing.T) {
 		spec     gangway.JobSpec
 		placed   int // attempts to signal placements for
 		cancelAt time.Duration
+		// preemptAt sends a preempt signal for preemptAttempt at that time.
+		preemptAt      time.Duration
+		preemptAttempt int
 		run      func(ctx context.Context, in RunTaskInput) error
 		want     want
 	}{
@@ -213,6 +216,23 @@ func TestJobWorkflow(t *testing.T) {
 			want: want{phase: gangway.PhaseSucceeded, attempt: 2, infraRestarts: 1, enqueued: []int{1, 2}, released: []int{1, 2},
 				phases: []gangway.Phase{sub, q, pl, ru, rq, q, pl, ru, gangway.PhaseSucceeded}},
 		},
+		"preempted while running: requeued without spending a retry": {
+			spec: testSpec(2, 8, 0), placed: 2, preemptAt: 1500 * time.Millisecond, preemptAttempt: 1,
+			run: func(ctx context.Context, in RunTaskInput) error {
+				if in.Attempt == 1 {
+					return blockUntilCancelled(ctx)
+				}
+				return nil
+			},
+			want: want{phase: gangway.PhaseSucceeded, attempt: 2, infraRestarts: 1, enqueued: []int{1, 2}, released: []int{1, 2},
+				phases: []gangway.Phase{sub, q, pl, ru, rq, q, pl, ru, gangway.PhaseSucceeded}},
+		},
+		"preempt for another attempt is ignored": {
+			spec: testSpec(1, 1, 0), placed: 1, preemptAt: 500 * time.Millisecond, preemptAttempt: 7,
+			run:  func(context.Context, RunTaskInput) error { return nil },
+			want: want{phase: gangway.PhaseSucceeded, attempt: 1, enqueued: []int{1}, released: []int{1},
+				phases: []gangway.Phase{sub, q, pl, ru, gangway.PhaseSucceeded}},
+		},
 		"max runtime exceeded fails for good": {
 			spec: testSpec(1, 1, 3), placed: 1,
 			run: func(context.Context, RunTaskInput) error {
@@ -231,6 +251,11 @@ func TestJobWorkflow(t *testing.T) {
 			placeEachAttempt(env, tc.placed, tc.spec.Gang.Replicas, tc.spec.Gang.GPUsPerReplica)
 			if tc.cancelAt > 0 {
 				env.RegisterDelayedCallback(env.CancelWorkflow, tc.cancelAt)
+			}
+			if tc.preemptAt > 0 {
+				env.RegisterDelayedCallback(func() {
+					env.SignalWorkflow(SignalPreempt, PreemptRequest{Attempt: tc.preemptAttempt, Reason: "for a high job"})
+				}, tc.preemptAt)
 			}
 			st := runJob(t, env, tc.spec)
 			got := want{phase: st.Phase, phases: phases(st), attempt: st.Attempt, userRetries: st.UserRetries,

@@ -314,3 +314,49 @@ func newNodesCmd(a *app) *cobra.Command {
 	outputFlag(cmd, &output)
 	return cmd
 }
+
+func newWhyCmd(a *app) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "why JOB",
+		Short: "Say why a job is waiting (or where it runs, or how it ended)",
+		Long: `Print the job's phase and, while it waits, the dispatch loop's last reason
+for not placing it — typed, with numbers: quota, fragmentation, GPU model
+unavailable, reserved GPUs, a reservation of its own with its start time,
+preemption in progress, or never fits.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.withConns(cmd, output, func(ctx context.Context, c conns) error {
+				st, err := c.client().Status(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				if output == "json" {
+					return printJSON(cmd.OutOrStdout(), map[string]any{
+						"jobId": st.JobID, "phase": st.Phase, "attempt": st.Attempt, "waiting": st.Waiting, "reason": st.Reason})
+				}
+				w := cmd.OutOrStdout()
+				since := ""
+				if n := len(st.Phases); n > 0 {
+					since = fmt.Sprintf(" since %s", st.Phases[n-1].At.Local().Format(time.DateTime))
+				}
+				fmt.Fprintf(w, "Job %s (team %s) is %s%s, attempt %d.\n", st.JobID, st.Team, st.Phase, since, st.Attempt)
+				switch {
+				case st.Phase == gangway.PhaseQueued || st.Phase == gangway.PhaseRequeued || st.Phase == gangway.PhaseSubmitted:
+					if st.Waiting == "" {
+						fmt.Fprintln(w, "Why: not yet considered by the dispatch loop (it runs every cycle; is a gangway server up?)")
+					} else {
+						fmt.Fprintf(w, "Why: %s\n", st.Waiting)
+					}
+				case st.Assignment != nil && !st.Phase.Terminal():
+					fmt.Fprintf(w, "Where: %s\n", formatAssignment(*st.Assignment))
+				default:
+					fmt.Fprintf(w, "Reason: %s\n", st.Reason)
+				}
+				return nil
+			})
+		},
+	}
+	outputFlag(cmd, &output)
+	return cmd
+}

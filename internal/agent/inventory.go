@@ -51,13 +51,15 @@ func parseShape(s string) (NodeShape, error) {
 }
 
 // FakeNode builds a synthetic node inventory: gpus healthy GPUs of model,
-// with 16 CPU cores and 128 GiB of memory per GPU, as on typical 8-GPU
-// servers.
+// with 16 CPU cores and 128 GiB of memory per GPU, all on one NVSwitch
+// (one NVLink domain per node) and split over two NUMA nodes, as on
+// typical 8-GPU servers.
 func FakeNode(id, pool, addr string, gpus int, model string) gangway.Node {
 	n := gangway.Node{ID: id, Addr: addr, Pool: pool, CPUMilli: int64(gpus) * 16000, MemMiB: int64(gpus) * 128 * 1024}
 	for i := range gpus {
 		n.GPUs = append(n.GPUs, gangway.GPU{
 			Index: i, UUID: fmt.Sprintf("GPU-fake-%s-%d", id, i), Model: model, MemMiB: 80 * 1024, Healthy: true,
+			NVLinkDomain: id + "/nvswitch", NUMA: i * 2 / max(gpus, 1),
 		})
 	}
 	return n

@@ -65,8 +65,8 @@ func TestFakeNode(t *testing.T) {
 		ID: "gpu-7", Addr: "10.0.0.7", Pool: "onprem",
 		CPUMilli: 2 * 16000, MemMiB: 2 * 128 * 1024,
 		GPUs: []gangway.GPU{
-			{Index: 0, UUID: "GPU-fake-gpu-7-0", Model: "H100", MemMiB: 80 * 1024, Healthy: true},
-			{Index: 1, UUID: "GPU-fake-gpu-7-1", Model: "H100", MemMiB: 80 * 1024, Healthy: true},
+			{Index: 0, UUID: "GPU-fake-gpu-7-0", Model: "H100", MemMiB: 80 * 1024, Healthy: true, NVLinkDomain: "gpu-7/nvswitch", NUMA: 0},
+			{Index: 1, UUID: "GPU-fake-gpu-7-1", Model: "H100", MemMiB: 80 * 1024, Healthy: true, NVLinkDomain: "gpu-7/nvswitch", NUMA: 1},
 		},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {

@@ -29,6 +29,9 @@ type Workflows interface {
 	// SignalPlaced delivers an assignment; ErrJobGone if the workflow is
 	// not running.
 	SignalPlaced(ctx context.Context, a gangway.Assignment) error
+	// SignalPreempt asks a running job to stop and requeue; ErrJobGone if
+	// the workflow is not running.
+	SignalPreempt(ctx context.Context, jobID gangway.JobID, attempt int, reason string) error
 	// Running reports whether the job's workflow is still running.
 	Running(ctx context.Context, jobID gangway.JobID) (bool, error)
 }
@@ -45,10 +48,12 @@ type Config struct {
 	// NodeTTL: a node whose last heartbeat is older is treated as lost.
 	NodeTTL        time.Duration // default 10s
 	ReconcileEvery time.Duration // default 30s
-	MaxAssignments int           // per cycle; 0 = no cap
-	Placer         placement.Placer
-	Log            *slog.Logger
-	Metrics        *metrics.Metrics // optional
+	// Placement tunes the engine (scorer, fairness, quotas, reservations,
+	// preemption); MaxAssignments caps jobs started per cycle.
+	Placement placement.Options
+	Placer    placement.Placer // default placement.Engine{}
+	Log       *slog.Logger
+	Metrics   *metrics.Metrics // optional
 }
 
 // Loop is the dispatch loop.
@@ -61,7 +66,14 @@ type Loop struct {
 	leading       bool
 	lastReconcile time.Time
 	unsignaled    map[gangway.JobID]gangway.Assignment
+	// preempted remembers when each victim was last asked to stop, so a
+	// victim that takes a while is not signalled every cycle.
+	preempted map[gangway.JobID]time.Time
 }
+
+// preemptResignal is how long a victim may take to stop before it is asked
+// again.
+const preemptResignal = 30 * time.Second
 
 // New returns a loop; Run starts it.
 func New(cfg Config, c Capacity, wf Workflows) *Loop {
@@ -78,13 +90,13 @@ func New(cfg Config, c Capacity, wf Workflows) *Loop {
 		cfg.ReconcileEvery = 30 * time.Second
 	}
 	if cfg.Placer == nil {
-		cfg.Placer = placement.FirstFit{}
+		cfg.Placer = placement.Engine{}
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	return &Loop{cfg: cfg, cap: c, wf: wf, log: cfg.Log.With("holder", cfg.Holder),
-		unsignaled: map[gangway.JobID]gangway.Assignment{}}
+		unsignaled: map[gangway.JobID]gangway.Assignment{}, preempted: map[gangway.JobID]time.Time{}}
 }
 
 // Run competes for the lease and, while leading, runs a cycle every
@@ -203,13 +215,15 @@ func (l *Loop) cycle(ctx context.Context, res *CycleResult) (string, error) {
 		if err != nil {
 			return metrics.ResultError, fmt.Errorf("snapshot: %w", err)
 		}
-		ps := l.placementSnapshot(snap)
-		plan := l.cfg.Placer.Place(ps, snap.Queue, placement.Options{MaxAssignments: l.cfg.MaxAssignments})
-		l.observe(snap, ps, plan)
+		ps := placementSnapshot(snap, l.cfg.NodeTTL)
+		plan := l.cfg.Placer.Place(ps, placementJobs(snap.Queue), l.cfg.Placement)
+		l.observe(ps, snap.Queue, plan)
+		l.preempt(ctx, plan.Preemptions)
 		if len(plan.Assignments) == 0 {
 			res.Unplaced = len(plan.Unplaced)
 			return metrics.ResultIdle, l.setReasons(ctx, plan)
 		}
+		stamp(plan.Assignments, snap.Queue)
 		err = l.cap.Commit(ctx, l.cfg.Holder, plan.Assignments)
 		switch {
 		case errors.Is(err, capacity.ErrStale) && res.Stale < maxStaleRetries:
@@ -280,44 +294,54 @@ func (l *Loop) setReasons(ctx context.Context, plan placement.Plan) error {
 	return nil
 }
 
-// placementSnapshot turns the Redis view into placement's input: nodes that
-// are cordoned or have not heartbeated within NodeTTL are not schedulable.
-func (l *Loop) placementSnapshot(s capacity.Snapshot) placement.Snapshot {
-	ps := placement.Snapshot{Now: s.Now, Nodes: make([]placement.Node, 0, len(s.Nodes))}
-	for _, n := range s.Nodes {
-		ps.Nodes = append(ps.Nodes, placement.Node{
-			ID: n.Node.ID, Addr: n.Node.Addr, Pool: n.Node.Pool, Model: n.Node.Model(),
-			GPUs:         len(n.Node.GPUs),
-			Free:         n.FreeGPUs(),
-			FreeCPUMilli: n.Node.CPUMilli - n.UsedCPUMilli,
-			FreeMemMiB:   n.Node.MemMiB - n.UsedMemMiB,
-			Schedulable:  n.State == gangway.NodeReady && s.Now.Sub(n.LastHeartbeat) <= l.cfg.NodeTTL,
-		})
+// preempt asks each victim to stop (once per preemptResignal); the
+// preemptor is placed in a later cycle, when the victims' GPUs are free.
+func (l *Loop) preempt(ctx context.Context, ps []placement.Preemption) {
+	now := time.Now()
+	for _, p := range ps {
+		for _, v := range p.Victims {
+			if last, ok := l.preempted[v.JobID]; ok && now.Sub(last) < preemptResignal {
+				continue
+			}
+			err := l.wf.SignalPreempt(ctx, v.JobID, v.Attempt, v.Reason)
+			if err != nil && !errors.Is(err, ErrJobGone) {
+				l.log.Warn("preempt signal failed; will retry", "job_id", v.JobID, "error", err)
+				continue
+			}
+			l.preempted[v.JobID] = now
+			l.log.Info("preempting", "job_id", v.JobID, "for", p.Preemptor, "reason", v.Reason, "lost_gpu_seconds", v.LostGPUSeconds)
+		}
 	}
-	return ps
+	for id, at := range l.preempted {
+		if now.Sub(at) > 10*preemptResignal {
+			delete(l.preempted, id)
+		}
+	}
 }
 
 // observe updates the fleet, queue and waiting-reason gauges.
-func (l *Loop) observe(s capacity.Snapshot, ps placement.Snapshot, plan placement.Plan) {
+func (l *Loop) observe(ps placement.Snapshot, queue []gangway.QueueEntry, plan placement.Plan) {
 	m := l.cfg.Metrics
 	if m == nil {
 		return
 	}
 	pools := map[string]metrics.GPUState{}
-	for i, n := range ps.Nodes {
+	for _, n := range ps.Nodes {
 		st := pools[n.Pool]
-		alloc := len(s.Nodes[i].Allocated)
-		st.Allocated += alloc
-		if n.Schedulable {
-			st.Free += len(n.Free)
-			st.Unavailable += n.GPUs - alloc - len(n.Free)
-		} else {
-			st.Unavailable += n.GPUs - alloc
+		for _, g := range n.GPUs {
+			switch {
+			case g.UsedMilli > 0:
+				st.Allocated++
+			case n.Schedulable && g.Healthy:
+				st.Free++
+			default:
+				st.Unavailable++
+			}
 		}
 		pools[n.Pool] = st
 	}
 	byClass := map[string]int{}
-	for _, e := range s.Queue {
+	for _, e := range queue {
 		byClass[e.PriorityClass]++
 	}
 	m.Fleet(pools, byClass)

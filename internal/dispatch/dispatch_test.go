@@ -12,6 +12,7 @@ import (
 
 	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/internal/capacity"
+	"github.com/gangwayhq/gangway/placement"
 )
 
 var t0 = time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
@@ -76,7 +77,8 @@ func (f *fakeCapacity) SetReasons(_ context.Context, r map[gangway.JobID]string)
 // fakeWorkflows records signals; gone jobs answer ErrJobGone, flaky ones
 // fail their first signal.
 type fakeWorkflows struct {
-	signaled []string
+	signaled  []string
+	preempted []string
 	gone     map[string]bool
 	flaky    map[string]int
 	running  map[string]bool
@@ -91,6 +93,11 @@ func (f *fakeWorkflows) SignalPlaced(_ context.Context, a gangway.Assignment) er
 		return errors.New("temporal unavailable")
 	}
 	f.signaled = append(f.signaled, fmt.Sprintf("%s/%d", a.JobID, a.Attempt))
+	return nil
+}
+
+func (f *fakeWorkflows) SignalPreempt(_ context.Context, id gangway.JobID, attempt int, reason string) error {
+	f.preempted = append(f.preempted, fmt.Sprintf("%s/%d: %s", id, attempt, reason))
 	return nil
 }
 
@@ -269,5 +276,49 @@ func TestOneLeader(t *testing.T) {
 	}
 	if !b.leading {
 		t.Error("b did not take over after a stopped")
+	}
+}
+
+// TestPreemptionSignalsVictims: a high-priority job that fits only if a
+// low-priority preemptible job stops gets it stopped (once), and waits.
+func TestPreemptionSignalsVictims(t *testing.T) {
+	n := node("n0", 8, 0, gangway.NodeReady, 0, 1, 2, 3, 4, 5, 6, 7)
+	low := gangway.Assignment{JobID: "low", Attempt: 3, Team: "a", Priority: 0, Preemptible: true, MaxRuntime: time.Hour,
+		At: t0.Add(-time.Hour), Members: []gangway.Member{{NodeID: "n0", GPUs: []int{0, 1, 2, 3, 4, 5, 6, 7}}}}
+	high := entry("high", 1, 8)
+	high.Priority = 200
+	fc := &fakeCapacity{snap: capacity.Snapshot{Now: t0, Nodes: []capacity.NodeStatus{n},
+		Queue: []gangway.QueueEntry{high}, Allocations: []gangway.Assignment{low}}}
+	fw := &fakeWorkflows{}
+	l := New(Config{Holder: "me", Placement: placement.Options{Preempt: true}}, fc, fw)
+	for range 2 {
+		if _, err := l.Cycle(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []string{"low/3: preempted for high (priority 200 > 0)"}
+	if diff := cmp.Diff(want, fw.preempted); diff != "" {
+		t.Errorf("preempt signals (-want +got):\n%s", diff)
+	}
+	if got := fc.reasons["high"]; got == "" {
+		t.Error("the preemptor has no waiting reason")
+	}
+}
+
+// TestCommitStampsAssignments: what later cycles need about a running job
+// travels with its committed assignment.
+func TestCommitStampsAssignments(t *testing.T) {
+	e := entry("j", 1, 2)
+	e.Team, e.Priority, e.MaxRuntime, e.Preemptible, e.CPUMilli, e.MemMiB = "nlp", 200, time.Hour, true, 4000, 8192
+	fc := &fakeCapacity{snap: capacity.Snapshot{Now: t0, Nodes: []capacity.NodeStatus{node("n0", 8, 0, gangway.NodeReady)},
+		Queue: []gangway.QueueEntry{e}}}
+	l := New(Config{Holder: "me"}, fc, &fakeWorkflows{})
+	if _, err := l.Cycle(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	a := fc.committed[0][0]
+	got := []any{a.Team, a.Priority, a.MaxRuntime, a.Preemptible, a.CPUMilli, a.MemMiB}
+	if diff := cmp.Diff([]any{"nlp", 200, time.Hour, true, int64(4000), int64(8192)}, got); diff != "" {
+		t.Errorf("stamped assignment (-want +got):\n%s", diff)
 	}
 }

@@ -31,6 +31,19 @@ func (t TemporalWorkflows) SignalPlaced(ctx context.Context, a gangway.Assignmen
 	return nil
 }
 
+// SignalPreempt implements Workflows.
+func (t TemporalWorkflows) SignalPreempt(ctx context.Context, jobID gangway.JobID, attempt int, reason string) error {
+	err := t.Client.SignalWorkflow(ctx, jobID, "", workflows.SignalPreempt, workflows.PreemptRequest{Attempt: attempt, Reason: reason})
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return fmt.Errorf("preempt %s: %w", jobID, ErrJobGone)
+	}
+	if err != nil {
+		return fmt.Errorf("preempt %s: %w", jobID, err)
+	}
+	return nil
+}
+
 // Running implements Workflows.
 func (t TemporalWorkflows) Running(ctx context.Context, jobID gangway.JobID) (bool, error) {
 	resp, err := t.Client.DescribeWorkflowExecution(ctx, jobID, "")

@@ -1,0 +1,76 @@
+package placement
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// reserve finds when blocked job j will fit — releasing running jobs in the
+// order their max runtimes end — and reserves the GPUs it would take that
+// are free now, so later (smaller) jobs use them only if they end before
+// the reservation starts: backfill that cannot delay j. The view is left as
+// it was apart from the reservation.
+func (se *Session) reserve(j *Job) (Reservation, string, bool) {
+	v := se.view
+	var ends []*Running
+	for k := range se.running {
+		r := &se.running[k]
+		if r.MaxRuntime > 0 && !se.victims[r.JobID] {
+			ends = append(ends, r)
+		}
+	}
+	slices.SortStableFunc(ends, func(a, b *Running) int { return a.End().Compare(b.End()) })
+
+	mark := v.begin()
+	var released []*Running
+	for k, r := range ends {
+		se.vacate(r, -1)
+		released = append(released, r)
+		if k+1 < len(ends) && ends[k+1].End().Equal(r.End()) {
+			continue // release everything ending at the same moment first
+		}
+		trial := v.begin()
+		a, ok := se.placeJob(j)
+		v.rollback(trial)
+		if !ok {
+			continue
+		}
+		v.rollback(mark)
+		for _, rr := range released {
+			se.vacate(rr, +1)
+		}
+		start := r.End()
+		if start.Before(v.now) {
+			start = v.now // overdue jobs: expect them any moment
+		}
+		var nodes []string
+		held := 0
+		for _, m := range a.Members {
+			i := se.nodeIndex(m.NodeID)
+			nodes = append(nodes, m.NodeID)
+			for _, g := range m.GPUs {
+				if v.free[i][g] > 0 {
+					v.reserve(i, g, start, j.ID)
+					held++
+				}
+			}
+		}
+		slices.Sort(nodes)
+		nodes = slices.Compact(nodes)
+		var waitFor []string
+		for _, rr := range released {
+			waitFor = append(waitFor, rr.JobID)
+		}
+		why := fmt.Sprintf("%s: reserved %d free GPUs on %s from %s (in %s, when %s reach their max runtime); smaller jobs may use them only if they end first",
+			describeShape(j), held, strings.Join(nodes, ", "), start.Format(time.RFC3339), start.Sub(v.now).Round(time.Second),
+			strings.Join(waitFor, ", "))
+		return Reservation{JobID: j.ID, Start: start, Nodes: nodes}, why, true
+	}
+	v.rollback(mark)
+	for _, rr := range released {
+		se.vacate(rr, +1)
+	}
+	return Reservation{}, "", false
+}

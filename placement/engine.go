@@ -1,0 +1,409 @@
+package placement
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/gangwayhq/gangway"
+)
+
+// Options tune placement. The zero value is first-fit in priority order
+// with no reservations and no preemption.
+type Options struct {
+	// Scorer ranks candidate nodes; nil means FirstFit.
+	Scorer Scorer
+	// Seed seeds the random source scorers and tie-breaks draw from.
+	Seed uint64
+	// MaxAssignments caps how many jobs one plan starts (0 = no cap).
+	MaxAssignments int
+	// Workload is the typical workload fragmentation is measured against;
+	// nil derives it from the queue.
+	Workload []WorkloadClass
+	// Fairness weighs teams within a priority class.
+	Fairness Fairness
+	// Quotas limit teams per GPU model, with borrowing within cohorts.
+	Quotas []Quota
+	// Reservations is how many blocked jobs (highest first) get GPUs
+	// reserved for when running jobs end; smaller jobs backfill around them
+	// only if they end first. 0 turns reservations off.
+	Reservations int
+	// Preempt lets a job stop lower-priority preemptible jobs, or borrowers
+	// of its team's lent quota, when that makes it fit.
+	Preempt bool
+	// MinRuntime protects jobs that started less than this ago from
+	// preemption.
+	MinRuntime time.Duration
+}
+
+// Placer is the seam the dispatch loop and the simulator call through.
+type Placer interface {
+	Place(s Snapshot, queue []Job, o Options) Plan
+}
+
+// Engine is Gangway's placement engine as a Placer.
+type Engine struct{}
+
+var _ Placer = Engine{}
+
+// Place implements Placer.
+func (Engine) Place(s Snapshot, queue []Job, o Options) Plan { return Place(s, queue, o) }
+
+// Place decides, for one snapshot, which queued jobs start where and why
+// the others wait. It is pure: the same snapshot, queue and options always
+// give the same plan.
+func Place(s Snapshot, queue []Job, o Options) Plan {
+	if o.Workload == nil {
+		o.Workload = WorkloadFromJobs(queue)
+	}
+	return NewSession(s, o).Place(queue)
+}
+
+// Session is placement over a view that persists between calls: the trace
+// simulator places one arrival at a time and releases departures without
+// rebuilding the fleet, through the same code Place runs.
+type Session struct {
+	opts    Options
+	view    *View
+	scorer  Scorer
+	all     []int // every node index, for ungrouped placement
+	groups  map[Level][]*group
+	nodeIdx map[string]int
+	// running is every allocation: the snapshot's and this session's.
+	running []Running
+	quota   *quotaBook
+	// victims are running jobs already chosen for preemption.
+	victims map[string]bool
+}
+
+// NewSession starts a session on a snapshot.
+func NewSession(s Snapshot, o Options) *Session {
+	sc := o.Scorer
+	if sc == nil {
+		sc = FirstFit{}
+	}
+	v := newView(&s, o.Workload, rand.New(rand.NewPCG(o.Seed, o.Seed^0x9e3779b97f4a7c15)))
+	if p, ok := sc.(Preparer); ok {
+		p.Prepare(v)
+	}
+	se := &Session{opts: o, view: v, scorer: sc, all: make([]int, len(s.Nodes)), groups: map[Level][]*group{},
+		nodeIdx: make(map[string]int, len(s.Nodes)), running: slices.Clone(s.Running),
+		quota: newQuotaBook(o.Quotas), victims: map[string]bool{}}
+	for i := range se.all {
+		se.all[i] = i
+		se.nodeIdx[s.Nodes[i].ID] = i
+	}
+	for i := range se.running {
+		r := &se.running[i]
+		for _, m := range r.Members {
+			se.quota.charge(r.Team, se.modelOf(m.NodeID), int64(len(m.GPUs))*int64(orWhole(r.GPUMilli)))
+		}
+	}
+	return se
+}
+
+// View is the session's current free capacity.
+func (se *Session) View() *View { return se.view }
+
+// SetNow moves the session's clock (the simulator's virtual time).
+func (se *Session) SetNow(t time.Time) { se.view.now = t }
+
+// Place places what it can of queue — in priority order, fair share
+// across teams within a priority, oldest first within a team — applies the
+// assignments to the session's view and returns the plan.
+func (se *Session) Place(queue []Job) Plan {
+	jobs := make([]*Job, len(queue))
+	for i := range queue {
+		jobs[i] = &queue[i]
+	}
+	ord := newOrderer(jobs, se)
+	var plan Plan
+	var blockedJobs, blockedGPUs, blockedPrio int
+	for {
+		j, ok := ord.next()
+		if !ok {
+			break
+		}
+		if se.opts.MaxAssignments > 0 && len(plan.Assignments) >= se.opts.MaxAssignments {
+			plan.Unplaced = append(plan.Unplaced, Unplaced{JobID: j.ID, Reason: ReasonPlanFull,
+				Detail: planFullDetail(se.opts.MaxAssignments)})
+			continue
+		}
+		if a, ok := se.placeJob(j); ok {
+			plan.Assignments = append(plan.Assignments, a)
+			se.started(j, a)
+			for _, m := range a.Members {
+				se.changed(se.nodeIndex(m.NodeID))
+			}
+			ord.charge(j.Team, jobUsage(j))
+			continue
+		}
+		u := se.explain(j)
+		if u.Reason.Retry() && u.Reason != ReasonQuota && se.opts.Preempt {
+			if p, ok := se.preempt(j); ok {
+				plan.Preemptions = append(plan.Preemptions, p)
+				u.Reason, u.Detail = ReasonPreempting, preemptDetail(p)
+			}
+		}
+		if u.Reason.Retry() && u.Reason != ReasonPreempting && u.Reason != ReasonQuota && len(plan.Reservations) < se.opts.Reservations {
+			if r, why, ok := se.reserve(j); ok {
+				plan.Reservations = append(plan.Reservations, r)
+				u.Reason, u.Detail = ReasonReservation, why
+			}
+		}
+		if blockedJobs > 0 && blockedPrio > j.Priority && u.Reason == ReasonInsufficientGPUs {
+			u.Detail += fmt.Sprintf("; behind %d higher-priority jobs needing %d GPUs", blockedJobs, blockedGPUs)
+		}
+		if u.Reason.Retry() {
+			blockedJobs++
+			blockedGPUs += j.Replicas * j.GPUsPerReplica
+			blockedPrio = max(blockedPrio, j.Priority)
+		}
+		plan.Unplaced = append(plan.Unplaced, u)
+	}
+	return plan
+}
+
+// started records a placement: quota, and a running allocation that later
+// reservations and preemptions see.
+func (se *Session) started(j *Job, a gangway.Assignment) {
+	r := Running{JobID: j.ID, Team: j.Team, Priority: j.Priority, Preemptible: j.Preemptible,
+		Start: se.view.now, MaxRuntime: j.MaxRuntime, Members: a.Members, CPUMilli: j.CPUMilli, MemMiB: j.MemMiB}
+	if j.Share() {
+		r.GPUMilli = j.GPUMilli
+	}
+	for _, m := range a.Members {
+		se.quota.charge(j.Team, se.modelOf(m.NodeID), int64(len(m.GPUs))*int64(j.milliPerGPU()))
+	}
+	se.running = append(se.running, r)
+}
+
+func (se *Session) modelOf(nodeID string) string {
+	if i, ok := se.nodeIdx[nodeID]; ok {
+		return se.view.nodes[i].Model
+	}
+	return ""
+}
+
+func orWhole(milli int) int {
+	if milli <= 0 {
+		return Whole
+	}
+	return milli
+}
+
+// Release returns a finished job's capacity to the view.
+func (se *Session) Release(a gangway.Assignment, cpuPerMember, memPerMember int64) {
+	if at := slices.IndexFunc(se.running, func(r Running) bool { return r.JobID == a.JobID }); at >= 0 {
+		r := se.running[at]
+		for _, m := range r.Members {
+			se.quota.charge(r.Team, se.modelOf(m.NodeID), -int64(len(m.GPUs))*int64(orWhole(r.GPUMilli)))
+		}
+		se.running = slices.Delete(se.running, at, at+1)
+	}
+	for _, m := range a.Members {
+		i := se.nodeIndex(m.NodeID)
+		if i < 0 {
+			continue
+		}
+		milli := m.Milli
+		if milli == 0 {
+			milli = Whole
+		}
+		se.view.give(Candidate{Node: i, GPUs: m.GPUs, Milli: milli}, cpuPerMember, memPerMember)
+		se.changed(i)
+	}
+}
+
+func (se *Session) nodeIndex(id string) int {
+	if i, ok := se.nodeIdx[id]; ok {
+		return i
+	}
+	return -1
+}
+
+func (se *Session) changed(i int) {
+	if c, ok := se.scorer.(Committer); ok {
+		c.Changed(se.view, i)
+	}
+}
+
+// placeJob places every replica of j in one transaction, honouring its
+// topology constraint, or leaves the view untouched.
+func (se *Session) placeJob(j *Job) (gangway.Assignment, bool) {
+	v := se.view
+	var members []gangway.Member
+	ok := false
+	switch {
+	case j.Topology.Level == LevelNone:
+		members, ok = se.placeIn(j, nil)
+	default:
+		members, ok = se.placeGrouped(j)
+		if !ok && !j.Topology.Required {
+			members, ok = se.placeIn(j, nil)
+		}
+	}
+	if !ok {
+		return gangway.Assignment{}, false
+	}
+	return gangway.Assignment{JobID: j.ID, Attempt: j.Attempt, Members: members, At: v.now}, true
+}
+
+// placeIn places all replicas of j on nodes (and GPUs) allowed by g, one
+// replica at a time on the best-scoring candidate, in a transaction.
+func (se *Session) placeIn(j *Job, g *group) ([]gangway.Member, bool) {
+	v := se.view
+	mark := v.begin()
+	members := make([]gangway.Member, 0, j.Replicas)
+	for rank := range j.Replicas {
+		c, ok := se.best(j, g)
+		if !ok {
+			v.rollback(mark)
+			return nil, false
+		}
+		v.take(c, j.CPUMilli, j.MemMiB)
+		n := &v.nodes[c.Node]
+		m := gangway.Member{Rank: rank, NodeID: n.ID, Pool: n.Pool, Addr: n.Addr, GPUs: c.GPUs}
+		if j.Share() {
+			m.Milli = c.Milli
+		}
+		members = append(members, m)
+	}
+	v.commit(mark)
+	return members, true
+}
+
+// best is the highest-scoring feasible candidate for one replica.
+func (se *Session) best(j *Job, g *group) (Candidate, bool) {
+	v := se.view
+	var best Candidate
+	bestScore, found := 0.0, false
+	nodes := g.nodeList(se.all)
+	for _, i := range nodes {
+		if !se.feasibleNode(j, i) {
+			continue
+		}
+		for _, c := range v.candidates(i, j, g) {
+			s := se.scorer.Score(v, c, j)
+			if !found || s > bestScore {
+				best, bestScore, found = c, s, true
+			}
+		}
+	}
+	return best, found
+}
+
+// feasibleNode is the cheap node filter: schedulable, model, pool, CPU and
+// memory, and enough free GPU capacity in total.
+func (se *Session) feasibleNode(j *Job, i int) bool {
+	v := se.view
+	n := &v.nodes[i]
+	if !n.Schedulable || !allowed(j.Models, n.Model) || !allowed(j.Pools, n.Pool) {
+		return false
+	}
+	if v.cpu[i] < j.CPUMilli || v.mem[i] < j.MemMiB {
+		return false
+	}
+	if ok, _ := se.quota.admits(j.Team, n.Model, j.GPUMilliTotal()); !ok {
+		return false
+	}
+	switch {
+	case j.GPUsPerReplica == 0:
+		return true
+	case j.Share():
+		return slices.ContainsFunc(v.free[i], func(f int) bool { return f >= j.GPUMilli })
+	default:
+		return v.whole[i] >= j.GPUsPerReplica
+	}
+}
+
+func allowed(list []string, v string) bool { return len(list) == 0 || slices.Contains(list, v) }
+
+// jobEnd is when j would finish if started now (zero: unknown, never
+// before a reservation).
+func (v *View) jobEnd(j *Job) time.Time {
+	if j.MaxRuntime <= 0 {
+		return time.Time{}
+	}
+	return v.now.Add(j.MaxRuntime)
+}
+
+// candidates lists the ways one replica of j fits on node i: for whole
+// GPUs one choice, packed into as few NVLink domains as possible (and the
+// tightest domain that holds them); for a share, one choice per distinct
+// free level among the GPUs with room.
+func (v *View) candidates(i int, j *Job, g *group) []Candidate {
+	end := v.jobEnd(j)
+	ok := func(gi int) bool { return v.usable(i, gi, end) && g.allowsGPU(v, i, gi) }
+	switch {
+	case j.GPUsPerReplica == 0:
+		return []Candidate{{Node: i, Milli: Whole}}
+	case j.Share():
+		var out []Candidate
+		var seen [Whole + 1]bool
+		for gi, f := range v.free[i] {
+			if f >= j.GPUMilli && !seen[f] && ok(gi) {
+				seen[f] = true
+				out = append(out, Candidate{Node: i, GPUs: []int{gi}, Milli: j.GPUMilli})
+			}
+		}
+		return out
+	}
+	gpus := v.pickWhole(i, j.GPUsPerReplica, ok)
+	if gpus == nil {
+		return nil
+	}
+	return []Candidate{{Node: i, GPUs: gpus, Milli: Whole}}
+}
+
+// pickWhole chooses k entirely free GPUs on node i: from the smallest NVLink
+// domain that holds all k (keeping larger domains whole for larger
+// requests), else from the largest domains first. Nil if fewer than k.
+func (v *View) pickWhole(i, k int, ok func(int) bool) []int {
+	type dom struct {
+		name string
+		gpus []int
+	}
+	var doms []dom
+	gpus := v.nodes[i].GPUs
+	for gi, f := range v.free[i] {
+		if f != Whole || !ok(gi) {
+			continue
+		}
+		name := gpus[gi].Domain
+		at := slices.IndexFunc(doms, func(d dom) bool { return d.name == name })
+		if at < 0 {
+			doms = append(doms, dom{name: name})
+			at = len(doms) - 1
+		}
+		doms[at].gpus = append(doms[at].gpus, gi)
+	}
+	total := 0
+	for _, d := range doms {
+		total += len(d.gpus)
+	}
+	if total < k {
+		return nil
+	}
+	fit := -1
+	for di, d := range doms {
+		if len(d.gpus) >= k && (fit < 0 || len(d.gpus) < len(doms[fit].gpus)) {
+			fit = di
+		}
+	}
+	if fit >= 0 {
+		return slices.Clone(doms[fit].gpus[:k])
+	}
+	slices.SortStableFunc(doms, func(a, b dom) int { return len(b.gpus) - len(a.gpus) })
+	out := make([]int, 0, k)
+	for _, d := range doms {
+		for _, gi := range d.gpus {
+			if len(out) < k {
+				out = append(out, gi)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}

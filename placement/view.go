@@ -1,0 +1,199 @@
+package placement
+
+import (
+	"math/rand/v2"
+	"slices"
+	"time"
+)
+
+// View is the free capacity during one Place call. Scorers read it; only
+// the engine changes it, inside transactions that either commit or leave no
+// trace. It is the one place GPU accounting happens: take refuses to hand
+// out capacity that is not free.
+type View struct {
+	nodes []Node
+	now   time.Time
+	free  [][]int // per node, per GPU: free milli-GPU (0 for unhealthy GPUs)
+	cpu   []int64 // free CPU per node
+	mem   []int64 // free memory per node
+	whole []int   // per node: GPUs with all Whole milli free
+	// resStart holds, per node and GPU, when a reservation for a blocked
+	// job begins (zero: none). A job may use a reserved GPU only if it ends
+	// before then.
+	resStart [][]time.Time
+	resJob   [][]string
+
+	workload []WorkloadClass
+	rnd      *rand.Rand
+
+	undo  []saved // node states saved by open transactions, oldest first
+	depth int     // open transactions
+}
+
+// saved is a node's state before a transaction first touched it.
+type saved struct {
+	node     int
+	free     []int
+	cpu, mem int64
+	whole    int
+}
+
+// Candidate is one way to place one replica: a node, the GPUs on it and the
+// share of each GPU taken (Whole for whole GPUs).
+type Candidate struct {
+	Node  int
+	GPUs  []int
+	Milli int
+}
+
+// WorkloadClass is one kind of task in the typical workload, with its
+// share of all tasks: what fragmentation is measured against.
+type WorkloadClass struct {
+	GPUs     int // whole GPUs per task (1 with Milli < Whole for a share; 0 for CPU-only)
+	Milli    int // per GPU
+	CPUMilli int64
+	MemMiB   int64
+	Models   []string // allowed models; empty = any
+	Weight   float64  // popularity; weights sum to 1
+}
+
+func newView(s *Snapshot, workload []WorkloadClass, rnd *rand.Rand) *View {
+	n := len(s.Nodes)
+	v := &View{nodes: s.Nodes, now: s.Now, free: make([][]int, n), cpu: make([]int64, n), mem: make([]int64, n),
+		whole: make([]int, n), resStart: make([][]time.Time, n), resJob: make([][]string, n),
+		workload: workload, rnd: rnd}
+	for i := range s.Nodes {
+		nd := &s.Nodes[i]
+		v.free[i] = make([]int, len(nd.GPUs))
+		for g, gpu := range nd.GPUs {
+			if gpu.Healthy {
+				v.free[i][g] = max(Whole-gpu.UsedMilli, 0)
+			}
+			if v.free[i][g] == Whole {
+				v.whole[i]++
+			}
+		}
+		v.cpu[i] = nd.CPUMilli - nd.UsedCPUMilli
+		v.mem[i] = nd.MemMiB - nd.UsedMemMiB
+	}
+	return v
+}
+
+// Nodes is the fleet; index i of every accessor refers to Nodes()[i].
+func (v *View) Nodes() []Node { return v.nodes }
+
+// Free is node i's free milli-GPU per GPU index. Read only.
+func (v *View) Free(i int) []int { return v.free[i] }
+
+// FreeCPU and FreeMem are node i's free CPU (milli) and memory (MiB).
+func (v *View) FreeCPU(i int) int64 { return v.cpu[i] }
+func (v *View) FreeMem(i int) int64 { return v.mem[i] }
+
+// FreeWhole is how many of node i's GPUs are entirely free.
+func (v *View) FreeWhole(i int) int { return v.whole[i] }
+
+// FreeMilli is node i's total free milli-GPU.
+func (v *View) FreeMilli(i int) int {
+	t := 0
+	for _, f := range v.free[i] {
+		t += f
+	}
+	return t
+}
+
+// Workload is the typical workload fragmentation is measured against.
+func (v *View) Workload() []WorkloadClass { return v.workload }
+
+// Rand is the seeded source scorers may draw from.
+func (v *View) Rand() *rand.Rand { return v.rnd }
+
+// Now is the snapshot time.
+func (v *View) Now() time.Time { return v.now }
+
+// begin opens a transaction, possibly inside another; every take and give
+// until its commit or rollback is undone by its rollback. It returns the
+// mark to pass to commit or rollback.
+func (v *View) begin() int {
+	v.depth++
+	return len(v.undo)
+}
+
+// touch saves node i before a change, while any transaction is open.
+func (v *View) touch(i int) {
+	if v.depth == 0 {
+		return
+	}
+	v.undo = append(v.undo, saved{node: i, free: slices.Clone(v.free[i]), cpu: v.cpu[i], mem: v.mem[i], whole: v.whole[i]})
+}
+
+// commit keeps the transaction's changes (an enclosing transaction can
+// still undo them).
+func (v *View) commit(mark int) {
+	v.depth--
+	if v.depth == 0 {
+		v.undo = v.undo[:0]
+	}
+	_ = mark
+}
+
+// rollback undoes every change since mark, newest first.
+func (v *View) rollback(mark int) {
+	for k := len(v.undo) - 1; k >= mark; k-- {
+		s := v.undo[k]
+		v.free[s.node], v.cpu[s.node], v.mem[s.node], v.whole[s.node] = s.free, s.cpu, s.mem, s.whole
+	}
+	v.undo = v.undo[:mark]
+	v.depth--
+}
+
+// take allocates a candidate for a replica needing cpu and mem. It panics
+// if the capacity is not free: the engine only takes what it checked, so a
+// failure here is a bug, never a placement outcome.
+func (v *View) take(c Candidate, cpu, mem int64) {
+	v.touch(c.Node)
+	if v.cpu[c.Node] < cpu || v.mem[c.Node] < mem {
+		panic("placement: take beyond free CPU or memory")
+	}
+	v.cpu[c.Node] -= cpu
+	v.mem[c.Node] -= mem
+	for _, g := range c.GPUs {
+		f := v.free[c.Node][g]
+		if f < c.Milli {
+			panic("placement: GPU double allocation")
+		}
+		if f == Whole {
+			v.whole[c.Node]--
+		}
+		v.free[c.Node][g] = f - c.Milli
+	}
+}
+
+// give returns capacity (a preemption victim's, or a running job's that
+// ends before a reservation).
+func (v *View) give(c Candidate, cpu, mem int64) {
+	v.touch(c.Node)
+	v.cpu[c.Node] += cpu
+	v.mem[c.Node] += mem
+	for _, g := range c.GPUs {
+		v.free[c.Node][g] = min(v.free[c.Node][g]+c.Milli, Whole)
+		if v.free[c.Node][g] == Whole {
+			v.whole[c.Node]++
+		}
+	}
+}
+
+// usable reports whether GPU g of node i may go to a job ending at end.
+func (v *View) usable(i, g int, end time.Time) bool {
+	s := v.resStart[i]
+	return s == nil || s[g].IsZero() || (!end.IsZero() && !end.After(s[g]))
+}
+
+func (v *View) reserve(i, g int, start time.Time, job string) {
+	if v.resStart[i] == nil {
+		v.resStart[i] = make([]time.Time, len(v.free[i]))
+		v.resJob[i] = make([]string, len(v.free[i]))
+	}
+	if v.resStart[i][g].IsZero() || start.Before(v.resStart[i][g]) {
+		v.resStart[i][g], v.resJob[i][g] = start, job
+	}
+}
