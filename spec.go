@@ -40,7 +40,7 @@ type Gang struct {
 	CPU    string `yaml:"cpu,omitempty" json:"cpu,omitempty"`
 	Memory string `yaml:"memory,omitempty" json:"memory,omitempty"`
 	// Topology keeps the gang's replicas together.
-	Topology Topology `yaml:"topology,omitempty" json:"topology,omitempty"`
+	Topology Topology `yaml:"topology,omitempty" json:"topology,omitzero"`
 }
 
 // Topology levels a gang can be kept within, innermost first.

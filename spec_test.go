@@ -281,6 +281,18 @@ func TestValidate(t *testing.T) {
 		"any model, any pool":      {change: func(s *JobSpec) { s.Gang.GPUModels, s.Pools = nil, nil }},
 		"env names":                {change: func(s *JobSpec) { s.Env = map[string]string{"_X": "", "lower_1": "v", "A": "="} }},
 		"quantities":               {change: func(s *JobSpec) { s.Gang.CPU, s.Gang.Memory = "500m", "512Mi" }},
+		"preemptible, NVLink required": {change: func(s *JobSpec) {
+			s.Preemptible, s.Gang.Topology = true, Topology{Level: TopologyNVLink, Required: true}
+		}},
+		"rack preferred": {change: func(s *JobSpec) { s.Gang.Topology = Topology{Level: TopologyRack} }},
+		"unknown topology level": {
+			change:       func(s *JobSpec) { s.Gang.Topology.Level = "socket" },
+			wantProblems: []FieldError{{"gang.topology.level", `must be one of nvlink, node, rack, block, got "socket"`}},
+		},
+		"required topology without a level": {
+			change:       func(s *JobSpec) { s.Gang.Topology.Required = true },
+			wantProblems: []FieldError{{"gang.topology.required", "needs gang.topology.level"}},
+		},
 
 		"name missing": {
 			change:       func(s *JobSpec) { s.Name = "" },
