@@ -2,15 +2,15 @@
 //
 //	Place(snapshot, queue, options) Plan
 //
-// It reads an immutable snapshot of the fleet and the pending queue and
-// returns which jobs start where, and for every job it did not start, a typed
-// reason with numbers a person can act on. It never commits, logs, sleeps,
-// reads the clock or draws global randomness: now is in the snapshot and any
-// randomness comes from options. The dispatch loop commits the plan; the
-// trace simulator runs the same function.
+// It reads an immutable snapshot of the fleet (nodes, GPUs with their
+// NVLink domains and shares in use, running allocations) and the pending
+// queue, and returns which jobs start where, which running jobs to preempt
+// for whom, which blocked jobs hold reservations, and for every job left
+// waiting a typed reason with numbers a person can act on. It never
+// commits, logs, sleeps, reads the clock or draws global randomness: now is
+// in the snapshot and randomness comes from a seed in the options. The
+// dispatch loop commits the plan; the trace simulator runs the same code
+// through a Session that keeps its view between arrivals.
 //
-// The policy here is first-fit in queue order (priority, then submit time)
-// with gangs placed all-or-nothing on a copy-on-write view of free GPUs.
-// Topology, fragmentation, fair share, backfill and preemption replace it
-// behind the same Placer seam.
+// README.md in this directory walks through the pipeline.
 package placement
