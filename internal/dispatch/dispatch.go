@@ -350,4 +350,6 @@ func (l *Loop) observe(ps placement.Snapshot, queue []gangway.QueueEntry, plan p
 		byReason[string(u.Reason)]++
 	}
 	m.Unplaced(byReason)
+	r := placement.Measure(ps, placement.WorkloadFromJobs(placementJobs(queue)))
+	m.Fragmentation(r.Rate, r.Largest)
 }

@@ -79,9 +79,9 @@ func (f *fakeCapacity) SetReasons(_ context.Context, r map[gangway.JobID]string)
 type fakeWorkflows struct {
 	signaled  []string
 	preempted []string
-	gone     map[string]bool
-	flaky    map[string]int
-	running  map[string]bool
+	gone      map[string]bool
+	flaky     map[string]int
+	running   map[string]bool
 }
 
 func (f *fakeWorkflows) SignalPlaced(_ context.Context, a gangway.Assignment) error {

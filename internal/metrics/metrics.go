@@ -17,6 +17,8 @@ type Metrics struct {
 	gpus          *prometheus.GaugeVec
 	unplaced      *prometheus.GaugeVec
 	isLeader      prometheus.Gauge
+	fragRate      prometheus.Gauge
+	largestFree   *prometheus.GaugeVec
 }
 
 // New creates the collectors and registers them on reg.
@@ -53,6 +55,15 @@ func New(reg prometheus.Registerer) *Metrics {
 			Help: "1 while this server holds the dispatch lease.",
 		}),
 	}
+	m.fragRate = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "fragmentation_ratio",
+		Help: "Share of free GPU capacity the pending job mix cannot use (FGD's measure).",
+	})
+	m.largestFree = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "largest_free_block_gpus",
+		Help: "Most entirely free GPUs within one group, by topology level (nvlink, node, rack, block).",
+	}, []string{"level"})
+	reg.MustRegister(m.fragRate, m.largestFree)
 	reg.MustRegister(m.queueDepth, m.queueWait, m.cycleDuration, m.commits, m.gpus, m.unplaced, m.isLeader)
 	return m
 }
@@ -100,6 +111,15 @@ func (m *Metrics) Fleet(pools map[string]GPUState, queueByClass map[string]int) 
 	m.queueDepth.Reset()
 	for class, n := range queueByClass {
 		m.queueDepth.WithLabelValues(class).Set(float64(n))
+	}
+}
+
+// Fragmentation records the fragmentation rate and the largest free block
+// per topology level.
+func (m *Metrics) Fragmentation(rate float64, largest map[string]int) {
+	m.fragRate.Set(rate)
+	for level, n := range largest {
+		m.largestFree.WithLabelValues(level).Set(float64(n))
 	}
 }
 

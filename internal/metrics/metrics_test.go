@@ -302,6 +302,7 @@ func exercise(m *Metrics) {
 	m.Leader(true)
 	m.Fleet(map[string]GPUState{"onprem": {Allocated: 8, Free: 24}}, map[string]int{"normal": 1})
 	m.Unplaced(map[string]int{"InsufficientFreeGPUs": 1})
+	m.Fragmentation(0.25, map[string]int{"nvlink": 6, "node": 6})
 }
 
 func TestLint(t *testing.T) {
@@ -316,6 +317,8 @@ func TestLint(t *testing.T) {
 		"gpus":          m.gpus,
 		"unplaced":      m.unplaced,
 		"isLeader":      m.isLeader,
+		"fragRate":      m.fragRate,
+		"largestFree":   m.largestFree,
 	}
 	for name, c := range collectors {
 		if n := testutil.CollectAndCount(c); n == 0 {
@@ -355,7 +358,9 @@ func TestNames(t *testing.T) {
 		"gangway_dispatch_commits_total",
 		"gangway_dispatch_cycle_duration_seconds",
 		"gangway_dispatch_leader",
+		"gangway_fragmentation_ratio",
 		"gangway_gpus",
+		"gangway_largest_free_block_gpus",
 		"gangway_queue_depth_jobs",
 		"gangway_queue_wait_seconds",
 		"gangway_unplaced_jobs",
