@@ -37,6 +37,11 @@ type Options struct {
 	MinRuntime time.Duration
 }
 
+// maxPreemptionSearches bounds how many blocked jobs look for victims per
+// Place call: each search simulates placements, and the next cycle can
+// continue where this one stopped.
+const maxPreemptionSearches = 8
+
 // Placer is the seam the dispatch loop and the simulator call through.
 type Placer interface {
 	Place(s Snapshot, queue []Job, o Options) Plan
@@ -119,7 +124,7 @@ func (se *Session) Place(queue []Job) Plan {
 	}
 	ord := newOrderer(jobs, se)
 	var plan Plan
-	var blockedJobs, blockedGPUs, blockedPrio int
+	var blockedJobs, blockedGPUs, blockedPrio, searches int
 	for {
 		j, ok := ord.next()
 		if !ok {
@@ -140,7 +145,8 @@ func (se *Session) Place(queue []Job) Plan {
 			continue
 		}
 		u := se.explain(j)
-		if u.Reason.Retry() && u.Reason != ReasonQuota && se.opts.Preempt {
+		if u.Reason.Retry() && u.Reason != ReasonQuota && se.opts.Preempt && searches < maxPreemptionSearches {
+			searches++
 			if p, ok := se.preempt(j); ok {
 				plan.Preemptions = append(plan.Preemptions, p)
 				u.Reason, u.Detail = ReasonPreempting, preemptDetail(p)
