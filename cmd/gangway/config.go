@@ -18,6 +18,7 @@ import (
 
 	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/internal/agent"
+	"github.com/gangwayhq/gangway/placement"
 )
 
 // Config is everything gangway reads at start: one struct, one Validate.
@@ -54,6 +55,49 @@ type ServerConfig struct {
 	DispatchInterval gangway.Duration `yaml:"dispatchInterval"`
 	LeaseTTL         gangway.Duration `yaml:"leaseTTL"`
 	NodeTTL          gangway.Duration `yaml:"nodeTTL"`
+	Placement        PlacementConfig  `yaml:"placement"`
+}
+
+// PlacementConfig tunes the placement engine the dispatch loop runs.
+type PlacementConfig struct {
+	// Policy is the scorer: gangway (default), fgd, best-fit, first-fit, ...
+	Policy string `yaml:"policy"`
+	// Reservations is how many blocked jobs get GPUs reserved (backfill).
+	Reservations int `yaml:"reservations"`
+	// Preempt lets higher-priority jobs, and teams reclaiming lent quota,
+	// stop preemptible jobs; MinRuntime protects young ones.
+	Preempt    bool             `yaml:"preempt"`
+	MinRuntime gangway.Duration `yaml:"minRuntime"`
+	// MaxAssignments caps jobs started per cycle (0: no cap).
+	MaxAssignments int                `yaml:"maxAssignments"`
+	TeamWeights    map[string]float64 `yaml:"teamWeights"`
+	Quotas         []QuotaConfig      `yaml:"quotas"`
+}
+
+// QuotaConfig is one team's GPU quota for a model, within a cohort.
+type QuotaConfig struct {
+	Team           string `yaml:"team"`
+	Model          string `yaml:"model"` // "" = any model
+	Nominal        int    `yaml:"nominal"`
+	BorrowingLimit *int   `yaml:"borrowingLimit"` // unset: no cap
+	LendingLimit   *int   `yaml:"lendingLimit"`   // unset: lend all unused
+	Cohort         string `yaml:"cohort"`
+}
+
+// options turns the config into placement options.
+func (p PlacementConfig) options() (placement.Options, error) {
+	sc, err := placement.ScorerByName(p.Policy)
+	if err != nil {
+		return placement.Options{}, err
+	}
+	o := placement.Options{Scorer: sc, Reservations: p.Reservations, Preempt: p.Preempt,
+		MinRuntime: p.MinRuntime.Duration, MaxAssignments: p.MaxAssignments,
+		Fairness: placement.Fairness{TeamWeights: p.TeamWeights}}
+	for _, q := range p.Quotas {
+		o.Quotas = append(o.Quotas, placement.Quota{Team: q.Team, Model: q.Model, Nominal: q.Nominal,
+			BorrowingLimit: q.BorrowingLimit, LendingLimit: q.LendingLimit, Cohort: q.Cohort})
+	}
+	return o, nil
 }
 
 // AgentConfig tunes `gangway agent`.
@@ -77,6 +121,12 @@ func defaultConfig() Config {
 			DispatchInterval: gangway.Duration{Duration: 500 * time.Millisecond},
 			LeaseTTL:         gangway.Duration{Duration: 5 * time.Second},
 			NodeTTL:          gangway.Duration{Duration: 10 * time.Second},
+			Placement: PlacementConfig{
+				Policy:       "gangway",
+				Reservations: 4,
+				Preempt:      true,
+				MinRuntime:   gangway.Duration{Duration: 10 * time.Minute},
+			},
 		},
 		Agent: AgentConfig{
 			NodeID:            nodeIDFromHost(host),
@@ -185,6 +235,37 @@ func (c Config) Validate(server, agentCmd bool) error {
 		}
 		if s.NodeTTL.Duration <= 0 {
 			bad("server.nodeTTL", "must be positive, got %v", s.NodeTTL.Duration)
+		}
+		p := s.Placement
+		if _, err := placement.ScorerByName(p.Policy); err != nil {
+			bad("server.placement.policy", "%v", err)
+		}
+		if p.Reservations < 0 {
+			bad("server.placement.reservations", "must not be negative, got %d", p.Reservations)
+		}
+		if p.MinRuntime.Duration < 0 {
+			bad("server.placement.minRuntime", "must not be negative, got %v", p.MinRuntime.Duration)
+		}
+		if p.MaxAssignments < 0 {
+			bad("server.placement.maxAssignments", "must not be negative, got %d", p.MaxAssignments)
+		}
+		for team, w := range p.TeamWeights {
+			if w <= 0 {
+				bad("server.placement.teamWeights."+team, "must be positive, got %v", w)
+			}
+		}
+		for k, q := range p.Quotas {
+			field := fmt.Sprintf("server.placement.quotas[%d]", k)
+			switch {
+			case !dnsLabel.MatchString(q.Team):
+				bad(field+".team", "must be a team name (a DNS label), got %q", q.Team)
+			case q.Nominal < 0:
+				bad(field+".nominal", "must not be negative, got %d", q.Nominal)
+			case q.BorrowingLimit != nil && *q.BorrowingLimit < 0:
+				bad(field+".borrowingLimit", "must not be negative, got %d", *q.BorrowingLimit)
+			case q.LendingLimit != nil && *q.LendingLimit < 0:
+				bad(field+".lendingLimit", "must not be negative, got %d", *q.LendingLimit)
+			}
 		}
 	}
 	if agentCmd {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gangwayhq/gangway/placement"
 	"github.com/google/go-cmp/cmp"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -391,6 +392,20 @@ func TestValidate(t *testing.T) {
 			change:   func(c *Config) { c.Server.LeaseTTL.Duration = 800 * time.Millisecond },
 			server:   true,
 			wantErrs: []string{"server.leaseTTL: must be at least twice server.dispatchInterval (500ms), got 800ms"},
+		},
+		"unknown placement policy": {
+			change:   func(c *Config) { c.Server.Placement.Policy = "magic" },
+			server:   true,
+			wantErrs: []string{`server.placement.policy: scorer "magic": unknown scorer; valid: ` + strings.Join(placement.ScorerNames(), ", ")},
+		},
+		"negative reservations and a bad quota": {
+			change: func(c *Config) {
+				c.Server.Placement.Reservations = -1
+				c.Server.Placement.Quotas = []QuotaConfig{{Team: "Nlp", Nominal: 8}}
+			},
+			server: true,
+			wantErrs: []string{"server.placement.reservations: must not be negative, got -1",
+				`server.placement.quotas[0].team: must be a team name (a DNS label), got "Nlp"`},
 		},
 		"lease TTL exactly twice the dispatch interval": {
 			change: func(c *Config) { c.Server.LeaseTTL.Duration = time.Second },

@@ -120,11 +120,15 @@ func runDev(ctx context.Context, a *app, o devOptions, shapes []agent.NodeShape,
 	defer wg.Wait()
 	defer stop()
 
+	popts, err := a.cfg.Server.Placement.options()
+	if err != nil {
+		return err
+	}
 	metricsAddr := make(chan string, 1)
 	wg.Go(func() {
 		err := server.Run(runCtx, server.Options{
 			Temporal: c.temporal, View: c.view, MetricsAddr: "127.0.0.1:0", Log: log,
-			Dispatch: dispatch.Config{Holder: "dev", Interval: 250 * time.Millisecond, LeaseTTL: 2 * time.Second},
+			Dispatch: dispatch.Config{Holder: "dev", Interval: 250 * time.Millisecond, LeaseTTL: 2 * time.Second, Placement: popts},
 			Ready:    func(addr string) { metricsAddr <- addr },
 		})
 		if err != nil {

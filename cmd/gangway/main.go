@@ -54,6 +54,7 @@ Start everything on one machine with 'gangway dev'; run 'gangway server' and
 		newSubmitCmd(a), newStatusCmd(a), newWhyCmd(a), newListCmd(a), newCancelCmd(a), newLogsCmd(a), newNodesCmd(a),
 		newDemoTrainCmd(),
 	)
+	root.AddCommand(newReplayCmd())
 	return root
 }
 

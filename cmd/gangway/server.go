@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
@@ -10,6 +11,7 @@ import (
 	"github.com/gangwayhq/gangway/internal/agent"
 	"github.com/gangwayhq/gangway/internal/dispatch"
 	"github.com/gangwayhq/gangway/internal/server"
+	"github.com/gangwayhq/gangway/placement"
 )
 
 func newServerCmd(a *app) *cobra.Command {
@@ -35,6 +37,10 @@ within the lease TTL when it dies.`,
 			host, _ := os.Hostname()
 			holder := fmt.Sprintf("%s-%d-%s", host, os.Getpid(), uuid.NewString()[:8])
 			s := a.cfg.Server
+			popts, err := s.Placement.options()
+			if err != nil {
+				return err
+			}
 			a.log.Info("gangway server starting", "holder", holder, "temporal", a.cfg.Temporal.Address, "redis", a.cfg.Redis.URL)
 			return server.Run(cmd.Context(), server.Options{
 				Temporal:    c.temporal,
@@ -42,10 +48,11 @@ within the lease TTL when it dies.`,
 				MetricsAddr: s.MetricsAddr,
 				Log:         a.log,
 				Dispatch: dispatch.Config{
-					Holder:   holder,
-					Interval: s.DispatchInterval.Duration,
-					LeaseTTL: s.LeaseTTL.Duration,
-					NodeTTL:  s.NodeTTL.Duration,
+					Holder:    holder,
+					Interval:  s.DispatchInterval.Duration,
+					LeaseTTL:  s.LeaseTTL.Duration,
+					NodeTTL:   s.NodeTTL.Duration,
+					Placement: popts,
 				},
 			})
 		},
@@ -55,6 +62,11 @@ within the lease TTL when it dies.`,
 	f.DurationVar(&a.cfg.Server.DispatchInterval.Duration, "dispatch-interval", a.cfg.Server.DispatchInterval.Duration, "time between dispatch cycles")
 	f.DurationVar(&a.cfg.Server.LeaseTTL.Duration, "lease-ttl", a.cfg.Server.LeaseTTL.Duration, "dispatch lease TTL: a dead leader is replaced after this")
 	f.DurationVar(&a.cfg.Server.NodeTTL.Duration, "node-ttl", a.cfg.Server.NodeTTL.Duration, "a node silent this long gets no new work")
+	p := &a.cfg.Server.Placement
+	f.StringVar(&p.Policy, "policy", p.Policy, "placement policy: "+strings.Join(placement.ScorerNames(), ", "))
+	f.IntVar(&p.Reservations, "reservations", p.Reservations, "blocked jobs that get GPUs reserved while smaller jobs backfill (0: off)")
+	f.BoolVar(&p.Preempt, "preempt", p.Preempt, "let higher-priority jobs and quota owners preempt preemptible jobs")
+	f.DurationVar(&p.MinRuntime.Duration, "min-runtime", p.MinRuntime.Duration, "jobs younger than this are never preempted")
 	return cmd
 }
 
