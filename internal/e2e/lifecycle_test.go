@@ -71,15 +71,16 @@ type stack struct {
 	servers map[int]*serverProc // by pid
 }
 
-func (s *stack) startServer() *serverProc {
+func (s *stack) startServer(extra ...string) *serverProc {
 	s.t.Helper()
 	logf, err := os.CreateTemp(s.logDir, "server-*.log")
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	cmd := exec.Command(s.bin, "server",
+	args := append([]string{"server",
 		"--temporal-address", s.temporal.Addr, "--redis-url", s.redis.URL,
-		"--metrics-addr", "127.0.0.1:0", "--dispatch-interval", "200ms", "--lease-ttl", "2s", "--node-ttl", "5s")
+		"--metrics-addr", "127.0.0.1:0", "--dispatch-interval", "200ms", "--lease-ttl", "2s", "--node-ttl", "5s"}, extra...)
+	cmd := exec.Command(s.bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {

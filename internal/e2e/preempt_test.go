@@ -1,0 +1,94 @@
+package e2e
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/gangwayhq/gangway"
+	"github.com/gangwayhq/gangway/client"
+	"github.com/gangwayhq/gangway/internal/agent"
+	"github.com/gangwayhq/gangway/internal/capacity"
+	"github.com/gangwayhq/gangway/internal/devstack/devstacktest"
+	"github.com/gangwayhq/gangway/workflows"
+)
+
+// TestPreemptionOnRealServers: on one full 8-GPU node, a high-priority job
+// preempts a low-priority preemptible one through the real dispatch loop;
+// the victim is requeued without spending a retry, the preemptor runs, and
+// the victim then finishes too. The agents' record shows no GPU held twice.
+func TestPreemptionOnRealServers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real servers and runs real processes")
+	}
+	s := &stack{t: t, bin: buildGangway(t), temporal: devstacktest.Temporal(t), redis: devstacktest.Redis(t),
+		logDir: t.TempDir(), servers: map[int]*serverProc{}}
+	t.Cleanup(s.stopAll)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+
+	tc := dialTemporal(t, s.temporal.Addr)
+	opts, _ := redis.ParseURL(s.redis.URL)
+	rdb := redis.NewClient(opts)
+	t.Cleanup(func() { rdb.Close() })
+	view := capacity.New(rdb, capacity.Options{})
+
+	rec := &record{}
+	actx, stopAgent := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	t.Cleanup(func() { stopAgent(); wg.Wait() })
+	n := agent.FakeNode("node-0", "onprem", "127.0.0.1", 8, "H100")
+	ag := agent.New(agent.Config{Node: n, DataDir: filepath.Join(s.logDir, n.ID), HeartbeatInterval: 500 * time.Millisecond, Recorder: rec}, view)
+	wg.Go(func() { _ = ag.Run(actx, tc) })
+	waitFor(t, ctx, "node registered", func() bool {
+		nodes, err := view.FleetNodes(ctx)
+		return err == nil && len(nodes) == 1
+	})
+	s.startServer("--preempt", "--min-runtime", "0s")
+
+	cl := client.New(tc, view)
+	timing := client.SubmitOptions{Timing: workflows.Timing{HeartbeatTimeout: 5 * time.Second}}
+	low := spec("low-batch", "vision", 1, 8, s.bin, 60) // 6 s of work
+	low.PriorityClass, low.Preemptible = gangway.PriorityLow, true
+	if _, err := cl.Submit(ctx, low, timing); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, "low job running", func() bool {
+		st, err := cl.Status(ctx, low.Name)
+		return err == nil && st.Phase == gangway.PhaseRunning
+	})
+	high := spec("urgent-eval", "nlp", 1, 8, s.bin, 10)
+	high.PriorityClass = gangway.PriorityHigh
+	if _, err := cl.Submit(ctx, high, timing); err != nil {
+		t.Fatal(err)
+	}
+
+	hs, err := cl.Result(ctx, high.Name)
+	if err != nil || hs.Phase != gangway.PhaseSucceeded {
+		t.Fatalf("high job: %s %s (err %v)", hs.Phase, hs.Reason, err)
+	}
+	ls, err := cl.Result(ctx, low.Name)
+	if err != nil || ls.Phase != gangway.PhaseSucceeded {
+		t.Fatalf("low job: %s %s (err %v)", ls.Phase, ls.Reason, err)
+	}
+	if ls.InfraRestarts != 1 || ls.UserRetries != 0 || ls.Attempt != 2 {
+		t.Errorf("low job: attempt %d, infra restarts %d, user retries %d; want 2, 1, 0", ls.Attempt, ls.InfraRestarts, ls.UserRetries)
+	}
+	preempted := false
+	for _, p := range ls.Phases {
+		preempted = preempted || strings.Contains(p.Reason, "preempted for urgent-eval")
+	}
+	if !preempted {
+		t.Errorf("low job's history does not say it was preempted for urgent-eval: %+v", ls.Phases)
+	}
+	// The high job started only after the low one let go of the GPUs.
+	if !hs.Phases[len(hs.Phases)-1].At.After(ls.Phases[2].At) {
+		t.Errorf("phases out of order: high %+v low %+v", hs.Phases, ls.Phases)
+	}
+	rec.checkNoDoubleBooking(t)
+}
