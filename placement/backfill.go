@@ -51,8 +51,10 @@ func (se *Session) reserve(j *Job) (Reservation, string, bool) {
 			i := se.nodeIndex(m.NodeID)
 			nodes = append(nodes, m.NodeID)
 			for _, g := range m.GPUs {
+				// Busy GPUs too: they free up by start, and a later
+				// reservation must not count on them.
+				v.reserve(i, g, start, j.ID)
 				if v.free[i][g] > 0 {
-					v.reserve(i, g, start, j.ID)
 					held++
 				}
 			}

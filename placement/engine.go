@@ -80,6 +80,19 @@ type Session struct {
 	quota   *quotaBook
 	// victims are running jobs already chosen for preemption.
 	victims map[string]bool
+	// placedFrom is where this Place call's own placements begin in
+	// running: they are never victims in the plan that starts them.
+	placedFrom int
+	// held is capacity set aside for preemptors until this Place call
+	// returns.
+	held []heldCap
+	// bestGPUs holds the best candidate's GPUs while best scans on.
+	bestGPUs []int
+	// byModel lists node indexes by GPU model, in index order (built on
+	// first use): a job pinned to one model scans only those nodes.
+	byModel map[string][]int
+	// largest caches largestGroup.
+	largest map[string]int
 }
 
 // NewSession starts a session on a snapshot.
@@ -118,6 +131,9 @@ func (se *Session) SetNow(t time.Time) { se.view.now = t }
 // across teams within a priority, oldest first within a team — applies the
 // assignments to the session's view and returns the plan.
 func (se *Session) Place(queue []Job) Plan {
+	se.view.clearReservations()
+	se.placedFrom = len(se.running)
+	defer se.releaseHeld()
 	jobs := make([]*Job, len(queue))
 	for i := range queue {
 		jobs[i] = &queue[i]
@@ -285,43 +301,77 @@ func (se *Session) best(j *Job, g *group) (Candidate, bool) {
 	v := se.view
 	var best Candidate
 	bestScore, found := 0.0, false
+	// FirstFit prefers the lowest node index and nodes come in index order,
+	// so its first feasible candidate is its best: stop there.
+	_, firstFit := se.scorer.(FirstFit)
 	nodes := g.nodeList(se.all)
+	if g == nil && len(j.Models) == 1 {
+		nodes = se.nodesOf(j.Models[0])
+	}
 	for _, i := range nodes {
 		if !se.feasibleNode(j, i) {
 			continue
 		}
 		for _, c := range v.candidates(i, j, g) {
+			if firstFit {
+				c.GPUs = slices.Clone(c.GPUs)
+				return c, true
+			}
 			s := se.scorer.Score(v, c, j)
 			if !found || s > bestScore {
+				// c.GPUs lives in the view's scratch space until the next
+				// candidates call: keep a copy.
+				se.bestGPUs = append(se.bestGPUs[:0], c.GPUs...)
 				best, bestScore, found = c, s, true
 			}
 		}
 	}
+	if found && best.GPUs != nil {
+		best.GPUs = slices.Clone(se.bestGPUs)
+	}
 	return best, found
 }
 
+// nodesOf is the nodes with GPU model m, in index order.
+func (se *Session) nodesOf(m string) []int {
+	if se.byModel == nil {
+		se.byModel = map[string][]int{}
+		for i := range se.view.nodes {
+			model := se.view.nodes[i].Model
+			se.byModel[model] = append(se.byModel[model], i)
+		}
+	}
+	return se.byModel[m]
+}
+
 // feasibleNode is the cheap node filter: schedulable, model, pool, CPU and
-// memory, and enough free GPU capacity in total.
+// memory, enough free GPU capacity in total, and quota.
 func (se *Session) feasibleNode(j *Job, i int) bool {
 	v := se.view
 	n := &v.nodes[i]
+	switch { // GPUs first: on a busy fleet they rule out the most nodes
+	case j.GPUsPerReplica == 0:
+	case j.Share():
+		if !slices.ContainsFunc(v.free[i], func(f int) bool { return f >= j.GPUMilli }) {
+			return false
+		}
+	default:
+		if v.whole[i] < j.GPUsPerReplica {
+			return false
+		}
+	}
 	if !n.Schedulable || !allowed(j.Models, n.Model) || !allowed(j.Pools, n.Pool) {
 		return false
 	}
 	if v.cpu[i] < j.CPUMilli || v.mem[i] < j.MemMiB {
 		return false
 	}
-	if ok, _ := se.quota.admits(j.Team, n.Model, j.GPUMilliTotal()); !ok {
-		return false
+	if se.quota.hasQuotas() {
+		if ok, _ := se.quota.admits(j.Team, n.Model, j.GPUMilliTotal()); !ok {
+			return false
+		}
 	}
-	switch {
-	case j.GPUsPerReplica == 0:
-		return true
-	case j.Share():
-		return slices.ContainsFunc(v.free[i], func(f int) bool { return f >= j.GPUMilli })
-	default:
-		return v.whole[i] >= j.GPUsPerReplica
-	}
+	return true
 }
 
 func allowed(list []string, v string) bool { return len(list) == 0 || slices.Contains(list, v) }
@@ -338,78 +388,115 @@ func (v *View) jobEnd(j *Job) time.Time {
 // candidates lists the ways one replica of j fits on node i: for whole
 // GPUs one choice, packed into as few NVLink domains as possible (and the
 // tightest domain that holds them); for a share, one choice per distinct
-// free level among the GPUs with room.
+// free level among the GPUs with room. The slice and the candidates' GPUs
+// are scratch space, valid until the next call.
 func (v *View) candidates(i int, j *Job, g *group) []Candidate {
 	end := v.jobEnd(j)
-	ok := func(gi int) bool { return v.usable(i, gi, end) && g.allowsGPU(v, i, gi) }
+	out := v.cands[:0]
 	switch {
 	case j.GPUsPerReplica == 0:
-		return []Candidate{{Node: i, Milli: Whole}}
+		out = append(out, Candidate{Node: i, Milli: Whole})
 	case j.Share():
-		var out []Candidate
+		free := v.free[i]
+		// One GPU index per candidate, all in one buffer that does not
+		// grow while candidates point into it.
+		if cap(v.scratch) < len(free) {
+			v.scratch = make([]int, 0, len(free))
+		}
+		buf := v.scratch[:0]
 		var seen [Whole + 1]bool
-		for gi, f := range v.free[i] {
-			if f >= j.GPUMilli && !seen[f] && ok(gi) {
+		for gi, f := range free {
+			if f >= j.GPUMilli && !seen[f] && v.usable(i, gi, end) && g.allowsGPU(v, i, gi) {
 				seen[f] = true
-				out = append(out, Candidate{Node: i, GPUs: []int{gi}, Milli: j.GPUMilli})
+				buf = append(buf, gi)
+				out = append(out, Candidate{Node: i, GPUs: buf[len(buf)-1 : len(buf) : len(buf)], Milli: j.GPUMilli})
 			}
+		}
+	default:
+		if gpus := v.pickWhole(i, j.GPUsPerReplica, end, g); gpus != nil {
+			out = append(out, Candidate{Node: i, GPUs: gpus, Milli: Whole})
+		}
+	}
+	v.cands = out
+	return out
+}
+
+// pickWhole chooses k entirely free GPUs on node i that a job ending at end
+// may use within group g: from the smallest NVLink domain that holds all k
+// (keeping larger domains whole for larger requests), else from the largest
+// domains first. Nil if fewer than k. The result is scratch space, valid
+// until the next call.
+func (v *View) pickWhole(i, k int, end time.Time, g *group) []int {
+	type dom struct {
+		name string
+		n    int
+	}
+	var domBuf [8]dom
+	doms := domBuf[:0]
+	gpus := v.nodes[i].GPUs
+	ok := func(gi int) bool {
+		return v.free[i][gi] == Whole && v.usable(i, gi, end) && g.allowsGPU(v, i, gi)
+	}
+	if v.oneDomain[i] { // one domain: its first k free GPUs
+		out := v.scratch[:0]
+		for gi := range v.free[i] {
+			if ok(gi) {
+				if out = append(out, gi); len(out) == k {
+					break
+				}
+			}
+		}
+		v.scratch = out
+		if len(out) < k {
+			return nil
 		}
 		return out
 	}
-	gpus := v.pickWhole(i, j.GPUsPerReplica, ok)
-	if gpus == nil {
-		return nil
-	}
-	return []Candidate{{Node: i, GPUs: gpus, Milli: Whole}}
-}
-
-// pickWhole chooses k entirely free GPUs on node i: from the smallest NVLink
-// domain that holds all k (keeping larger domains whole for larger
-// requests), else from the largest domains first. Nil if fewer than k.
-func (v *View) pickWhole(i, k int, ok func(int) bool) []int {
-	type dom struct {
-		name string
-		gpus []int
-	}
-	var doms []dom
-	gpus := v.nodes[i].GPUs
-	for gi, f := range v.free[i] {
-		if f != Whole || !ok(gi) {
+	total := 0
+	for gi := range v.free[i] {
+		if !ok(gi) {
 			continue
 		}
 		name := gpus[gi].Domain
-		at := slices.IndexFunc(doms, func(d dom) bool { return d.name == name })
+		at := -1
+		for d := range doms {
+			if doms[d].name == name {
+				at = d
+				break
+			}
+		}
 		if at < 0 {
 			doms = append(doms, dom{name: name})
 			at = len(doms) - 1
 		}
-		doms[at].gpus = append(doms[at].gpus, gi)
-	}
-	total := 0
-	for _, d := range doms {
-		total += len(d.gpus)
+		doms[at].n++
+		total++
 	}
 	if total < k {
 		return nil
 	}
 	fit := -1
 	for di, d := range doms {
-		if len(d.gpus) >= k && (fit < 0 || len(d.gpus) < len(doms[fit].gpus)) {
+		if d.n >= k && (fit < 0 || d.n < doms[fit].n) {
 			fit = di
 		}
 	}
 	if fit >= 0 {
-		return slices.Clone(doms[fit].gpus[:k])
+		doms[0], doms = doms[fit], doms[:1]
+	} else {
+		slices.SortStableFunc(doms, func(a, b dom) int { return b.n - a.n })
 	}
-	slices.SortStableFunc(doms, func(a, b dom) int { return len(b.gpus) - len(a.gpus) })
-	out := make([]int, 0, k)
+	out := v.scratch[:0]
 	for _, d := range doms {
-		for _, gi := range d.gpus {
-			if len(out) < k {
+		for gi := range v.free[i] {
+			if len(out) < k && gpus[gi].Domain == d.name && ok(gi) {
 				out = append(out, gi)
 			}
 		}
 	}
-	slices.Sort(out)
+	if fit < 0 {
+		slices.Sort(out)
+	}
+	v.scratch = out
 	return out
 }

@@ -39,19 +39,12 @@ func (se *Session) explain(j *Job) Unplaced {
 		return u
 	}
 	if j.Topology.Required && j.Topology.Level != LevelNone {
-		largestEver := 0
-		for _, g := range se.groupsAt(j.Topology.Level) {
-			total := 0
-			for _, i := range g.nodes {
-				for gi := range v.nodes[i].GPUs {
-					if g.allowsGPU(v, i, gi) && allowed(j.Models, v.nodes[i].Model) {
-						total++
-					}
-				}
-			}
-			largestEver = max(largestEver, total)
+		largestEver := se.largestGroup(j.Topology.Level, j.Models)
+		need := j.Replicas * j.GPUsPerReplica
+		if j.Share() {
+			need = (j.Replicas*j.GPUMilli + Whole - 1) / Whole // shares pack onto fewer GPUs
 		}
-		if need := j.Replicas * j.GPUsPerReplica; largestEver < need {
+		if largestEver < need {
 			u.Reason = ReasonNeverFits
 			u.Detail = fmt.Sprintf("%s: needs %d GPUs in one %s domain; the largest in the fleet has %d",
 				shape, need, j.Topology.Level, largestEver)
@@ -60,7 +53,7 @@ func (se *Session) explain(j *Job) Unplaced {
 	}
 
 	if se.quota.hasQuotas() {
-		why := ""
+		why, whyNoQuota := "", ""
 		admitted := false
 		for _, m := range fleetModels {
 			if !allowed(j.Models, m) {
@@ -68,9 +61,16 @@ func (se *Session) explain(j *Job) Unplaced {
 			}
 			ok, w := se.quota.admits(j.Team, m, j.GPUMilliTotal())
 			admitted = admitted || ok
-			if why == "" {
+			// Say why the team's own quota is used up before naming the
+			// models it has none of.
+			if _, has := se.quota.find(j.Team, m); has && why == "" {
 				why = w
+			} else if !has && whyNoQuota == "" {
+				whyNoQuota = w
 			}
+		}
+		if why == "" {
+			why = whyNoQuota
 		}
 		if !admitted {
 			u.Reason, u.Detail = ReasonQuota, fmt.Sprintf("%s: %s", shape, why)

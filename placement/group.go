@@ -3,6 +3,7 @@ package placement
 import (
 	"cmp"
 	"slices"
+	"strings"
 
 	"github.com/gangwayhq/gangway"
 )
@@ -13,6 +14,12 @@ type group struct {
 	level Level
 	key   string
 	nodes []int
+	// For an NVLink domain: gpus[k] lists the group's GPUs on nodes[k],
+	// and keys[i][gi] is the domain of every GPU in the fleet (shared by
+	// all NVLink groups), so membership is a comparison, not a lookup.
+	gpus [][]int
+	keys [][]string
+	size int // GPUs in the group, free or not
 }
 
 // nodeList is the nodes to consider: the group's, or all n.
@@ -28,7 +35,7 @@ func (g *group) allowsGPU(v *View, i, gi int) bool {
 	if g == nil || g.level != LevelNVLink {
 		return true
 	}
-	return domainKey(&v.nodes[i], gi) == g.key
+	return g.keys[i][gi] == g.key
 }
 
 // domainKey names GPU gi's NVLink domain; a GPU without one is alone.
@@ -59,7 +66,7 @@ func (se *Session) groupsAt(l Level) []*group {
 	}
 	byKey := map[string]*group{}
 	var order []*group
-	add := func(key string, i int) {
+	add := func(key string, i int) *group {
 		g := byKey[key]
 		if g == nil {
 			g = &group{level: l, key: key}
@@ -68,21 +75,34 @@ func (se *Session) groupsAt(l Level) []*group {
 		}
 		if len(g.nodes) == 0 || g.nodes[len(g.nodes)-1] != i {
 			g.nodes = append(g.nodes, i)
+			if l == LevelNVLink {
+				g.gpus = append(g.gpus, nil)
+			}
 		}
+		return g
+	}
+	var keys [][]string
+	if l == LevelNVLink {
+		keys = make([][]string, len(se.view.nodes))
 	}
 	for i := range se.view.nodes {
 		n := &se.view.nodes[i]
 		switch l {
 		case LevelNVLink:
+			keys[i] = make([]string, len(n.GPUs))
 			for gi := range n.GPUs {
-				add(domainKey(n, gi), i)
+				keys[i][gi] = domainKey(n, gi)
+				g := add(keys[i][gi], i)
+				g.keys = keys
+				g.gpus[len(g.gpus)-1] = append(g.gpus[len(g.gpus)-1], gi)
+				g.size++
 			}
 		case LevelNode:
-			add(n.ID, i)
+			add(n.ID, i).size += len(n.GPUs)
 		case LevelRack:
-			add(orSelf(n.Rack, n), i)
+			add(orSelf(n.Rack, n), i).size += len(n.GPUs)
 		case LevelBlock:
-			add(orSelf(n.Block, n), i)
+			add(orSelf(n.Block, n), i).size += len(n.GPUs)
 		}
 	}
 	se.groups[l] = order
@@ -96,18 +116,54 @@ func orSelf(label string, n *Node) string {
 	return "node:" + n.ID
 }
 
+// largestGroup is the most GPUs of the models allowed (all when none)
+// that one group at level l holds, free or not. The fleet does not change
+// within a session, so it is computed once per level and model list.
+func (se *Session) largestGroup(l Level, models []string) int {
+	key := l.String() + "@" + strings.Join(models, "|")
+	if n, ok := se.largest[key]; ok {
+		return n
+	}
+	v := se.view
+	largest := 0
+	for _, g := range se.groupsAt(l) {
+		total := 0
+		for _, i := range g.nodes {
+			if !allowed(models, v.nodes[i].Model) {
+				continue
+			}
+			for gi := range v.nodes[i].GPUs {
+				if g.allowsGPU(v, i, gi) {
+					total++
+				}
+			}
+		}
+		largest = max(largest, total)
+	}
+	if se.largest == nil {
+		se.largest = map[string]int{}
+	}
+	se.largest[key] = largest
+	return largest
+}
+
 // freeFor is how many of j's GPUs-per-replica units the group has free now,
 // in GPUs (whole) — a quick bound to skip groups and to try tight ones first.
 func (se *Session) freeFor(g *group) int {
 	v := se.view
 	t := 0
-	for _, i := range g.nodes {
-		if !v.nodes[i].Schedulable {
-			continue
-		}
-		for gi, f := range v.free[i] {
-			if f == Whole && g.allowsGPU(v, i, gi) {
-				t++
+	for k, i := range g.nodes {
+		switch {
+		case !v.nodes[i].Schedulable:
+		case g.level != LevelNVLink:
+			t += v.whole[i]
+		case len(g.gpus[k]) == len(v.free[i]): // the domain spans the node
+			t += v.whole[i]
+		default:
+			for _, gi := range g.gpus[k] {
+				if v.free[i][gi] == Whole {
+					t++
+				}
 			}
 		}
 	}
@@ -119,12 +175,18 @@ func (se *Session) freeFor(g *group) int {
 // whole for large gangs.
 func (se *Session) placeGrouped(j *Job) ([]gangway.Member, bool) {
 	need := j.Replicas * max(j.GPUsPerReplica, 0)
+	if j.Share() {
+		need = 0 // shares also fit on partly used GPUs, which freeFor does not count
+	}
 	type cand struct {
 		g    *group
 		free int
 	}
 	var cands []cand
 	for _, g := range se.groupsAt(j.Topology.Level) {
+		if g.size < need {
+			continue // too small even when empty
+		}
 		if f := se.freeFor(g); f >= need {
 			cands = append(cands, cand{g, f})
 		}

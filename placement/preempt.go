@@ -15,8 +15,10 @@ const maxVictims = 16
 // now needs back (borrowers go first). Among those it prefers the least
 // work lost since each victim's last checkpoint, and keeps the set minimal.
 // It only proposes victims after simulating that j really fits once they
-// are gone; the view is left as it was (the victims still hold their GPUs
-// until they stop), and the victims are not offered to later preemptors.
+// are gone. The victims still hold their GPUs in the view until they stop,
+// what else j needs is held for it until this Place call returns (hold),
+// and the victims are not offered to later preemptors. Jobs this Place
+// call started are never victims.
 func (se *Session) preempt(j *Job) (Preemption, bool) {
 	v := se.view
 	type cand struct {
@@ -25,7 +27,7 @@ func (se *Session) preempt(j *Job) (Preemption, bool) {
 		lost    float64
 	}
 	var cands []cand
-	for k := range se.running {
+	for k := range se.running[:se.placedFrom] {
 		r := &se.running[k]
 		if se.victims[r.JobID] || !r.Preemptible || v.now.Sub(r.Start) < se.opts.MinRuntime {
 			continue
@@ -79,7 +81,70 @@ func (se *Session) preempt(j *Job) (Preemption, bool) {
 		}
 		p.Victims = append(p.Victims, Victim{JobID: r.JobID, Attempt: r.Attempt, Reason: why, LostGPUSeconds: se.lostWork(r)})
 	}
+	se.hold(j, set)
 	return p, true
+}
+
+// heldCap is capacity of one node held for a preemptor: milli per GPU,
+// CPU, memory, and the quota charged for it.
+type heldCap struct {
+	node     int
+	gpus     []int
+	milli    []int
+	cpu, mem int64
+	team     string
+	quota    int64
+}
+
+// hold sets aside for j what it will take besides its victims' capacity
+// (free GPUs, shares of GPUs, CPU, memory and its team's quota), so that
+// jobs placed later in this Place call cannot take it before the victims
+// stop; otherwise the victims could be stopped for nothing. The victims'
+// own capacity stays theirs in the view until then. releaseHeld gives it
+// all back when the call returns.
+func (se *Session) hold(j *Job, set []int) {
+	v := se.view
+	mark := v.begin()
+	for _, k := range set {
+		se.vacate(&se.running[k], -1)
+	}
+	a, ok := se.placeJob(j)
+	v.rollback(mark)
+	for _, k := range set {
+		se.vacate(&se.running[k], +1)
+	}
+	if !ok {
+		return
+	}
+	for _, m := range a.Members {
+		i := se.nodeIndex(m.NodeID)
+		h := heldCap{node: i, cpu: min(j.CPUMilli, max(v.cpu[i], 0)), mem: min(j.MemMiB, max(v.mem[i], 0)),
+			team: j.Team, quota: int64(len(m.GPUs)) * int64(j.milliPerGPU())}
+		v.take(Candidate{Node: i}, h.cpu, h.mem)
+		for _, g := range m.GPUs {
+			if t := min(j.milliPerGPU(), v.free[i][g]); t > 0 {
+				v.take(Candidate{Node: i, GPUs: []int{g}, Milli: t}, 0, 0)
+				h.gpus, h.milli = append(h.gpus, g), append(h.milli, t)
+			}
+		}
+		se.quota.charge(j.Team, v.nodes[i].Model, h.quota)
+		se.held = append(se.held, h)
+		se.changed(i)
+	}
+}
+
+// releaseHeld returns what hold set aside.
+func (se *Session) releaseHeld() {
+	v := se.view
+	for _, h := range se.held {
+		v.give(Candidate{Node: h.node}, h.cpu, h.mem)
+		for k, g := range h.gpus {
+			v.give(Candidate{Node: h.node, GPUs: []int{g}, Milli: h.milli[k]}, 0, 0)
+		}
+		se.quota.charge(h.team, v.nodes[h.node].Model, -h.quota)
+		se.changed(h.node)
+	}
+	se.held = se.held[:0]
 }
 
 // reclaims reports whether j may preempt r to take back lent quota: r's

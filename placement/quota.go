@@ -99,7 +99,8 @@ func (b *quotaBook) cohortRoom(cohort, model, team string) (lend, borrowedByOthe
 // admits checks that team may take milli more of model; the reason says
 // why not, with numbers.
 func (b *quotaBook) admits(team, model string, milli int64) (bool, string) {
-	if len(b.quotas[team]) == 0 {
+	// Quotas are GPU quotas: a CPU-only task needs none, on any node.
+	if milli <= 0 || len(b.quotas[team]) == 0 {
 		return true, ""
 	}
 	q, ok := b.find(team, model)
@@ -116,6 +117,10 @@ func (b *quotaBook) admits(team, model string, milli int64) (bool, string) {
 	if q.BorrowingLimit != nil && borrow > int64(*q.BorrowingLimit)*Whole {
 		return false, fmt.Sprintf("team %s uses %s/%d GPUs of %s quota; borrowing limit is %d",
 			team, gpus(used), q.Nominal, modelName(q, model), *q.BorrowingLimit)
+	}
+	if q.Cohort == "" {
+		return false, fmt.Sprintf("team %s uses %s/%d GPUs of %s quota; it is in no cohort to borrow from",
+			team, gpus(used), q.Nominal, modelName(q, model))
 	}
 	lend, others := b.cohortRoom(q.Cohort, model, team)
 	if avail := max(lend-others, 0); borrow > avail {

@@ -17,17 +17,26 @@ type View struct {
 	cpu   []int64 // free CPU per node
 	mem   []int64 // free memory per node
 	whole []int   // per node: GPUs with all Whole milli free
+	// oneDomain is, per node, whether all its GPUs name the same NVLink
+	// domain (one per node, or rack-scale): pickWhole's common case.
+	oneDomain []bool
 	// resStart holds, per node and GPU, when a reservation for a blocked
 	// job begins (zero: none). A job may use a reserved GPU only if it ends
 	// before then.
 	resStart [][]time.Time
 	resJob   [][]string
+	reserved bool // some resStart is set
 
 	workload []WorkloadClass
 	rnd      *rand.Rand
 
 	undo  []saved // node states saved by open transactions, oldest first
 	depth int     // open transactions
+
+	// cands and scratch are reused by candidates and pickWhole, so that
+	// scanning the fleet for one replica does not allocate per node.
+	cands   []Candidate
+	scratch []int
 }
 
 // saved is a node's state before a transaction first touched it.
@@ -39,7 +48,8 @@ type saved struct {
 }
 
 // Candidate is one way to place one replica: a node, the GPUs on it and the
-// share of each GPU taken (Whole for whole GPUs).
+// share of each GPU taken (Whole for whole GPUs). A scorer gets GPUs only
+// for the Score call: the engine reuses the slice afterwards.
 type Candidate struct {
 	Node  int
 	GPUs  []int
@@ -60,7 +70,7 @@ type WorkloadClass struct {
 func newView(s *Snapshot, workload []WorkloadClass, rnd *rand.Rand) *View {
 	n := len(s.Nodes)
 	v := &View{nodes: s.Nodes, now: s.Now, free: make([][]int, n), cpu: make([]int64, n), mem: make([]int64, n),
-		whole: make([]int, n), resStart: make([][]time.Time, n), resJob: make([][]string, n),
+		whole: make([]int, n), oneDomain: make([]bool, n), resStart: make([][]time.Time, n), resJob: make([][]string, n),
 		workload: workload, rnd: rnd}
 	for i := range s.Nodes {
 		nd := &s.Nodes[i]
@@ -73,6 +83,7 @@ func newView(s *Snapshot, workload []WorkloadClass, rnd *rand.Rand) *View {
 				v.whole[i]++
 			}
 		}
+		v.oneDomain[i] = !slices.ContainsFunc(nd.GPUs, func(g GPU) bool { return g.Domain != nd.GPUs[0].Domain })
 		v.cpu[i] = nd.CPUMilli - nd.UsedCPUMilli
 		v.mem[i] = nd.MemMiB - nd.UsedMemMiB
 	}
@@ -189,6 +200,7 @@ func (v *View) usable(i, g int, end time.Time) bool {
 }
 
 func (v *View) reserve(i, g int, start time.Time, job string) {
+	v.reserved = true
 	if v.resStart[i] == nil {
 		v.resStart[i] = make([]time.Time, len(v.free[i]))
 		v.resJob[i] = make([]string, len(v.free[i]))
@@ -196,4 +208,15 @@ func (v *View) reserve(i, g int, start time.Time, job string) {
 	if v.resStart[i][g].IsZero() || start.Before(v.resStart[i][g]) {
 		v.resStart[i][g], v.resJob[i][g] = start, job
 	}
+}
+
+// clearReservations drops every reservation: each Place call makes its
+// own, for the jobs still blocked then.
+func (v *View) clearReservations() {
+	if !v.reserved {
+		return
+	}
+	clear(v.resStart)
+	clear(v.resJob)
+	v.reserved = false
 }
