@@ -147,8 +147,16 @@ func benchQueue(count int, seed uint64) []placement.Job {
 func BenchmarkPlace(b *testing.B) {
 	snap := benchFleet(10_000, 1)
 	q := benchQueue(10_000, 1)
-	for _, name := range []string{"first-fit", "gangway", "fgd"} {
-		b.Run(name, func(b *testing.B) {
+	for _, bc := range []struct {
+		name   string
+		sample int
+	}{{"first-fit", 0}, {"gangway", 0}, {"fgd", 0}, {"gangway", 256}, {"fgd", 256}, {"gangway", 64}} {
+		name := bc.name
+		label := name
+		if bc.sample > 0 {
+			label = fmt.Sprintf("%s-sample%d", name, bc.sample)
+		}
+		b.Run(label, func(b *testing.B) {
 			if _, err := placement.ScorerByName(name); err != nil {
 				b.Skipf("scorer %s: %v", name, err)
 			}
@@ -156,7 +164,7 @@ func BenchmarkPlace(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for b.Loop() {
-				opts := placement.Options{Seed: 1}
+				opts := placement.Options{Seed: 1, SampleNodes: bc.sample}
 				if name != "first-fit" {
 					opts.Scorer, _ = placement.ScorerByName(name)
 				}

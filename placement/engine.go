@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/gangwayhq/gangway"
@@ -35,6 +36,11 @@ type Options struct {
 	// MinRuntime protects jobs that started less than this ago from
 	// preemption.
 	MinRuntime time.Duration
+	// SampleNodes bounds how many feasible nodes are scored per replica
+	// (0: all), starting where the previous search stopped, as Kubernetes'
+	// percentageOfNodesToScore does: on very large fleets it trades a
+	// little placement quality for a bounded cycle time.
+	SampleNodes int
 }
 
 // maxPreemptionSearches bounds how many blocked jobs look for victims per
@@ -88,6 +94,13 @@ type Session struct {
 	held []heldCap
 	// bestGPUs holds the best candidate's GPUs while best scans on.
 	bestGPUs []int
+	// cursor is where the next sampled search starts.
+	cursor int
+	// epoch counts changes to the view in this session; failed caches
+	// why jobs of one shape did not fit at an epoch, so a long queue of
+	// alike jobs that cannot fit is not searched and explained again.
+	epoch  int
+	failed map[shapeKey]failure
 	// byModel lists node indexes by GPU model, in index order (built on
 	// first use): a job pinned to one model scans only those nodes.
 	byModel map[string][]int
@@ -107,7 +120,7 @@ func NewSession(s Snapshot, o Options) *Session {
 	}
 	se := &Session{opts: o, view: v, scorer: sc, all: make([]int, len(s.Nodes)), groups: map[Level][]*group{},
 		nodeIdx: make(map[string]int, len(s.Nodes)), running: slices.Clone(s.Running),
-		quota: newQuotaBook(o.Quotas), victims: map[string]bool{}}
+		quota: newQuotaBook(o.Quotas), victims: map[string]bool{}, failed: map[shapeKey]failure{}}
 	for i := range se.all {
 		se.all[i] = i
 		se.nodeIdx[s.Nodes[i].ID] = i
@@ -125,13 +138,17 @@ func NewSession(s Snapshot, o Options) *Session {
 func (se *Session) View() *View { return se.view }
 
 // SetNow moves the session's clock (the simulator's virtual time).
-func (se *Session) SetNow(t time.Time) { se.view.now = t }
+func (se *Session) SetNow(t time.Time) {
+	se.view.now = t
+	se.epoch++
+}
 
 // Place places what it can of queue — in priority order, fair share
 // across teams within a priority, oldest first within a team — applies the
 // assignments to the session's view and returns the plan.
 func (se *Session) Place(queue []Job) Plan {
 	se.view.clearReservations()
+	se.epoch++ // the last call's reservations and holds are gone
 	se.placedFrom = len(se.running)
 	defer se.releaseHeld()
 	jobs := make([]*Job, len(queue))
@@ -151,7 +168,16 @@ func (se *Session) Place(queue []Job) Plan {
 				Detail: planFullDetail(se.opts.MaxAssignments)})
 			continue
 		}
+		key := shapeOf(j)
+		f, seen := se.failed[key]
+		if seen && f.epoch == se.epoch {
+			u := f.u
+			u.JobID = j.ID
+			plan.Unplaced = append(plan.Unplaced, u)
+			continue
+		}
 		if a, ok := se.placeJob(j); ok {
+			se.epoch++
 			plan.Assignments = append(plan.Assignments, a)
 			se.started(j, a)
 			for _, m := range a.Members {
@@ -164,18 +190,23 @@ func (se *Session) Place(queue []Job) Plan {
 		if u.Reason.Retry() && u.Reason != ReasonQuota && se.opts.Preempt && searches < maxPreemptionSearches {
 			searches++
 			if p, ok := se.preempt(j); ok {
+				se.epoch++
 				plan.Preemptions = append(plan.Preemptions, p)
 				u.Reason, u.Detail = ReasonPreempting, preemptDetail(p)
 			}
 		}
 		if u.Reason.Retry() && u.Reason != ReasonPreempting && u.Reason != ReasonQuota && len(plan.Reservations) < se.opts.Reservations {
 			if r, why, ok := se.reserve(j); ok {
+				se.epoch++
 				plan.Reservations = append(plan.Reservations, r)
 				u.Reason, u.Detail = ReasonReservation, why
 			}
 		}
 		if blockedJobs > 0 && blockedPrio > j.Priority && u.Reason == ReasonInsufficientGPUs {
 			u.Detail += fmt.Sprintf("; behind %d higher-priority jobs needing %d GPUs", blockedJobs, blockedGPUs)
+		}
+		if u.Reason != ReasonPreempting && u.Reason != ReasonReservation {
+			se.failed[key] = failure{epoch: se.epoch, u: u}
 		}
 		if u.Reason.Retry() {
 			blockedJobs++
@@ -215,8 +246,30 @@ func orWhole(milli int) int {
 	return milli
 }
 
+// shapeKey is what decides whether a job fits: two jobs with the same key
+// fit or fail alike on the same view.
+type shapeKey struct {
+	replicas, gpus, milli int
+	cpu, mem              int64
+	models, pools, team   string
+	topology              Topology
+	maxRuntime            time.Duration
+}
+
+func shapeOf(j *Job) shapeKey {
+	return shapeKey{replicas: j.Replicas, gpus: j.GPUsPerReplica, milli: j.GPUMilli, cpu: j.CPUMilli, mem: j.MemMiB,
+		models: strings.Join(j.Models, "|"), pools: strings.Join(j.Pools, "|"), team: j.Team,
+		topology: j.Topology, maxRuntime: j.MaxRuntime}
+}
+
+type failure struct {
+	epoch int
+	u     Unplaced
+}
+
 // Release returns a finished job's capacity to the view.
 func (se *Session) Release(a gangway.Assignment, cpuPerMember, memPerMember int64) {
+	se.epoch++
 	if at := slices.IndexFunc(se.running, func(r Running) bool { return r.JobID == a.JobID }); at >= 0 {
 		r := se.running[at]
 		for _, m := range r.Members {
@@ -308,10 +361,21 @@ func (se *Session) best(j *Job, g *group) (Candidate, bool) {
 	if g == nil && len(j.Models) == 1 {
 		nodes = se.nodesOf(j.Models[0])
 	}
-	for _, i := range nodes {
+	sample := se.opts.SampleNodes > 0 && !firstFit && len(nodes) > se.opts.SampleNodes
+	start, scored := 0, 0
+	if sample {
+		start = se.cursor % len(nodes)
+	}
+	for k := range nodes {
+		i := nodes[(start+k)%len(nodes)]
+		if sample && scored == se.opts.SampleNodes {
+			se.cursor = start + k
+			break
+		}
 		if !se.feasibleNode(j, i) {
 			continue
 		}
+		scored++
 		for _, c := range v.candidates(i, j, g) {
 			if firstFit {
 				c.GPUs = slices.Clone(c.GPUs)

@@ -4,8 +4,8 @@ package placement
 // free GPUs are, the largest block free together at each topology level,
 // and how much free capacity the pending mix cannot use.
 type Report struct {
-	FreeGPUs  int     // entirely free GPUs on schedulable nodes
-	FreeMilli int     // free milli-GPU, shares included
+	FreeGPUs   int // entirely free GPUs on schedulable nodes
+	FreeMilli  int // free milli-GPU, shares included
 	FreeByNode map[string]int
 	// FreeByDomain counts entirely free GPUs per NVLink domain.
 	FreeByDomain map[string]int

@@ -424,6 +424,9 @@ func (TopologyLocality) Score(v *View, c Candidate, _ *Job) float64 {
 	}
 	n := &v.nodes[c.Node]
 	free := v.free[c.Node]
+	if v.oneDomain[c.Node] && n.GPUs[0].Domain != "" {
+		return topologyOneDomain(v, c)
+	}
 	domains, numas := 0, 0
 	size, used := 0, 0 // GPUs in the touched domains, and those not entirely free after
 	for x, g := range c.GPUs {
@@ -459,6 +462,32 @@ func (TopologyLocality) Score(v *View, c Candidate, _ *Job) float64 {
 	}
 	return -topoDomainSpread*float64(domains-1) - topoNUMASpread*float64(numas-1) +
 		topoDomainFill*float64(used)/float64(size) + topoNodeFill*nodeUsed
+}
+
+// topologyOneDomain is TopologyLocality's score on a node whose GPUs all
+// share one NVLink domain (the common NVSwitch server), without comparing
+// domain names.
+func topologyOneDomain(v *View, c Candidate) float64 {
+	n := &v.nodes[c.Node]
+	free := v.free[c.Node]
+	numas := 0
+	for x, g := range c.GPUs {
+		seen := false
+		for _, h := range c.GPUs[:x] {
+			seen = seen || n.GPUs[g].NUMA == n.GPUs[h].NUMA
+		}
+		if !seen {
+			numas++
+		}
+	}
+	used := 0
+	for h, f := range free {
+		if f < Whole || slices.Contains(c.GPUs, h) {
+			used++
+		}
+	}
+	nodeUsed := 1 - float64(v.whole[c.Node])/float64(len(free))
+	return -topoNUMASpread*float64(numas-1) + topoDomainFill*float64(used)/float64(len(free)) + topoNodeFill*nodeUsed
 }
 
 // sameDomain reports whether GPUs g and h of n share an NVLink domain (a

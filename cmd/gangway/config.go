@@ -69,9 +69,11 @@ type PlacementConfig struct {
 	Preempt    bool             `yaml:"preempt"`
 	MinRuntime gangway.Duration `yaml:"minRuntime"`
 	// MaxAssignments caps jobs started per cycle (0: no cap).
-	MaxAssignments int                `yaml:"maxAssignments"`
-	TeamWeights    map[string]float64 `yaml:"teamWeights"`
-	Quotas         []QuotaConfig      `yaml:"quotas"`
+	MaxAssignments int `yaml:"maxAssignments"`
+	// SampleNodes bounds the nodes scored per replica (0: all).
+	SampleNodes int                `yaml:"sampleNodes"`
+	TeamWeights map[string]float64 `yaml:"teamWeights"`
+	Quotas      []QuotaConfig      `yaml:"quotas"`
 }
 
 // QuotaConfig is one team's GPU quota for a model, within a cohort.
@@ -91,7 +93,7 @@ func (p PlacementConfig) options() (placement.Options, error) {
 		return placement.Options{}, err
 	}
 	o := placement.Options{Scorer: sc, Reservations: p.Reservations, Preempt: p.Preempt,
-		MinRuntime: p.MinRuntime.Duration, MaxAssignments: p.MaxAssignments,
+		MinRuntime: p.MinRuntime.Duration, MaxAssignments: p.MaxAssignments, SampleNodes: p.SampleNodes,
 		Fairness: placement.Fairness{TeamWeights: p.TeamWeights}}
 	for _, q := range p.Quotas {
 		o.Quotas = append(o.Quotas, placement.Quota{Team: q.Team, Model: q.Model, Nominal: q.Nominal,
@@ -245,6 +247,9 @@ func (c Config) Validate(server, agentCmd bool) error {
 		}
 		if p.MinRuntime.Duration < 0 {
 			bad("server.placement.minRuntime", "must not be negative, got %v", p.MinRuntime.Duration)
+		}
+		if p.SampleNodes < 0 {
+			bad("server.placement.sampleNodes", "must not be negative, got %d", p.SampleNodes)
 		}
 		if p.MaxAssignments < 0 {
 			bad("server.placement.maxAssignments", "must not be negative, got %d", p.MaxAssignments)
