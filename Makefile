@@ -87,3 +87,12 @@ clean:
 
 distclean: clean
 	rm -rf bin
+
+# bench: a short run of the scheduling-quality and speed benchmarks — the
+# FGD paper's protocol on the default openb trace for every policy with one
+# seed (the full run is `bin/gangway replay fgd`, seeds 42-51; see
+# docs/benchmarks.md), then the placement engine's Go benchmarks.
+.PHONY: bench
+bench: build
+	./bin/gangway replay fgd --seeds 42
+	$(GO) test -run XXX -bench . ./placement/

@@ -104,6 +104,9 @@ func runReplayFGD(cmd *cobra.Command, f replayFGDFlags) error {
 	if f.tune <= 0 {
 		return fmt.Errorf("--tune %g: want a positive multiple of GPU capacity", f.tune)
 	}
+	if w := sim.WorkloadMode(f.workload); w != sim.WorkloadTypical && w != sim.WorkloadAll {
+		return fmt.Errorf("--workload %q: want %q or %q", f.workload, sim.WorkloadTypical, sim.WorkloadAll)
+	}
 	if f.parallel < 0 {
 		return fmt.Errorf("--parallel %d: want 0 (GOMAXPROCS) or more", f.parallel)
 	}
