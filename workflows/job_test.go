@@ -147,8 +147,8 @@ func TestJobWorkflow(t *testing.T) {
 		// preemptAt sends a preempt signal for preemptAttempt at that time.
 		preemptAt      time.Duration
 		preemptAttempt int
-		run      func(ctx context.Context, in RunTaskInput) error
-		want     want
+		run            func(ctx context.Context, in RunTaskInput) error
+		want           want
 	}{
 		"happy path 2x8 gang": {
 			spec: testSpec(2, 8, 0), placed: 1,
@@ -229,7 +229,7 @@ func TestJobWorkflow(t *testing.T) {
 		},
 		"preempt for another attempt is ignored": {
 			spec: testSpec(1, 1, 0), placed: 1, preemptAt: 500 * time.Millisecond, preemptAttempt: 7,
-			run:  func(context.Context, RunTaskInput) error { return nil },
+			run: func(context.Context, RunTaskInput) error { return nil },
 			want: want{phase: gangway.PhaseSucceeded, attempt: 1, enqueued: []int{1}, released: []int{1},
 				phases: []gangway.Phase{sub, q, pl, ru, gangway.PhaseSucceeded}},
 		},
