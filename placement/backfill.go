@@ -65,6 +65,9 @@ func (se *Session) reserve(j *Job) (Reservation, string, bool) {
 		for _, rr := range released {
 			waitFor = append(waitFor, rr.JobID)
 		}
+		if len(waitFor) > 3 {
+			waitFor = append(waitFor[:3], fmt.Sprintf("%d more", len(released)-3))
+		}
 		why := fmt.Sprintf("%s: reserved %d free GPUs on %s from %s (in %s, when %s reach their max runtime); smaller jobs may use them only if they end first",
 			describeShape(j), held, strings.Join(nodes, ", "), start.Format(time.RFC3339), start.Sub(v.now).Round(time.Second),
 			strings.Join(waitFor, ", "))

@@ -232,6 +232,9 @@ func demoSpecs(self string, stepTime time.Duration, suffix string) []gangway.Job
 				Command: []string{self, "demo-train"},
 				Args:    []string{"--steps", fmt.Sprint(d.steps + 10*i), "--step-time", stepTime.String()},
 				Gang:    gangway.Gang{Replicas: d.replicas, GPUsPerReplica: d.gpus},
+				// A realistic bound lets the scheduler plan reservations
+				// for the gangs around the small jobs.
+				MaxRuntime: gangway.Duration{Duration: 2 * time.Minute},
 			}
 			s.Default()
 			specs = append(specs, s)
@@ -259,6 +262,7 @@ func runDemo(ctx context.Context, c conns, o devOptions, out io.Writer) (bool, e
 	fmt.Fprintf(out, "gangway dev: submitted %d demo jobs\n\n", len(ids))
 	start := time.Now()
 	statuses := map[string]client.JobStatus{}
+	told := map[string]string{} // the waiting reason last shown per gang
 	last := ""
 	for {
 		counts := map[gangway.Phase]int{}
@@ -277,6 +281,11 @@ func runDemo(ctx context.Context, c conns, o devOptions, out io.Writer) (bool, e
 				continue
 			}
 			statuses[id] = st
+			// Show why each gang waits, once per kind of reason.
+			if kind, _, _ := strings.Cut(st.Waiting, ":"); kind != "" && told[id] != kind && strings.Contains(id, "x8-") {
+				fmt.Fprintf(out, "          %s waits: %s\n", id, st.Waiting)
+				told[id] = kind
+			}
 			counts[st.Phase]++
 			if st.Phase.Terminal() {
 				done++
