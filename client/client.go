@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -18,9 +19,12 @@ import (
 	"github.com/gangwayhq/gangway/workflows"
 )
 
-// View is the part of the Redis view the client reads.
+// View is the part of the Redis view the client reads (and, for cordon
+// and drain, writes).
 type View interface {
 	FleetNodes(ctx context.Context) ([]gangway.Node, error)
+	SetNodeState(ctx context.Context, nodeID, state string) error
+	Allocations(ctx context.Context) ([]gangway.Assignment, error)
 	Reason(ctx context.Context, jobID gangway.JobID) (string, error)
 	Logs(ctx context.Context, jobID gangway.JobID, after string, block time.Duration) ([]capacity.LogLine, error)
 }
@@ -192,6 +196,45 @@ func (c *Client) List(ctx context.Context) ([]Summary, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].StartedAt.After(out[j].StartedAt) })
 	return out, nil
+}
+
+// Cordon stops new work from landing on a node; jobs on it keep running.
+func (c *Client) Cordon(ctx context.Context, nodeID string) error {
+	return c.view.SetNodeState(ctx, nodeID, gangway.NodeCordoned)
+}
+
+// Uncordon makes a cordoned node schedulable again.
+func (c *Client) Uncordon(ctx context.Context, nodeID string) error {
+	return c.view.SetNodeState(ctx, nodeID, gangway.NodeReady)
+}
+
+// Drain cordons a node and asks every job running on it to stop and
+// requeue (no retry spent; it keeps its place in line). It returns the
+// jobs asked.
+func (c *Client) Drain(ctx context.Context, nodeID string) ([]gangway.JobID, error) {
+	if err := c.Cordon(ctx, nodeID); err != nil {
+		return nil, err
+	}
+	allocs, err := c.view.Allocations(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("drain %s: %w", nodeID, err)
+	}
+	var asked []gangway.JobID
+	for _, a := range allocs {
+		if !slices.ContainsFunc(a.Members, func(m gangway.Member) bool { return m.NodeID == nodeID }) {
+			continue
+		}
+		req := workflows.PreemptRequest{Attempt: a.Attempt, Reason: "node " + nodeID + " is being drained"}
+		if err := c.t.SignalWorkflow(ctx, a.JobID, "", workflows.SignalPreempt, req); err != nil {
+			var nf *serviceerror.NotFound
+			if errors.As(err, &nf) {
+				continue // finished meanwhile
+			}
+			return asked, fmt.Errorf("drain %s: stop job %s: %w", nodeID, a.JobID, err)
+		}
+		asked = append(asked, a.JobID)
+	}
+	return asked, nil
 }
 
 // Logs returns the job's output lines after the given stream ID ("" = from

@@ -360,3 +360,47 @@ preemption in progress, or never fits.`,
 	outputFlag(cmd, &output)
 	return cmd
 }
+
+func newCordonCmd(a *app) *cobra.Command {
+	return nodeStateCmd(a, "cordon NODE", "Stop new work from landing on a node (running jobs stay)",
+		func(ctx context.Context, cl *client.Client, node string) (string, error) {
+			return "node " + node + " cordoned", cl.Cordon(ctx, node)
+		})
+}
+
+func newUncordonCmd(a *app) *cobra.Command {
+	return nodeStateCmd(a, "uncordon NODE", "Make a cordoned node schedulable again",
+		func(ctx context.Context, cl *client.Client, node string) (string, error) {
+			return "node " + node + " uncordoned", cl.Uncordon(ctx, node)
+		})
+}
+
+func newDrainCmd(a *app) *cobra.Command {
+	return nodeStateCmd(a, "drain NODE", "Cordon a node and move every job on it elsewhere",
+		func(ctx context.Context, cl *client.Client, node string) (string, error) {
+			jobs, err := cl.Drain(ctx, node)
+			if len(jobs) == 0 {
+				return "node " + node + " cordoned; no jobs were running on it", err
+			}
+			return fmt.Sprintf("node %s cordoned; asked %d jobs to stop and requeue: %s", node, len(jobs), strings.Join(jobs, ", ")), err
+		})
+}
+
+// nodeStateCmd is the shape of cordon, uncordon and drain.
+func nodeStateCmd(a *app, use, short string, do func(context.Context, *client.Client, string) (string, error)) *cobra.Command {
+	return &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.withConns(cmd, "text", func(ctx context.Context, c conns) error {
+				msg, err := do(ctx, c.client(), args[0])
+				if err != nil {
+					return err
+				}
+				fmt.Fprintln(cmd.OutOrStdout(), msg)
+				return nil
+			})
+		},
+	}
+}

@@ -51,7 +51,7 @@ Start everything on one machine with 'gangway dev'; run 'gangway server' and
 	bindGlobalFlags(root.PersistentFlags(), &a.cfg, &a.configFile)
 	root.AddCommand(
 		newDevCmd(a), newServerCmd(a), newAgentCmd(a),
-		newSubmitCmd(a), newStatusCmd(a), newWhyCmd(a), newListCmd(a), newCancelCmd(a), newLogsCmd(a), newNodesCmd(a),
+		newSubmitCmd(a), newStatusCmd(a), newWhyCmd(a), newListCmd(a), newCancelCmd(a), newLogsCmd(a), newNodesCmd(a), newCordonCmd(a), newUncordonCmd(a), newDrainCmd(a),
 		newDemoTrainCmd(),
 	)
 	root.AddCommand(newReplayCmd())

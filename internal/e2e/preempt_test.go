@@ -21,7 +21,9 @@ import (
 // TestPreemptionOnRealServers: on one full 8-GPU node, a high-priority job
 // preempts a low-priority preemptible one through the real dispatch loop;
 // the victim is requeued without spending a retry, the preemptor runs, and
-// the victim then finishes too. The agents' record shows no GPU held twice.
+// the victim then finishes too. Then a drained node's job is requeued and
+// finishes after the node is uncordoned. The agents' record shows no GPU
+// held twice.
 func TestPreemptionOnRealServers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real servers and runs real processes")
@@ -89,6 +91,32 @@ func TestPreemptionOnRealServers(t *testing.T) {
 	// The high job started only after the low one let go of the GPUs.
 	if !hs.Phases[len(hs.Phases)-1].At.After(ls.Phases[2].At) {
 		t.Errorf("phases out of order: high %+v low %+v", hs.Phases, ls.Phases)
+	}
+
+	// Drain: the job on the node is stopped and requeued; it waits while
+	// the node is cordoned, and runs to the end once it is uncordoned.
+	moved := spec("moved-by-drain", "vision", 1, 4, s.bin, 40)
+	if _, err := cl.Submit(ctx, moved, timing); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, "job running", func() bool {
+		st, err := cl.Status(ctx, moved.Name)
+		return err == nil && st.Phase == gangway.PhaseRunning
+	})
+	asked, err := cl.Drain(ctx, "node-0")
+	if err != nil || len(asked) != 1 || asked[0] != moved.Name {
+		t.Fatalf("drain asked %v (err %v), want [%s]", asked, err, moved.Name)
+	}
+	waitFor(t, ctx, "drained job requeued and waiting", func() bool {
+		st, err := cl.Status(ctx, moved.Name)
+		return err == nil && st.Attempt == 2 && st.Phase == gangway.PhaseQueued && st.Waiting != ""
+	})
+	if err := cl.Uncordon(ctx, "node-0"); err != nil {
+		t.Fatal(err)
+	}
+	ms, err := cl.Result(ctx, moved.Name)
+	if err != nil || ms.Phase != gangway.PhaseSucceeded || ms.InfraRestarts != 1 || ms.UserRetries != 0 {
+		t.Fatalf("drained job: %s %q, infra restarts %d, user retries %d (err %v)", ms.Phase, ms.Reason, ms.InfraRestarts, ms.UserRetries, err)
 	}
 	rec.checkNoDoubleBooking(t)
 }
