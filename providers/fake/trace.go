@@ -1,0 +1,142 @@
+package fake
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// Trace is a spot availability trace in the format of
+// skypilot-org/spot-traces (../shared/traces/spot/):
+//
+//	{"metadata": {"gap_seconds": 32}, "data": [0, 1, 1, ...], "prices": [0.918, ...]}
+//
+// data[i] is how many spot instances could be had during tick i (0: none,
+// i.e. preempted or unobtainable); prices, when present, is the spot price
+// per instance-hour at each tick.
+type Trace struct {
+	Name      string // file name, for messages
+	Gap       time.Duration
+	Available []int
+	Prices    []float64 // nil when the trace has none
+}
+
+// LoadTrace reads a trace file.
+func LoadTrace(path string) (*Trace, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("spot trace: %w", err)
+	}
+	return ParseTrace(bytes.NewReader(data), filepath.Base(path))
+}
+
+// ParseTrace decodes a trace; name appears in its errors.
+func ParseTrace(r io.Reader, name string) (*Trace, error) {
+	var raw struct {
+		Metadata *struct {
+			GapSeconds float64 `json:"gap_seconds"`
+		} `json:"metadata"`
+		Data   []int     `json:"data"`
+		Prices []float64 `json:"prices"`
+	}
+	if err := json.NewDecoder(r).Decode(&raw); err != nil {
+		var typeErr *json.UnmarshalTypeError
+		if errors.As(err, &typeErr) {
+			return nil, fmt.Errorf("spot trace %s: field %s: want %s, got JSON %s", name, typeErr.Field, typeErr.Type, typeErr.Value)
+		}
+		return nil, fmt.Errorf("spot trace %s: not valid JSON: %w", name, err)
+	}
+	switch {
+	case raw.Metadata == nil:
+		return nil, fmt.Errorf("spot trace %s: missing \"metadata\" (want {\"metadata\":{\"gap_seconds\":N},\"data\":[...]})", name)
+	case raw.Metadata.GapSeconds <= 0:
+		return nil, fmt.Errorf("spot trace %s: metadata.gap_seconds must be positive, got %v", name, raw.Metadata.GapSeconds)
+	case len(raw.Data) == 0:
+		return nil, fmt.Errorf("spot trace %s: \"data\" is missing or empty", name)
+	case raw.Prices != nil && len(raw.Prices) != len(raw.Data):
+		return nil, fmt.Errorf("spot trace %s: %d prices for %d data ticks; want one price per tick", name, len(raw.Prices), len(raw.Data))
+	}
+	for i, n := range raw.Data {
+		if n < 0 {
+			return nil, fmt.Errorf("spot trace %s: data[%d] is %d; availability cannot be negative", name, i, n)
+		}
+	}
+	for i, p := range raw.Prices {
+		if p < 0 {
+			return nil, fmt.Errorf("spot trace %s: prices[%d] is %v; a price cannot be negative", name, i, p)
+		}
+	}
+	return &Trace{
+		Name:      name,
+		Gap:       time.Duration(raw.Metadata.GapSeconds * float64(time.Second)),
+		Available: raw.Data,
+		Prices:    raw.Prices,
+	}, nil
+}
+
+// Duration is how long the trace covers.
+func (t *Trace) Duration() time.Duration { return time.Duration(len(t.Available)) * t.Gap }
+
+// index is the number of the tick that offset (from the trace's start)
+// falls in, not wrapped: tick k covers [k*Gap, (k+1)*Gap).
+func (t *Trace) index(offset time.Duration) int {
+	k := int(offset / t.Gap)
+	if offset < 0 && offset%t.Gap != 0 {
+		k--
+	}
+	return k
+}
+
+// wrap maps a tick number into the trace, so a trace replays for ever.
+func (t *Trace) wrap(k int) int {
+	n := len(t.Available)
+	return ((k % n) + n) % n
+}
+
+// At is the availability and price (ok false when the trace has no prices)
+// at offset from the trace's start, wrapping around its end.
+func (t *Trace) At(offset time.Duration) (available int, price float64, ok bool) {
+	return t.atTick(t.index(offset))
+}
+
+func (t *Trace) atTick(k int) (available int, price float64, ok bool) {
+	i := t.wrap(k)
+	if t.Prices != nil {
+		return t.Available[i], t.Prices[i], true
+	}
+	return t.Available[i], 0, false
+}
+
+// InterruptionRate is how often the trace took instances away, in
+// interruptions per instance-hour: every drop in availability counts the
+// instances lost, divided by the instance-hours available.
+func (t *Trace) InterruptionRate() float64 {
+	lost, held := 0, 0
+	for i, n := range t.Available {
+		held += n
+		if i > 0 && n < t.Available[i-1] {
+			lost += t.Available[i-1] - n
+		}
+	}
+	if held == 0 {
+		return 0
+	}
+	return float64(lost) / (float64(held) * t.Gap.Hours())
+}
+
+// MeanPrice is the mean of the trace's prices (0, false when it has none).
+func (t *Trace) MeanPrice() (float64, bool) {
+	if len(t.Prices) == 0 {
+		return 0, false
+	}
+	sum := 0.0
+	for _, p := range t.Prices {
+		sum += p
+	}
+	return sum / float64(len(t.Prices)), true
+}
