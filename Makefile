@@ -90,9 +90,14 @@ distclean: clean
 
 # bench: a short run of the scheduling-quality and speed benchmarks — the
 # FGD paper's protocol on the default openb trace for every policy with one
-# seed (the full run is `bin/gangway replay fgd`, seeds 42-51; see
+# seed (the full run is `bin/gangway replay fgd`, seeds 42-51), the dynamic
+# replay of the default trace with arrivals compressed 100,000x (~20 s), the
+# placement-cycle scale sweep on 1,000 and 5,000 nodes (the full one is
+# `bin/gangway replay scale`, up to 10,000 nodes and jobs; see
 # docs/benchmarks.md), then the placement engine's Go benchmarks.
 .PHONY: bench
 bench: build
 	./bin/gangway replay fgd --seeds 42
+	./bin/gangway replay trace --speedup 100000
+	./bin/gangway replay scale --nodes 1000x8,5000x8 --jobs 1000,5000
 	$(GO) test -run XXX -bench . ./placement/

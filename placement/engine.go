@@ -270,6 +270,7 @@ type failure struct {
 // Release returns a finished job's capacity to the view.
 func (se *Session) Release(a gangway.Assignment, cpuPerMember, memPerMember int64) {
 	se.epoch++
+	delete(se.victims, a.JobID) // if it runs again, it may be preempted again
 	if at := slices.IndexFunc(se.running, func(r Running) bool { return r.JobID == a.JobID }); at >= 0 {
 		r := se.running[at]
 		for _, m := range r.Members {

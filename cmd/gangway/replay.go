@@ -32,9 +32,14 @@ Protocols:
   fgd   the USENIX ATC 2023 "Beware of Fragmentation" protocol on the Alibaba
         openb trace: tasks tuned to 1.3 x GPU capacity, shuffled, placed one
         at a time with no departures; unallocated and fragmented GPU % at
-        arrived workload = 100%, per policy, over seeds 42-51.`,
+        arrived workload = 100%, per policy, over seeds 42-51.
+  trace dynamic replay with departures: jobs arrive at their submit times,
+        wait in the queue, run for their durations; GPU allocation over
+        time, queue waits, fragmentation, preemptions, per policy.
+  scale the cost of one full placement cycle on synthetic fleets and
+        queues, from 1,000 to 10,000 nodes and jobs.`,
 	}
-	cmd.AddCommand(newReplayFGDCmd())
+	cmd.AddCommand(newReplayFGDCmd(), newReplayTraceCmd(), newReplayScaleCmd())
 	return cmd
 }
 
@@ -207,6 +212,7 @@ type progressBar struct {
 	mu        sync.Mutex
 	w         io.Writer
 	label     string
+	unit      string // what done and total count
 	tty       bool
 	start     time.Time
 	last      time.Time
@@ -221,7 +227,7 @@ func newProgressBar(w io.Writer, label string) *progressBar {
 			tty = st.Mode()&os.ModeCharDevice != 0
 		}
 	}
-	return &progressBar{w: w, label: label, tty: tty, start: time.Now(), lastTenth: -1}
+	return &progressBar{w: w, label: label, unit: "arrivals", tty: tty, start: time.Now(), lastTenth: -1}
 }
 
 func (b *progressBar) update(done, total int) {
@@ -235,7 +241,7 @@ func (b *progressBar) update(done, total int) {
 	if !b.tty {
 		if tenth := int(frac * 10); tenth > b.lastTenth {
 			b.lastTenth = tenth
-			fmt.Fprintf(b.w, "%s: %3.0f%% (%d/%d arrivals, %s)\n", b.label, 100*frac, done, total, elapsed)
+			fmt.Fprintf(b.w, "%s: %3.0f%% (%d/%d %s, %s)\n", b.label, 100*frac, done, total, b.unit, elapsed)
 		}
 		return
 	}
@@ -256,4 +262,308 @@ func (b *progressBar) done() {
 	if b.tty && b.drawn {
 		fmt.Fprintln(b.w)
 	}
+}
+
+type replayTraceFlags struct {
+	nodes, tasks, jobs, timesFrom string
+	policies                      []string
+	seed                          uint64
+	preempt                       bool
+	minRuntime, checkpoint        time.Duration
+	reservations, sampleNodes     int
+	speedup                       float64
+	limit                         int
+	exactRuntimes                 bool
+	csvDir, plot, output          string
+	parallel                      int
+}
+
+func newReplayTraceCmd() *cobra.Command {
+	// The engine's options default to the server's (gangway dev and the
+	// default config): 4 reservations, preemption after 10 minutes.
+	f := replayTraceFlags{policies: sim.TracePolicies, seed: 42, preempt: true, reservations: 4, minRuntime: 10 * time.Minute,
+		checkpoint: sim.DefaultCheckpointEvery, speedup: 1, output: "text"}
+	cmd := &cobra.Command{
+		Use:   "trace",
+		Short: "Dynamic replay with departures: GPU allocation, queue waits, fragmentation and preemptions per policy",
+		Long: `Replay a trace in virtual time through Gangway's placement engine — one
+placement.Session per policy, one Place call per instant at which something
+changed, as the dispatch loop calls it each cycle.
+
+Jobs arrive at their submit times and wait in the queue until the engine
+places them (its queue order, fair share, reservations and backfill,
+preemption); they then run for their durations and release their GPUs. The
+engine's options default to the server's: --reservations 4, --preempt,
+--min-runtime 10m (--reservations 0 --preempt=false compares placement alone).
+Jobs declare their remaining run time rounded up to a power of two of minutes
+as their max runtime (--exact-runtimes: the exact one); only backfill reads it. A preempted job stops at once and is requeued, as a new attempt, with the
+work it had left plus the work lost since its last checkpoint (--checkpoint).
+
+Inputs:
+  --tasks FILE  an openb pod list: arrival at creation_time, duration
+                deletion_time - scheduled_time; qos LS/Guaranteed -> priority
+                100, Burstable -> 50, BE -> 0 and preemptible. Tasks without
+                times (multigpu20; pods that were still pending) get an
+                inter-arrival gap and a duration drawn, seeded, from the
+                --times-from trace.
+  --jobs FILE   a gang-job CSV with a header line:
+                  submit_time,team,replicas,gpus_per_replica,gpu_model,duration,priority
+                times in seconds; gpu_model "" for any (or "A|B"); optional
+                columns id, preemptible (true/false), cpu_milli, memory_mib
+                (per replica).
+  --nodes       an openb node list, or NxG for a synthetic fleet (see
+                'gangway replay scale').
+
+The openb trace loads its own fleet lightly (its tasks demand about 1% of the
+GPU node list at any time): --speedup K divides every arrival time by K
+(durations stay) to raise the load.
+
+Reported per policy: time-weighted mean allocated GPU share over the arrival
+window, queue wait mean/p50/p95/p99 (all attempts of every placed job),
+fragmented share of free GPU capacity over time (FGD's measure, against the
+trace's typical workload), preemptions, jobs never placed, makespan, Place
+calls and the longest queue one saw; ratios to the best baseline (every
+policy but gangway) measured in the same run.`,
+		Example: `  gangway replay trace --limit 2000
+  gangway replay trace --speedup 10000 --plot trace.png --csv out/
+  gangway replay trace --tasks ../shared/traces/openb/openb_pod_list_multigpu20.csv
+  gangway replay trace --jobs cluster.csv --nodes 100x8 --preempt --reservations 4 --output json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runReplayTrace(cmd, f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.nodes, "nodes", defaultOpenBNodes, "openb node list (CSV: sn,cpu_milli,memory_mib,gpu,model), or NxG for a synthetic fleet")
+	fl.StringVar(&f.tasks, "tasks", defaultOpenBTasks, "openb pod list to replay")
+	fl.StringVar(&f.jobs, "jobs", "", "gang-job CSV to replay instead of --tasks (submit_time,team,replicas,gpus_per_replica,gpu_model,duration,priority)")
+	fl.StringVar(&f.timesFrom, "times-from", defaultOpenBTasks, "openb pod list whose arrival gaps and durations are drawn for tasks without times")
+	fl.StringSliceVar(&f.policies, "policies", f.policies, "policies to compare (valid: "+strings.Join(placement.ScorerNames(), ", ")+")")
+	fl.Uint64Var(&f.seed, "seed", f.seed, "seed: the engine's random source, drawn times, synthetic fleets")
+	fl.BoolVar(&f.preempt, "preempt", f.preempt, "let higher-priority jobs preempt lower-priority preemptible ones (--preempt=false: off)")
+	fl.DurationVar(&f.minRuntime, "min-runtime", f.minRuntime, "with --preempt: jobs younger than this are not preempted")
+	fl.DurationVar(&f.checkpoint, "checkpoint", f.checkpoint, "checkpoint interval: a preempted job loses the work since its last checkpoint (0: all of it)")
+	fl.IntVar(&f.reservations, "reservations", f.reservations, "blocked jobs that get GPUs reserved, with backfill around them (0: off)")
+	fl.IntVar(&f.sampleNodes, "sample-nodes", 0, "score at most this many feasible nodes per replica (0: all)")
+	fl.Float64Var(&f.speedup, "speedup", f.speedup, "divide arrival times by this factor (durations stay) to raise the load")
+	fl.BoolVar(&f.exactRuntimes, "exact-runtimes", false, "declare each job's exact remaining run time as its max runtime (default: rounded up to a power of two of minutes); only backfill reads it")
+	fl.IntVar(&f.limit, "limit", 0, "replay only the first N tasks (in file order) or jobs (in submit order) (0: all)")
+	fl.StringVar(&f.csvDir, "csv", "", "write each policy's per-instant series and sorted waits to this directory")
+	fl.StringVar(&f.plot, "plot", "", "draw GPU allocation over time and the wait CDF per policy to this file (.png, .svg, .pdf)")
+	fl.StringVarP(&f.output, "output", "o", f.output, "report format: text or json (one object per policy per line)")
+	fl.IntVar(&f.parallel, "parallel", 0, "policies replayed at once (0: GOMAXPROCS)")
+	return cmd
+}
+
+func runReplayTrace(cmd *cobra.Command, f replayTraceFlags) error {
+	if f.output != "text" && f.output != "json" {
+		return fmt.Errorf("--output %q: want text or json", f.output)
+	}
+	switch {
+	case f.jobs != "" && cmd.Flags().Changed("tasks"):
+		return fmt.Errorf("--jobs and --tasks: give one trace, not both")
+	case f.speedup <= 0:
+		return fmt.Errorf("--speedup %g: want a positive factor", f.speedup)
+	case f.limit < 0 || f.reservations < 0 || f.sampleNodes < 0 || f.parallel < 0:
+		return fmt.Errorf("--limit, --reservations, --sample-nodes and --parallel: want 0 or more")
+	case f.checkpoint < 0 || f.minRuntime < 0:
+		return fmt.Errorf("--checkpoint and --min-runtime: want 0 or more")
+	}
+	for _, p := range f.policies {
+		if _, err := placement.ScorerByName(p); err != nil {
+			return fmt.Errorf("--policies: %w", err)
+		}
+	}
+	nodesFile := tracePath(f.nodes, !cmd.Flags().Changed("nodes"))
+	nodes, err := sim.LoadNodes(nodesFile, f.seed)
+	if err != nil {
+		return fmt.Errorf("--nodes: %w", err)
+	}
+	opts := placement.Options{Reservations: f.reservations, Preempt: f.preempt, MinRuntime: f.minRuntime, SampleNodes: f.sampleNodes}
+	var jobs []sim.TraceJob
+	var timing *sim.TimingSource
+	jobsFile := f.jobs
+	if f.jobs != "" {
+		if jobs, err = sim.LoadGangJobs(f.jobs); err != nil {
+			return fmt.Errorf("--jobs: %w", err)
+		}
+		if f.limit > 0 && f.limit < len(jobs) {
+			jobs = jobs[:f.limit]
+		}
+	} else {
+		jobsFile = tracePath(f.tasks, !cmd.Flags().Changed("tasks"))
+		tasks, err := sim.LoadOpenBTasks(jobsFile)
+		if err != nil {
+			return fmt.Errorf("--tasks: %w", err)
+		}
+		if f.limit > 0 && f.limit < len(tasks) {
+			tasks = tasks[:f.limit]
+		}
+		var ref []sim.Task
+		if needsTimes(tasks) {
+			refFile := tracePath(f.timesFrom, !cmd.Flags().Changed("times-from"))
+			if ref, err = sim.LoadOpenBTasks(refFile); err != nil {
+				return fmt.Errorf("--times-from: %w", err)
+			}
+		}
+		var src sim.TimingSource
+		if jobs, src, err = sim.OpenBTraceJobs(tasks, ref, f.seed); err != nil {
+			return fmt.Errorf("--tasks: %w", err)
+		}
+		timing = &src
+		// Fragmentation is measured against the typical workload, as in
+		// the FGD protocol.
+		opts.Workload = sim.TypicalWorkload(tasks, sim.TypicalPopularity)
+	}
+
+	stderr := cmd.ErrOrStderr()
+	start := time.Now()
+	bar := newProgressBar(stderr, fmt.Sprintf("trace: %d policies x %d jobs", len(f.policies), len(jobs)))
+	bar.unit = "arrivals and departures"
+	res, err := sim.RunTrace(cmd.Context(), sim.TraceConfig{
+		Nodes: nodes, Jobs: jobs, Policies: f.policies, NewScorer: placement.ScorerByName, Options: opts, Seed: f.seed,
+		CheckpointEvery: f.checkpoint, ExactRuntimes: f.exactRuntimes, Speedup: f.speedup, Parallel: f.parallel, Progress: bar.update,
+	})
+	bar.done()
+	if err != nil {
+		return err
+	}
+	res.NodesFile, res.JobsFile, res.Timing = nodesFile, jobsFile, timing
+	fmt.Fprintf(stderr, "trace: %d runs in %s\n", len(f.policies), time.Since(start).Round(time.Millisecond))
+
+	out := cmd.OutOrStdout()
+	if f.output == "json" {
+		err = res.WriteJSON(out)
+	} else {
+		err = res.WriteText(out)
+	}
+	if err != nil {
+		return err
+	}
+	if f.csvDir != "" {
+		files, err := res.WriteCSV(f.csvDir)
+		if err != nil {
+			return fmt.Errorf("--csv: %w", err)
+		}
+		fmt.Fprintf(stderr, "trace: wrote %d files to %s\n", len(files), f.csvDir)
+	}
+	if f.plot != "" {
+		if err := res.WritePlot(f.plot); err != nil {
+			return fmt.Errorf("--plot: %w", err)
+		}
+		fmt.Fprintf(stderr, "trace: wrote %s\n", f.plot)
+	}
+	return nil
+}
+
+func needsTimes(tasks []sim.Task) bool {
+	for i := range tasks {
+		if tasks[i].Creation == sim.NoTime || tasks[i].Scheduled == sim.NoTime || tasks[i].Deletion == sim.NoTime {
+			return true
+		}
+	}
+	return false
+}
+
+type replayScaleFlags struct {
+	nodes, jobs  string
+	policies     []string
+	seed         uint64
+	busy         float64
+	repeat       int
+	preempt      bool
+	reservations int
+	sampleNodes  int
+	minRuntime   time.Duration
+	output       string
+}
+
+func newReplayScaleCmd() *cobra.Command {
+	f := replayScaleFlags{nodes: "1000x8,2000x8,5000x8,10000x8", jobs: "1000,5000,10000", policies: sim.TracePolicies,
+		seed: 1, busy: 0.3, repeat: 1, preempt: true, reservations: 4, minRuntime: 10 * time.Minute, output: "text"}
+	cmd := &cobra.Command{
+		Use:   "scale",
+		Short: "Time one full placement cycle on synthetic fleets and queues of growing size",
+		Long: `Measure how the cost of one placement cycle grows with the fleet and the queue:
+for every fleet size x queue size x policy, one placement.Place call — what the
+dispatch loop runs each cycle: the session's view and scorer caches built from
+the snapshot, every queued job placed or explained — timed on one core.
+
+Fleets are synthetic (NxG: N nodes of G GPUs, seeded): racks of 9 nodes, a
+tenth of them GB200 racks forming rack-scale NVLink domains (72 GPUs with 8
+GPUs a node), the rest H100 and A100 nodes (one NVLink domain each) and L4
+nodes (PCIe); --busy of the GPUs already held by running jobs. Queues are
+synthetic too: GPU shares, 1-8 GPU jobs, CPU-only jobs and gangs of up to
+32 x 8 GPUs (some required within one NVLink domain or rack), half pinned to a
+model, three priorities, ten teams.
+
+The engine runs with the server's defaults (--reservations 4, --preempt,
+--min-runtime 10m); the table reports ms per cycle, placements/s and jobs/s,
+and fits ms/cycle ~ nodes^a x queue^b per policy.`,
+		Example: `  gangway replay scale
+  gangway replay scale --nodes 10000x8 --jobs 10000 --policies gangway --sample-nodes 256
+  gangway replay scale --nodes 1000x8,10000x8 --jobs 1000,10000 --output json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runReplayScale(cmd, f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.nodes, "nodes", f.nodes, "fleet sizes, NxG (N nodes of G GPUs), comma-separated")
+	fl.StringVar(&f.jobs, "jobs", f.jobs, "queue sizes, comma-separated (10k = 10000)")
+	fl.StringSliceVar(&f.policies, "policies", f.policies, "policies to time (valid: "+strings.Join(placement.ScorerNames(), ", ")+")")
+	fl.Uint64Var(&f.seed, "seed", f.seed, "seed for the synthetic fleets, queues and the engine")
+	fl.Float64Var(&f.busy, "busy", f.busy, "share of GPUs already held by running jobs, 0 to <1")
+	fl.IntVar(&f.repeat, "repeat", f.repeat, "time each cycle this many times and keep the fastest")
+	fl.BoolVar(&f.preempt, "preempt", f.preempt, "let blocked higher-priority jobs look for victims (--preempt=false: off)")
+	fl.IntVar(&f.reservations, "reservations", f.reservations, "blocked jobs that get GPUs reserved (0: off)")
+	fl.IntVar(&f.sampleNodes, "sample-nodes", 0, "score at most this many feasible nodes per replica (0: all)")
+	fl.DurationVar(&f.minRuntime, "min-runtime", f.minRuntime, "with --preempt: jobs younger than this are not preempted")
+	fl.StringVarP(&f.output, "output", "o", f.output, "report format: text or json (one object per cell per line)")
+	return cmd
+}
+
+func runReplayScale(cmd *cobra.Command, f replayScaleFlags) error {
+	if f.output != "text" && f.output != "json" {
+		return fmt.Errorf("--output %q: want text or json", f.output)
+	}
+	fleets, err := sim.ParseFleetSpecs(f.nodes)
+	if err != nil {
+		return fmt.Errorf("--nodes: %w", err)
+	}
+	counts, err := sim.ParseCounts(f.jobs)
+	if err != nil {
+		return fmt.Errorf("--jobs: %w", err)
+	}
+	switch {
+	case f.busy < 0 || f.busy >= 1:
+		return fmt.Errorf("--busy %g: want a share from 0 to below 1", f.busy)
+	case f.repeat < 1:
+		return fmt.Errorf("--repeat %d: want 1 or more", f.repeat)
+	case f.reservations < 0 || f.sampleNodes < 0 || f.minRuntime < 0:
+		return fmt.Errorf("--reservations, --sample-nodes and --min-runtime: want 0 or more")
+	}
+	for _, p := range f.policies {
+		if _, err := placement.ScorerByName(p); err != nil {
+			return fmt.Errorf("--policies: %w", err)
+		}
+	}
+	stderr := cmd.ErrOrStderr()
+	start := time.Now()
+	bar := newProgressBar(stderr, fmt.Sprintf("scale: %d fleets x %d queues x %d policies", len(fleets), len(counts), len(f.policies)))
+	bar.unit = "cycles"
+	res, err := sim.RunScale(cmd.Context(), sim.ScaleConfig{
+		Fleets: fleets, Jobs: counts, Policies: f.policies, NewScorer: placement.ScorerByName, Busy: f.busy, Seed: f.seed,
+		Repeat: f.repeat, Progress: bar.update,
+		Options: placement.Options{Reservations: f.reservations, Preempt: f.preempt, MinRuntime: f.minRuntime, SampleNodes: f.sampleNodes},
+	})
+	bar.done()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "scale: %d cycles in %s\n", len(res.Cells)*f.repeat, time.Since(start).Round(time.Millisecond))
+	if f.output == "json" {
+		return res.WriteJSON(cmd.OutOrStdout())
+	}
+	return res.WriteText(cmd.OutOrStdout())
 }

@@ -3,9 +3,9 @@
 // never a copy of its logic, and reports the field's yardsticks per policy.
 //
 // It owns the trace loaders (the Alibaba openb trace of the FGD paper:
-// LoadOpenBNodes, LoadOpenBTasks) and the protocols built on them. The FGD
-// protocol (RunFGD) is the USENIX ATC 2023 "Beware of Fragmentation"
-// experiment as its artifact runs it:
+// LoadOpenBNodes, LoadOpenBTasks; gang-job CSV files: LoadGangJobs) and
+// the protocols built on them. The FGD protocol (RunFGD) is the USENIX ATC
+// 2023 "Beware of Fragmentation" experiment as its artifact runs it:
 //
 //	Prepare(seed): sort tasks by name, shuffle, tune to 1.3 × GPU capacity,
 //	               permute the node order            (math/rand v1, seeded)
@@ -14,6 +14,25 @@
 //	record:        arrived GPU %, unallocated GPU %, fragmented GPU %
 //	headline:      the curves at arrived workload = 100%, over seeds
 //
-// Runs (policy × seed) are independent and run in parallel. The package
-// does no logging; the command in cmd/gangway prints its results.
+// Runs (policy × seed) are independent and run in parallel.
+//
+// RunTrace is the dynamic replay (gangway replay trace): a discrete-event
+// simulation in virtual time over TraceJobs (from an openb pod list,
+// OpenBTraceJobs, or a gang-job CSV, LoadGangJobs), one placement.Session
+// per policy:
+//
+//	per instant:   departures (Session.Release), arrivals (to the queue),
+//	               then Session.Place(queue) if anything changed — again at
+//	               the same instant when the plan preempted, once the
+//	               victims stopped (Release, requeued with the work left
+//	               plus the work lost since their last checkpoint)
+//	record:        allocated GPU, fragmented GPU (FragMeter), queue length
+//	report:        time-weighted allocation, queue waits, preemptions
+//
+// RunScale (gangway replay scale) times one placement.Place call, as the
+// dispatch loop makes it each cycle, on synthetic fleets (SyntheticFleet,
+// FillFleet) and queues (SyntheticQueue) of growing size.
+//
+// The package does no logging; the command in cmd/gangway prints its
+// results.
 package sim

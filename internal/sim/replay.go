@@ -1,0 +1,638 @@
+package sim
+
+import (
+	"cmp"
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/gangwayhq/gangway"
+	"github.com/gangwayhq/gangway/placement"
+)
+
+// TracePolicies are the policies `gangway replay trace` compares by
+// default: two classic baselines, the FGD paper's policy and Gangway's.
+var TracePolicies = []string{"first-fit", "best-fit", "fgd", "gangway"}
+
+// DefaultCheckpointEvery is how often a job is assumed to checkpoint: a
+// preempted job loses the work since its last checkpoint.
+const DefaultCheckpointEvery = 30 * time.Minute
+
+// TraceEpoch is the wall-clock time the virtual clock starts at (trace
+// time 0); only differences matter.
+var TraceEpoch = time.Date(2023, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// maxRounds bounds the Place calls at one instant: after a plan preempts,
+// the victims stop at once and the engine is called again so the
+// preemptor can start (the dispatch loop would do so on its next cycle).
+const maxRounds = 8
+
+// TraceConfig is one dynamic replay: every policy on the same fleet and
+// jobs.
+type TraceConfig struct {
+	Nodes []placement.Node
+	Jobs  []TraceJob // in submit order
+	// Policies by name; NewScorer makes a fresh scorer for each run.
+	Policies  []string
+	NewScorer func(policy string) (placement.Scorer, error)
+	// Options are the engine's options for every run: reservations,
+	// preemption, minimum runtime, fairness, quotas, node sampling, the
+	// workload fragmentation is measured against (nil: every job's class,
+	// placement.WorkloadFromJobs). Scorer and Seed are set per run.
+	Options placement.Options
+	Seed    uint64
+	// CheckpointEvery is the checkpoint interval: a preempted job keeps
+	// the work up to its last checkpoint and is requeued with the rest.
+	// 0 means no checkpoints: a preempted job starts over.
+	CheckpointEvery time.Duration
+	// ExactRuntimes declares each job's exact remaining run time as its
+	// max runtime, instead of that rounded up to a power of two of minutes.
+	// Only reservations (backfill) read it.
+	ExactRuntimes bool
+	// Speedup divides every submit time (durations stay): > 1 compresses
+	// the arrivals and raises the load. 0 means 1.
+	Speedup float64
+	// Parallel bounds the runs in flight; 0 means GOMAXPROCS.
+	Parallel int
+	// Progress, when set, is called with the arrivals and completions
+	// done and to do over all runs. Calls are serialized.
+	Progress func(done, total int)
+}
+
+// Sample is the fleet after the events of one instant were processed.
+type Sample struct {
+	At         time.Duration // virtual time from the start of the trace
+	AllocMilli int64         // allocated GPU milli
+	FragMilli  float64       // fragmented GPU milli (part of the free capacity)
+	Queue      int32         // jobs waiting
+	Running    int32         // jobs running
+}
+
+// TraceRun is one policy's replay.
+type TraceRun struct {
+	Policy        string
+	CapacityMilli int64
+	Jobs          int
+	// Placed jobs started at least once; Finished ran to the end.
+	Placed, Finished int
+	// NeverPlaced never started: Unplaceable ones the engine said never
+	// fit this fleet (dropped from the queue at once), the others still
+	// waiting when nothing was left to run. Unfinished were preempted and
+	// still waiting to restart then.
+	NeverPlaced, Unplaceable, Unfinished int
+	// Preemptions counts victims stopped; LostGPUSeconds the work they
+	// lost since their last checkpoints.
+	Preemptions    int
+	LostGPUSeconds float64
+	// Waits is each placed job's time in the queue (every attempt's wait
+	// added up), in seconds, sorted.
+	Waits                               []float64
+	WaitMean, WaitP50, WaitP95, WaitP99 float64
+	// AllocMean is the time-weighted mean allocated share of GPU capacity
+	// over the arrival window (first to last submission; the whole run
+	// when they coincide); AllocMeanAll over the whole run, to the last
+	// departure; AllocQueued over the instants when jobs were waiting
+	// (NaN if none did): how full the policy keeps the fleet when there is
+	// work it could not place. FragMean is the time-weighted mean
+	// fragmented share of free GPU capacity over the arrival window.
+	AllocMean, AllocMeanAll, AllocQueued, FragMean float64
+	// AllocPeak is the highest allocated share of GPU capacity reached.
+	AllocPeak float64
+	// QueuedTime is how long jobs were waiting, in all.
+	QueuedTime time.Duration
+	// FirstSubmit, LastSubmit and End bound the run: End is the last
+	// departure (or the last event), Makespan End − FirstSubmit.
+	FirstSubmit, LastSubmit, End time.Duration
+	Makespan                     time.Duration
+	// PlaceCalls is the number of Session.Place calls; MaxQueue the
+	// longest queue one was given, MeanQueue the mean.
+	PlaceCalls int
+	MaxQueue   int
+	MeanQueue  float64
+	// SkippedIdle counts instants with jobs waiting where nothing changed
+	// (a wake-up with no higher-priority job waiting): no Place call.
+	SkippedIdle        int
+	MaxRunning         int
+	PlaceTime, Elapsed time.Duration
+	Series             []Sample
+}
+
+// RunTrace replays cfg.Jobs for every policy, runs in parallel, and
+// returns the runs in cfg.Policies order.
+func RunTrace(ctx context.Context, cfg TraceConfig) (*TraceResult, error) {
+	if len(cfg.Nodes) == 0 || len(cfg.Jobs) == 0 {
+		return nil, errors.New("trace: no nodes or no jobs")
+	}
+	if len(cfg.Policies) == 0 {
+		return nil, errors.New("trace: no policies")
+	}
+	if cfg.NewScorer == nil {
+		return nil, errors.New("trace: no scorer factory")
+	}
+	if GPUCapacityMilli(cfg.Nodes) == 0 {
+		return nil, errors.New("trace: the fleet has no GPUs")
+	}
+	if cfg.CheckpointEvery < 0 {
+		return nil, fmt.Errorf("trace: checkpoint interval %s: want 0 (none) or more", cfg.CheckpointEvery)
+	}
+	if cfg.Speedup < 0 || math.IsNaN(cfg.Speedup) || math.IsInf(cfg.Speedup, 0) {
+		return nil, fmt.Errorf("trace: speedup %g: want a positive factor", cfg.Speedup)
+	}
+	for _, p := range cfg.Policies {
+		if _, err := cfg.NewScorer(p); err != nil {
+			return nil, err
+		}
+	}
+	jobs := prepareJobs(cfg.Jobs, cmp.Or(cfg.Speedup, 1))
+	if cfg.Options.Workload == nil {
+		shapes := make([]placement.Job, len(jobs))
+		for i := range jobs {
+			shapes[i] = jobs[i].Job
+		}
+		cfg.Options.Workload = placement.WorkloadFromJobs(shapes)
+	}
+	prog := newProgress(cfg.Progress, 2*len(jobs)*len(cfg.Policies))
+	runs := make([]TraceRun, len(cfg.Policies))
+	errs := make([]error, len(cfg.Policies))
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sem := make(chan struct{}, cmp.Or(cfg.Parallel, runtime.GOMAXPROCS(0)))
+	var wg sync.WaitGroup
+	for p, policy := range cfg.Policies {
+		wg.Go(func() {
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				errs[p] = ctx.Err()
+				return
+			}
+			defer func() { <-sem }()
+			sc, err := cfg.NewScorer(policy)
+			if err == nil {
+				o := cfg.Options
+				o.Scorer, o.Seed = sc, cfg.Seed
+				rp := newReplay(cfg.Nodes, jobs, o, cfg.CheckpointEvery, prog)
+				rp.exactRuntime = cfg.ExactRuntimes
+				runs[p], err = rp.run(ctx, policy)
+			}
+			if err != nil {
+				errs[p] = err
+				cancel()
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil && !errors.Is(err, context.Canceled) {
+			return nil, err
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	prog.finish()
+	return newTraceResult(cfg, jobs, runs), nil
+}
+
+// prepareJobs compresses submit times by speedup and sorts by submit time.
+func prepareJobs(in []TraceJob, speedup float64) []TraceJob {
+	out := slices.Clone(in)
+	if speedup != 1 {
+		for i := range out {
+			out[i].Submit = time.Duration(float64(out[i].Submit) / speedup)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b TraceJob) int { return compareDur(a.Submit, b.Submit) })
+	return out
+}
+
+// jobState is one trace job during a replay.
+type jobState struct {
+	attempt   int
+	id        gangway.JobID // this attempt's placement ID
+	remaining time.Duration // work left
+	queuedAt  time.Duration // when it last entered the queue
+	wait      time.Duration // queued so far, every attempt
+	start     time.Duration // this attempt's start, while running
+	asg       gangway.Assignment
+	state     uint8
+}
+
+const (
+	stFuture uint8 = iota
+	stQueued
+	stRunning
+	stDone
+	stNever
+)
+
+// event is a departure, or a wake-up when a running preemptible job comes
+// of age (MinRuntime) and may become a victim.
+type event struct {
+	at      time.Duration
+	seq     int
+	job     int
+	attempt int
+	wake    bool
+}
+
+type eventHeap []event
+
+func (h eventHeap) Len() int { return len(h) }
+func (h eventHeap) Less(a, b int) bool {
+	if h[a].at != h[b].at {
+		return h[a].at < h[b].at
+	}
+	return h[a].seq < h[b].seq
+}
+func (h eventHeap) Swap(a, b int) { h[a], h[b] = h[b], h[a] }
+func (h *eventHeap) Push(x any)   { *h = append(*h, x.(event)) }
+func (h *eventHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return e
+}
+
+// replay is the discrete-event simulation of one policy: a virtual clock,
+// arrivals in submit order, a heap of departures, the pending queue, and
+// the placement session the dispatch loop's engine runs.
+type replay struct {
+	nodes      []placement.Node
+	jobs       []TraceJob
+	st         []jobState
+	opts       placement.Options
+	checkpoint time.Duration
+	// exactRuntime gives the engine each job's exact remaining run time
+	// as its max runtime (see estimate).
+	exactRuntime bool
+	prog         *progress
+
+	sess    *placement.Session
+	meter   *meter
+	events  eventHeap
+	seq     int
+	pending []int // job indexes, in queue order
+	byID    map[gangway.JobID]int
+	running int
+	out     TraceRun
+}
+
+func newReplay(nodes []placement.Node, jobs []TraceJob, o placement.Options, checkpoint time.Duration, prog *progress) *replay {
+	return &replay{nodes: nodes, jobs: jobs, st: make([]jobState, len(jobs)), opts: o, checkpoint: checkpoint,
+		prog: prog, byID: make(map[gangway.JobID]int, len(jobs))}
+}
+
+func (r *replay) run(ctx context.Context, policy string) (TraceRun, error) {
+	start := time.Now()
+	r.sess = placement.NewSession(placement.Snapshot{Now: TraceEpoch, Nodes: r.nodes}, r.opts)
+	r.meter = newMeter(r.sess.View())
+	capacity := GPUCapacityMilli(r.nodes)
+	r.out = TraceRun{Policy: policy, CapacityMilli: capacity, Jobs: len(r.jobs),
+		FirstSubmit: r.jobs[0].Submit, LastSubmit: r.jobs[len(r.jobs)-1].Submit}
+	for i := range r.jobs {
+		r.st[i].remaining = r.jobs[i].Duration
+	}
+	var integ integrator
+	next, steps, progressed := 0, 0, 0
+	for {
+		if steps++; steps%512 == 0 {
+			if err := ctx.Err(); err != nil {
+				return TraceRun{}, err
+			}
+		}
+		t, ok := r.nextTime(next)
+		if !ok {
+			break
+		}
+		changed := false
+		// Departures (and wake-ups) first, then arrivals, then one
+		// scheduling decision for the instant.
+		for len(r.events) > 0 && r.events[0].at == t {
+			e := heap.Pop(&r.events).(event)
+			s := &r.st[e.job]
+			switch {
+			case s.state != stRunning || s.attempt != e.attempt:
+				// A preempted attempt's departure or wake-up.
+			case e.wake:
+				changed = changed || r.higherPending(r.jobs[e.job].Job.Priority)
+			default:
+				r.finish(e.job, t)
+				progressed++
+				changed = changed || len(r.pending) > 0
+			}
+		}
+		for next < len(r.jobs) && r.jobs[next].Submit == t {
+			s := &r.st[next]
+			s.state, s.queuedAt, s.id = stQueued, t, r.jobs[next].Job.ID
+			r.byID[s.id] = next
+			r.pending = append(r.pending, next)
+			next++
+			progressed++
+			changed = true
+		}
+		r.sess.SetNow(TraceEpoch.Add(t))
+		if changed {
+			r.schedule(t)
+		} else if len(r.pending) > 0 {
+			r.out.SkippedIdle++
+		}
+		if progressed >= 256 {
+			r.prog.add(progressed)
+			progressed = 0
+		}
+		integ.add(r, t)
+	}
+	r.prog.add(progressed)
+	for _, k := range r.pending {
+		r.st[k].state = stNever
+		r.prog.add(1)
+	}
+	r.pending = nil
+	r.finishStats(&integ, time.Since(start))
+	return r.out, nil
+}
+
+// nextTime is the earliest pending event: an arrival or a departure.
+func (r *replay) nextTime(next int) (time.Duration, bool) {
+	switch {
+	case next < len(r.jobs) && len(r.events) > 0:
+		return min(r.jobs[next].Submit, r.events[0].at), true
+	case next < len(r.jobs):
+		return r.jobs[next].Submit, true
+	case len(r.events) > 0:
+		return r.events[0].at, true
+	}
+	return 0, false
+}
+
+func (r *replay) higherPending(prio int) bool {
+	for _, k := range r.pending {
+		if r.jobs[k].Job.Priority > prio {
+			return true
+		}
+	}
+	return false
+}
+
+// schedule calls the engine with the queue — again at the same instant
+// when the plan preempted, once the victims have stopped — and carries
+// out each plan.
+func (r *replay) schedule(t time.Duration) {
+	for round := 0; round < maxRounds && len(r.pending) > 0; round++ {
+		queue := make([]placement.Job, len(r.pending))
+		for q, k := range r.pending {
+			s := &r.st[k]
+			j := r.jobs[k].Job
+			j.ID, j.Attempt, j.Submitted = s.id, s.attempt, TraceEpoch.Add(r.jobs[k].Submit)
+			if r.opts.Reservations > 0 {
+				j.MaxRuntime = r.estimate(s.remaining)
+			}
+			queue[q] = j
+		}
+		r.out.PlaceCalls++
+		r.out.MaxQueue = max(r.out.MaxQueue, len(queue))
+		r.out.MeanQueue += float64(len(queue))
+		t0 := time.Now()
+		plan := r.sess.Place(queue)
+		r.out.PlaceTime += time.Since(t0)
+
+		drop := map[int]bool{}
+		for _, a := range plan.Assignments {
+			k := r.byID[a.JobID]
+			r.begin(k, a, t)
+			drop[k] = true
+		}
+		for _, u := range plan.Unplaced {
+			if !u.Reason.Retry() {
+				k := r.byID[u.JobID]
+				r.st[k].state = stNever
+				r.out.Unplaceable++
+				r.prog.add(1)
+				drop[k] = true
+			}
+		}
+		stopped := 0
+		for _, p := range plan.Preemptions {
+			for _, v := range p.Victims {
+				if k, ok := r.byID[v.JobID]; ok && r.st[k].state == stRunning && r.st[k].id == v.JobID {
+					r.preempt(k, t)
+					stopped++
+				}
+			}
+		}
+		if len(drop) > 0 {
+			r.pending = slices.DeleteFunc(r.pending, func(k int) bool { return drop[k] })
+		}
+		if stopped == 0 {
+			return
+		}
+	}
+}
+
+// estimate is the max runtime a job declares for work left: the engine's
+// backfill needs to know when jobs end. Without reservations nothing reads
+// it and the replay leaves it out, so the engine recognises alike jobs that
+// failed in a cycle (its cache is keyed by shape, max runtime included).
+// Exact runtimes are what no user declares; the default is the work left
+// rounded up to a power of two of minutes (1m, 2m, 4m, ... — at most twice
+// the truth, never less, so a reservation never starts before the GPUs it
+// counts on are free), which also keeps alike jobs alike.
+func (r *replay) estimate(left time.Duration) time.Duration {
+	if r.exactRuntime {
+		return left
+	}
+	return RoundRuntime(left)
+}
+
+// RoundRuntime rounds d up to a power of two of minutes (at least 1m).
+func RoundRuntime(d time.Duration) time.Duration {
+	e := time.Minute
+	for e < d && e < 1<<20*time.Minute { // up to about two years
+		e *= 2
+	}
+	return e
+}
+
+// begin starts job k's attempt on a plan's assignment.
+func (r *replay) begin(k int, a gangway.Assignment, t time.Duration) {
+	s := &r.st[k]
+	if s.attempt == 0 {
+		r.out.Placed++
+	}
+	s.state, s.start, s.asg = stRunning, t, a
+	s.wait += t - s.queuedAt
+	r.running++
+	r.out.MaxRunning = max(r.out.MaxRunning, r.running)
+	for _, m := range a.Members {
+		r.meter.update(m.NodeID)
+	}
+	r.push(event{at: t + s.remaining, job: k, attempt: s.attempt})
+	if j := &r.jobs[k].Job; j.Preemptible && r.opts.Preempt && r.opts.MinRuntime > 0 && s.remaining > r.opts.MinRuntime {
+		r.push(event{at: t + r.opts.MinRuntime, job: k, attempt: s.attempt, wake: true})
+	}
+}
+
+func (r *replay) push(e event) {
+	e.seq = r.seq
+	r.seq++
+	heap.Push(&r.events, e)
+}
+
+// release gives job k's GPUs back to the session.
+func (r *replay) release(k int) {
+	s := &r.st[k]
+	j := &r.jobs[k].Job
+	r.sess.Release(s.asg, j.CPUMilli, j.MemMiB)
+	for _, m := range s.asg.Members {
+		r.meter.update(m.NodeID)
+	}
+	r.running--
+}
+
+// finish ends job k: it ran all its work.
+func (r *replay) finish(k int, t time.Duration) {
+	r.release(k)
+	r.st[k].state = stDone
+	r.st[k].remaining = 0
+	r.out.Finished++
+	r.out.End = max(r.out.End, t)
+}
+
+// preempt stops job k for a preemptor and requeues it with the work left
+// plus the work lost since its last checkpoint, as a new attempt.
+func (r *replay) preempt(k int, t time.Duration) {
+	s := &r.st[k]
+	r.release(k)
+	elapsed := t - s.start
+	var saved time.Duration
+	if r.checkpoint > 0 {
+		saved = elapsed / r.checkpoint * r.checkpoint
+	}
+	lost := elapsed - saved
+	s.remaining -= saved
+	r.out.Preemptions++
+	r.out.LostGPUSeconds += lost.Seconds() * gpuShare(&r.jobs[k].Job)
+	s.attempt++
+	// A new placement ID per attempt: the session remembers the jobs it
+	// chose as victims by ID.
+	s.id = fmt.Sprintf("%s#%d", r.jobs[k].Job.ID, s.attempt)
+	r.byID[s.id] = k
+	s.state, s.queuedAt = stQueued, t
+	r.pending = append(r.pending, k)
+}
+
+// gpuShare is the GPUs a job holds, shares counted as fractions.
+func gpuShare(j *placement.Job) float64 {
+	return float64(j.GPUMilliTotal()) / placement.Whole
+}
+
+// integrator accumulates time-weighted allocation and fragmentation: the
+// state recorded at one instant holds until the next.
+type integrator struct {
+	last                        time.Duration
+	have                        bool
+	alloc, frag                 float64 // state since last
+	queued                      bool    // jobs waiting since last
+	allocWin, fragWin, allocAll float64 // integrals
+	allocQueued                 float64
+	win, all, queuedSecs        float64 // seconds integrated
+}
+
+func (g *integrator) add(r *replay, t time.Duration) {
+	if g.have {
+		dt := (t - g.last).Seconds()
+		g.allocAll += g.alloc * dt
+		g.all += dt
+		if g.queued {
+			g.allocQueued += g.alloc * dt
+			g.queuedSecs += dt
+		}
+		lo, hi := max(g.last, r.out.FirstSubmit), min(t, r.out.LastSubmit)
+		if w := (hi - lo).Seconds(); w > 0 {
+			g.allocWin += g.alloc * w
+			g.fragWin += g.frag * w
+			g.win += w
+		}
+	}
+	capacity := float64(r.out.CapacityMilli)
+	free := float64(r.meter.free)
+	g.alloc = (capacity - free) / capacity
+	r.out.AllocPeak = max(r.out.AllocPeak, g.alloc)
+	g.frag = 0
+	if free > 0 {
+		g.frag = r.meter.frag / free
+	}
+	g.last, g.have, g.queued = t, true, len(r.pending) > 0
+	r.out.Series = append(r.out.Series, Sample{At: t, AllocMilli: r.out.CapacityMilli - r.meter.free,
+		FragMilli: r.meter.frag, Queue: int32(len(r.pending)), Running: int32(r.running)})
+}
+
+func (r *replay) finishStats(g *integrator, elapsed time.Duration) {
+	run := &r.out
+	for k := range r.st {
+		s := &r.st[k]
+		if s.attempt > 0 || s.state == stDone || s.state == stRunning {
+			run.Waits = append(run.Waits, s.wait.Seconds())
+		}
+		switch {
+		case s.state == stNever && s.attempt == 0:
+			run.NeverPlaced++
+		case s.state == stNever:
+			run.Unfinished++
+		}
+	}
+	slices.Sort(run.Waits)
+	run.WaitMean, run.WaitP50, run.WaitP95, run.WaitP99 = mean(run.Waits),
+		quantile(run.Waits, 0.50), quantile(run.Waits, 0.95), quantile(run.Waits, 0.99)
+	if run.End < run.LastSubmit {
+		run.End = run.LastSubmit
+	}
+	run.Makespan = run.End - run.FirstSubmit
+	switch {
+	case g.win > 0:
+		run.AllocMean, run.FragMean = g.allocWin/g.win, g.fragWin/g.win
+	case g.all > 0:
+		run.AllocMean, run.FragMean = g.allocAll/g.all, math.NaN()
+	default:
+		run.AllocMean, run.FragMean = math.NaN(), math.NaN()
+	}
+	run.AllocMeanAll, run.AllocQueued = math.NaN(), math.NaN()
+	if g.all > 0 {
+		run.AllocMeanAll = g.allocAll / g.all
+	}
+	if g.queuedSecs > 0 {
+		run.AllocQueued = g.allocQueued / g.queuedSecs
+	}
+	run.QueuedTime = time.Duration(g.queuedSecs * float64(time.Second))
+	if run.PlaceCalls > 0 {
+		run.MeanQueue /= float64(run.PlaceCalls)
+	}
+	run.Elapsed = elapsed
+}
+
+func mean(xs []float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	s := 0.0
+	for _, x := range xs {
+		s += x
+	}
+	return s / float64(len(xs))
+}
+
+// quantile is the nearest-rank q-quantile of sorted xs.
+func quantile(sorted []float64, q float64) float64 {
+	if len(sorted) == 0 {
+		return math.NaN()
+	}
+	i := int(math.Ceil(q*float64(len(sorted)))) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
+}
