@@ -148,29 +148,7 @@ func runReplayFGD(cmd *cobra.Command, f replayFGDFlags) error {
 	}
 	fmt.Fprintf(stderr, "fgd: %d runs in %s\n", len(f.policies)*len(seeds), time.Since(start).Round(time.Millisecond))
 
-	out := cmd.OutOrStdout()
-	if f.output == "json" {
-		err = res.WriteJSON(out)
-	} else {
-		err = res.WriteText(out)
-	}
-	if err != nil {
-		return err
-	}
-	if f.csvDir != "" {
-		files, err := res.WriteCSV(f.csvDir)
-		if err != nil {
-			return fmt.Errorf("--csv: %w", err)
-		}
-		fmt.Fprintf(stderr, "fgd: wrote %d series to %s\n", len(files), f.csvDir)
-	}
-	if f.plot != "" {
-		if err := res.WritePlot(f.plot); err != nil {
-			return fmt.Errorf("--plot: %w", err)
-		}
-		fmt.Fprintf(stderr, "fgd: wrote %s\n", f.plot)
-	}
-	return nil
+	return writeResult(cmd.OutOrStdout(), stderr, "fgd", res, f.output, f.csvDir, f.plot)
 }
 
 // tracePath resolves a default trace path: relative to the working
@@ -431,29 +409,7 @@ func runReplayTrace(cmd *cobra.Command, f replayTraceFlags) error {
 	res.NodesFile, res.JobsFile, res.Timing = nodesFile, jobsFile, timing
 	fmt.Fprintf(stderr, "trace: %d runs in %s\n", len(f.policies), time.Since(start).Round(time.Millisecond))
 
-	out := cmd.OutOrStdout()
-	if f.output == "json" {
-		err = res.WriteJSON(out)
-	} else {
-		err = res.WriteText(out)
-	}
-	if err != nil {
-		return err
-	}
-	if f.csvDir != "" {
-		files, err := res.WriteCSV(f.csvDir)
-		if err != nil {
-			return fmt.Errorf("--csv: %w", err)
-		}
-		fmt.Fprintf(stderr, "trace: wrote %d files to %s\n", len(files), f.csvDir)
-	}
-	if f.plot != "" {
-		if err := res.WritePlot(f.plot); err != nil {
-			return fmt.Errorf("--plot: %w", err)
-		}
-		fmt.Fprintf(stderr, "trace: wrote %s\n", f.plot)
-	}
-	return nil
+	return writeResult(cmd.OutOrStdout(), stderr, "trace", res, f.output, f.csvDir, f.plot)
 }
 
 func needsTimes(tasks []sim.Task) bool {
@@ -566,4 +522,40 @@ func runReplayScale(cmd *cobra.Command, f replayScaleFlags) error {
 		return res.WriteJSON(cmd.OutOrStdout())
 	}
 	return res.WriteText(cmd.OutOrStdout())
+}
+
+// replayResult is what both replay protocols can write.
+type replayResult interface {
+	WriteJSON(io.Writer) error
+	WriteText(io.Writer) error
+	WriteCSV(dir string) ([]string, error)
+	WritePlot(path string) error
+}
+
+// writeResult prints a protocol's result as text or JSON and writes the
+// --csv series and --plot chart when asked.
+func writeResult(out, stderr io.Writer, proto string, res replayResult, output, csvDir, plot string) error {
+	var err error
+	if output == "json" {
+		err = res.WriteJSON(out)
+	} else {
+		err = res.WriteText(out)
+	}
+	if err != nil {
+		return err
+	}
+	if csvDir != "" {
+		files, err := res.WriteCSV(csvDir)
+		if err != nil {
+			return fmt.Errorf("--csv: %w", err)
+		}
+		fmt.Fprintf(stderr, "%s: wrote %d files to %s\n", proto, len(files), csvDir)
+	}
+	if plot != "" {
+		if err := res.WritePlot(plot); err != nil {
+			return fmt.Errorf("--plot: %w", err)
+		}
+		fmt.Fprintf(stderr, "%s: wrote %s\n", proto, plot)
+	}
+	return nil
 }
