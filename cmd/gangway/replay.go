@@ -99,8 +99,8 @@ paper's number where it has one (default trace, GPU node list).`,
 }
 
 func runReplayFGD(cmd *cobra.Command, f replayFGDFlags) error {
-	if f.output != "text" && f.output != "json" {
-		return fmt.Errorf("--output %q: want text or json", f.output)
+	if err := checkOutput(f.output); err != nil {
+		return err
 	}
 	seeds, err := sim.ParseSeeds(f.seeds)
 	if err != nil {
@@ -334,8 +334,8 @@ policy but gangway) measured in the same run.`,
 }
 
 func runReplayTrace(cmd *cobra.Command, f replayTraceFlags) error {
-	if f.output != "text" && f.output != "json" {
-		return fmt.Errorf("--output %q: want text or json", f.output)
+	if err := checkOutput(f.output); err != nil {
+		return err
 	}
 	switch {
 	case f.jobs != "" && cmd.Flags().Changed("tasks"):
@@ -480,8 +480,8 @@ and fits ms/cycle ~ nodes^a x queue^b per policy.`,
 }
 
 func runReplayScale(cmd *cobra.Command, f replayScaleFlags) error {
-	if f.output != "text" && f.output != "json" {
-		return fmt.Errorf("--output %q: want text or json", f.output)
+	if err := checkOutput(f.output); err != nil {
+		return err
 	}
 	fleets, err := sim.ParseFleetSpecs(f.nodes)
 	if err != nil {

@@ -236,30 +236,20 @@ func (r *FGDResult) WriteCSV(dir string) ([]string, error) {
 	return files, nil
 }
 
-func writeSeries(name string, run *Run) (err error) {
-	f, err := os.Create(name)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if cerr := f.Close(); err == nil {
-			err = cerr
+func writeSeries(name string, run *Run) error {
+	return writeCSVFile(name, func(w *csv.Writer) {
+		_ = w.Write([]string{"arrival", "placed", "failed", "arrived_gpu_milli", "arrived_pct", "unallocated_gpu_pct", "frag_gpu_pct"})
+		c := float64(run.CapacityMilli)
+		ff := func(x float64) string { return strconv.FormatFloat(x, 'f', 4, 64) }
+		for i, p := range run.Points {
+			placed := "0"
+			if p.Placed {
+				placed = "1"
+			}
+			_ = w.Write([]string{strconv.Itoa(i + 1), placed, strconv.Itoa(int(p.Failed)), strconv.FormatInt(p.ArrivedMilli, 10),
+				ff(100 * float64(p.ArrivedMilli) / c), ff(100 * float64(p.FreeMilli) / c), ff(100 * p.FragMilli / c)})
 		}
-	}()
-	w := csv.NewWriter(f)
-	_ = w.Write([]string{"arrival", "placed", "failed", "arrived_gpu_milli", "arrived_pct", "unallocated_gpu_pct", "frag_gpu_pct"})
-	c := float64(run.CapacityMilli)
-	ff := func(x float64) string { return strconv.FormatFloat(x, 'f', 4, 64) }
-	for i, p := range run.Points {
-		placed := "0"
-		if p.Placed {
-			placed = "1"
-		}
-		_ = w.Write([]string{strconv.Itoa(i + 1), placed, strconv.Itoa(int(p.Failed)), strconv.FormatInt(p.ArrivedMilli, 10),
-			ff(100 * float64(p.ArrivedMilli) / c), ff(100 * float64(p.FreeMilli) / c), ff(100 * p.FragMilli / c)})
-	}
-	w.Flush()
-	return w.Error()
+	})
 }
 
 // FormatSeeds writes seeds compactly: "42-51", "42,45".
