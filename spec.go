@@ -27,6 +27,52 @@ type JobSpec struct {
 	Preemptible bool `yaml:"preemptible,omitempty" json:"preemptible,omitempty"`
 	// Pools the job may run in; empty means any on-prem pool.
 	Pools []string `yaml:"pools,omitempty" json:"pools,omitempty"`
+	// EstimatedRuntime is how long one uninterrupted run is expected to
+	// take; the burst decision and ETAs use it. Zero means maxRuntime.
+	EstimatedRuntime Duration `yaml:"estimatedRuntime,omitempty" json:"estimatedRuntime,omitzero"`
+	// Deadline is how long after submission the job must have finished;
+	// zero means none. A deadline makes the burst decision weigh spot
+	// interruptions against the time left.
+	Deadline Duration `yaml:"deadline,omitempty" json:"deadline,omitzero"`
+	// Burst lets the job run on rented cloud GPUs when that beats waiting.
+	Burst Burst `yaml:"burst,omitempty" json:"burst,omitzero"`
+	// Idle releases GPUs a job holds without using them (notebooks,
+	// interactive sessions). Without it an idle job is reported, never stopped.
+	Idle Idle `yaml:"idle,omitempty" json:"idle,omitzero"`
+}
+
+// Burst is the job's policy for rented cloud capacity.
+type Burst struct {
+	Enabled bool `yaml:"enabled,omitempty" json:"enabled,omitempty"`
+	// Pools lists the cloud pools the job may burst to; empty means any.
+	Pools []string `yaml:"pools,omitempty" json:"pools,omitempty"`
+	// CapacityTypes lists "spot" and/or "on-demand"; empty means both.
+	CapacityTypes []string `yaml:"capacityTypes,omitempty" json:"capacityTypes,omitempty"`
+	// MaxPricePerGPUHour caps what the job pays, in dollars; 0 means no cap
+	// beyond the team's.
+	MaxPricePerGPUHour float64 `yaml:"maxPricePerGPUHour,omitempty" json:"maxPricePerGPUHour,omitempty"`
+}
+
+// Capacity types a burst may use.
+const (
+	CapacitySpot     = "spot"
+	CapacityOnDemand = "on-demand"
+)
+
+// Idle actions.
+const (
+	IdleRelease              = "release"
+	IdleCheckpointAndRelease = "checkpoint-and-release"
+)
+
+// Idle is the job's idle policy: when every GPU it holds stays below
+// Threshold utilization for After, Action is taken.
+type Idle struct {
+	After  Duration `yaml:"after,omitempty" json:"after,omitzero"`
+	Action string   `yaml:"action,omitempty" json:"action,omitempty"`
+	// Threshold is the utilization (0–1) below which a GPU counts as idle;
+	// 0 means DefaultIdleThreshold.
+	Threshold float64 `yaml:"threshold,omitempty" json:"threshold,omitempty"`
 }
 
 // Gang is the shape of a job: Replicas members, each with GPUsPerReplica
@@ -59,12 +105,21 @@ type Topology struct {
 	Required bool   `yaml:"required,omitempty" json:"required,omitempty"`
 }
 
-// Checkpoint holds the job's checkpoint settings. They are accepted and
-// validated now; the checkpoint/resume path that acts on them is built on top.
+// Checkpoint holds the job's checkpoint settings (docs/checkpointing.md).
 type Checkpoint struct {
-	Enabled     bool     `yaml:"enabled,omitempty" json:"enabled,omitempty"`
-	Signal      string   `yaml:"signal,omitempty" json:"signal,omitempty"`
+	// Enabled says the workload honours the checkpoint contract: it saves
+	// to GANGWAY_CHECKPOINT_DIR on Signal and resumes from GANGWAY_RESUME_DIR.
+	Enabled bool `yaml:"enabled,omitempty" json:"enabled,omitempty"`
+	// Signal is sent to the process to make it checkpoint and stop.
+	Signal string `yaml:"signal,omitempty" json:"signal,omitempty"`
+	// GracePeriod is how long the process has to save and exit after Signal.
 	GracePeriod Duration `yaml:"gracePeriod,omitempty" json:"gracePeriod,omitempty"`
+	// Interval is how often the workload checkpoints on its own; the burst
+	// decision uses it to price the work a spot interruption loses. Zero
+	// means only on a signal.
+	Interval Duration `yaml:"interval,omitempty" json:"interval,omitzero"`
+	// Keep is how many checkpoints are retained; 0 means DefaultKeep.
+	Keep int `yaml:"keep,omitempty" json:"keep,omitempty"`
 }
 
 // Duration is a time.Duration written as "90s", "2h30m" in YAML and JSON.

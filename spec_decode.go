@@ -184,6 +184,13 @@ func (d *specDecoder) decode(n *yaml.Node, v reflect.Value, path string) {
 			return
 		}
 		v.SetInt(i)
+	case reflect.Float64:
+		var f float64
+		if !(isScalar(n, "!!float") || isScalar(n, "!!int")) || n.Decode(&f) != nil {
+			d.add(path, "want a number, got %s", describe(n))
+			return
+		}
+		v.SetFloat(f)
 	case reflect.Slice:
 		if n.Kind != yaml.SequenceNode {
 			d.add(path, "want a list, got %s", describe(n))

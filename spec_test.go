@@ -65,7 +65,7 @@ func TestParseJobSpec(t *testing.T) {
 					Name: "a", Team: "t", PriorityClass: "normal", Command: []string{"run"},
 					Gang:       Gang{Replicas: 1, GPUsPerReplica: 1, CPU: "1", Memory: "4Gi"},
 					MaxRuntime: Duration{24 * time.Hour},
-					Checkpoint: Checkpoint{Signal: "SIGTERM", GracePeriod: Duration{30 * time.Second}},
+					Checkpoint: Checkpoint{Signal: "SIGTERM", GracePeriod: Duration{30 * time.Second}, Keep: DefaultKeep},
 				}
 				if diff := cmp.Diff(want, s); diff != "" {
 					t.Errorf("spec (-want +got):\n%s", diff)
@@ -285,6 +285,55 @@ func TestValidate(t *testing.T) {
 			s.Preemptible, s.Gang.Topology = true, Topology{Level: TopologyNVLink, Required: true}
 		}},
 		"rack preferred": {change: func(s *JobSpec) { s.Gang.Topology = Topology{Level: TopologyRack} }},
+		"burst with a deadline": {change: func(s *JobSpec) {
+			s.Burst = Burst{Enabled: true, Pools: []string{"aws-spot"}, CapacityTypes: []string{CapacitySpot}, MaxPricePerGPUHour: 2.5}
+			s.EstimatedRuntime.Duration, s.Deadline.Duration = time.Hour, 3*time.Hour
+		}},
+		"idle checkpoint-and-release": {change: func(s *JobSpec) {
+			s.Checkpoint.Enabled = true
+			s.Idle = Idle{After: Duration{time.Hour}, Action: IdleCheckpointAndRelease, Threshold: 0.1}
+		}},
+		"burst settings without enabled": {
+			change:       func(s *JobSpec) { s.Burst.MaxPricePerGPUHour = 3 },
+			wantProblems: []FieldError{{"burst.enabled", "burst settings are given but burst is not enabled; add enabled: true"}},
+		},
+		"bad burst": {
+			change: func(s *JobSpec) {
+				s.Burst = Burst{Enabled: true, Pools: []string{"AWS"}, CapacityTypes: []string{"reserved"}, MaxPricePerGPUHour: -1}
+			},
+			wantProblems: []FieldError{
+				{"burst.pools[0]", `must be a pool name (a DNS label), got "AWS"`},
+				{"burst.capacityTypes[0]", `must be "spot" or "on-demand", got "reserved"`},
+				{"burst.maxPricePerGPUHour", "must not be negative, got -1"},
+			},
+		},
+		"deadline shorter than the job": {
+			change:       func(s *JobSpec) { s.EstimatedRuntime.Duration, s.Deadline.Duration = 2*time.Hour, time.Hour },
+			wantProblems: []FieldError{{"deadline", "1h is shorter than the job's own runtime (2h): it can never be met"}},
+		},
+		"estimate beyond maxRuntime": {
+			change:       func(s *JobSpec) { s.EstimatedRuntime.Duration = 100 * time.Hour },
+			wantProblems: []FieldError{{"estimatedRuntime", "must be between 0s and maxRuntime (24h), got 100h"}},
+		},
+		"idle checkpoint without checkpointing": {
+			change:       func(s *JobSpec) { s.Idle = Idle{After: Duration{time.Hour}, Action: IdleCheckpointAndRelease} },
+			wantProblems: []FieldError{{"idle.action", `"checkpoint-and-release" needs checkpoint.enabled: true`}},
+		},
+		"idle action without after": {
+			change: func(s *JobSpec) { s.Idle.Action, s.Idle.Threshold = "pause", 1.5 },
+			wantProblems: []FieldError{
+				{"idle.after", "required when idle.action or idle.threshold is set, e.g. 60m"},
+				{"idle.action", `must be "release" or "checkpoint-and-release", got "pause"`},
+				{"idle.threshold", "must be at least 0 and below 1, got 1.5"},
+			},
+		},
+		"bad checkpoint interval and keep": {
+			change: func(s *JobSpec) { s.Checkpoint.Interval.Duration, s.Checkpoint.Keep = -time.Second, 500 },
+			wantProblems: []FieldError{
+				{"checkpoint.interval", "must not be negative, got -1s"},
+				{"checkpoint.keep", "must be between 1 and 100 (0 means 3), got 500"},
+			},
+		},
 		"unknown topology level": {
 			change:       func(s *JobSpec) { s.Gang.Topology.Level = "socket" },
 			wantProblems: []FieldError{{"gang.topology.level", `must be one of nvlink, node, rack, block, got "socket"`}},
@@ -478,7 +527,7 @@ func TestDefault(t *testing.T) {
 				PriorityClass: "normal",
 				Gang:          Gang{CPU: "1", Memory: "4Gi"},
 				MaxRuntime:    Duration{24 * time.Hour},
-				Checkpoint:    Checkpoint{Signal: "SIGTERM", GracePeriod: Duration{30 * time.Second}},
+				Checkpoint:    Checkpoint{Signal: "SIGTERM", GracePeriod: Duration{30 * time.Second}, Keep: DefaultKeep},
 			},
 		},
 		"set values are kept, retries stays as set": {
@@ -492,7 +541,7 @@ func TestDefault(t *testing.T) {
 				PriorityClass: "low", Retries: 3,
 				Gang:       Gang{CPU: "8", Memory: "32Gi"},
 				MaxRuntime: Duration{time.Hour},
-				Checkpoint: Checkpoint{Signal: "SIGUSR1", GracePeriod: Duration{time.Minute}},
+				Checkpoint: Checkpoint{Signal: "SIGUSR1", GracePeriod: Duration{time.Minute}, Keep: DefaultKeep},
 			},
 		},
 	}
@@ -744,6 +793,10 @@ func TestQueueEntry(t *testing.T) {
 	s.Project, s.PriorityClass = "llama", PriorityHigh
 	s.Gang.CPU, s.Gang.Memory = "96", "1500Gi"
 	s.MaxRuntime.Duration = 72 * time.Hour
+	s.EstimatedRuntime.Duration = 10 * time.Hour
+	s.Deadline.Duration = 48 * time.Hour
+	s.Checkpoint.Enabled, s.Checkpoint.Interval.Duration = true, 30*time.Minute
+	s.Burst = Burst{Enabled: true, CapacityTypes: []string{CapacitySpot}}
 	submitted := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
 	enqueued := submitted.Add(time.Hour)
 
@@ -753,7 +806,10 @@ func TestQueueEntry(t *testing.T) {
 		PriorityClass: "high", Priority: 200, Attempt: 3,
 		Replicas: 2, GPUsPerReplica: 8, GPUModels: []string{"H100"},
 		CPUMilli: 96000, MemMiB: 1500 * 1024, Pools: []string{"onprem-a"},
-		MaxRuntime:  72 * time.Hour,
+		MaxRuntime: 72 * time.Hour, Runtime: 10 * time.Hour,
+		Deadline:       submitted.Add(48 * time.Hour),
+		Burst:          Burst{Enabled: true, CapacityTypes: []string{CapacitySpot}},
+		Checkpointable: true, CheckpointInterval: 30 * time.Minute,
 		SubmittedAt: submitted, EnqueuedAt: enqueued,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {

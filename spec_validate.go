@@ -24,6 +24,10 @@ const (
 	MaxRetries        = 10
 	MaxMaxRuntime     = 30 * 24 * time.Hour
 	MaxGracePeriod    = time.Hour
+	MaxKeep           = 100
+
+	DefaultKeep          = 3
+	DefaultIdleThreshold = 0.05
 )
 
 // checkpointSignals are the signals a job may ask for on preemption; all of
@@ -129,6 +133,26 @@ func (s *JobSpec) Default() {
 	if s.Checkpoint.GracePeriod.Duration == 0 {
 		s.Checkpoint.GracePeriod.Duration = DefaultGracePeriod
 	}
+	if s.Checkpoint.Keep == 0 {
+		s.Checkpoint.Keep = DefaultKeep
+	}
+	if s.Idle.After.Duration > 0 {
+		if s.Idle.Action == "" {
+			s.Idle.Action = IdleRelease
+		}
+		if s.Idle.Threshold == 0 {
+			s.Idle.Threshold = DefaultIdleThreshold
+		}
+	}
+}
+
+// Runtime is the expected length of one uninterrupted run:
+// estimatedRuntime, or maxRuntime when none is given.
+func (s JobSpec) Runtime() time.Duration {
+	if s.EstimatedRuntime.Duration > 0 {
+		return s.EstimatedRuntime.Duration
+	}
+	return s.MaxRuntime.Duration
 }
 
 // Validate checks a defaulted spec (call Default first; ParseJobSpec does
@@ -206,13 +230,71 @@ func (s JobSpec) Validate() error {
 		p.add("checkpoint.gracePeriod", "must be between 0s and %s, got %s", Duration{MaxGracePeriod}, Duration{d})
 	}
 
-	checkList(&p, "pools", s.Pools, func(pool string) string {
+	if d := s.Checkpoint.Interval.Duration; d < 0 {
+		p.add("checkpoint.interval", "must not be negative, got %s", Duration{d})
+	}
+	if s.Checkpoint.Keep < 0 || s.Checkpoint.Keep > MaxKeep {
+		p.add("checkpoint.keep", "must be between 1 and %d (0 means %d), got %d", MaxKeep, DefaultKeep, s.Checkpoint.Keep)
+	}
+
+	poolName := func(pool string) string {
 		if !isDNSLabel(pool) {
 			return fmt.Sprintf("must be a pool name (a DNS label), got %q", pool)
 		}
 		return ""
-	})
+	}
+	checkList(&p, "pools", s.Pools, poolName)
+	s.validateTimes(&p)
+	s.validateBurst(&p, poolName)
+	s.validateIdle(&p)
 	return p.err()
+}
+
+func (s JobSpec) validateTimes(p *problems) {
+	if d := s.EstimatedRuntime.Duration; d < 0 || (d > s.MaxRuntime.Duration && s.MaxRuntime.Duration > 0) {
+		p.add("estimatedRuntime", "must be between 0s and maxRuntime (%s), got %s", s.MaxRuntime, Duration{d})
+	}
+	if d := s.Deadline.Duration; d < 0 {
+		p.add("deadline", "must not be negative, got %s", Duration{d})
+	} else if d > 0 && d < s.Runtime() {
+		p.add("deadline", "%s is shorter than the job's own runtime (%s): it can never be met", Duration{d}, Duration{s.Runtime()})
+	}
+}
+
+func (s JobSpec) validateBurst(p *problems, poolName func(string) string) {
+	b := s.Burst
+	checkList(p, "burst.pools", b.Pools, poolName)
+	checkList(p, "burst.capacityTypes", b.CapacityTypes, func(c string) string {
+		if c != CapacitySpot && c != CapacityOnDemand {
+			return fmt.Sprintf("must be %q or %q, got %q", CapacitySpot, CapacityOnDemand, c)
+		}
+		return ""
+	})
+	if b.MaxPricePerGPUHour < 0 {
+		p.add("burst.maxPricePerGPUHour", "must not be negative, got %v", b.MaxPricePerGPUHour)
+	}
+	if !b.Enabled && (len(b.Pools) > 0 || len(b.CapacityTypes) > 0 || b.MaxPricePerGPUHour > 0) {
+		p.add("burst.enabled", "burst settings are given but burst is not enabled; add enabled: true")
+	}
+}
+
+func (s JobSpec) validateIdle(p *problems) {
+	i := s.Idle
+	switch {
+	case i.After.Duration < 0:
+		p.add("idle.after", "must not be negative, got %s", i.After)
+	case i.After.Duration == 0 && (i.Action != "" || i.Threshold != 0):
+		p.add("idle.after", "required when idle.action or idle.threshold is set, e.g. 60m")
+	}
+	if i.Action != "" && i.Action != IdleRelease && i.Action != IdleCheckpointAndRelease {
+		p.add("idle.action", "must be %q or %q, got %q", IdleRelease, IdleCheckpointAndRelease, i.Action)
+	}
+	if i.Action == IdleCheckpointAndRelease && !s.Checkpoint.Enabled {
+		p.add("idle.action", "%q needs checkpoint.enabled: true", IdleCheckpointAndRelease)
+	}
+	if i.Threshold < 0 || i.Threshold >= 1 {
+		p.add("idle.threshold", "must be at least 0 and below 1, got %v", i.Threshold)
+	}
 }
 
 // checkLabel reports a required field that is not a DNS label.
@@ -533,22 +615,34 @@ func plural(n int, one, many string) string {
 // copied so the entry does not alias the spec.
 func (s JobSpec) QueueEntry(attempt int, submittedAt, enqueuedAt time.Time) QueueEntry {
 	return QueueEntry{
-		JobID:          s.Name,
-		Team:           s.Team,
-		Project:        s.Project,
-		PriorityClass:  s.PriorityClass,
-		Priority:       PriorityValue(s.PriorityClass),
-		Attempt:        attempt,
-		Replicas:       s.Gang.Replicas,
-		GPUsPerReplica: s.Gang.GPUsPerReplica,
-		GPUModels:      slices.Clone(s.Gang.GPUModels),
-		CPUMilli:       s.CPUMilli(),
-		MemMiB:         s.MemMiB(),
-		Pools:          slices.Clone(s.Pools),
-		MaxRuntime:     s.MaxRuntime.Duration,
-		Preemptible:    s.Preemptible,
-		Topology:       s.Gang.Topology,
-		SubmittedAt:    submittedAt,
-		EnqueuedAt:     enqueuedAt,
+		JobID:              s.Name,
+		Team:               s.Team,
+		Project:            s.Project,
+		PriorityClass:      s.PriorityClass,
+		Priority:           PriorityValue(s.PriorityClass),
+		Attempt:            attempt,
+		Replicas:           s.Gang.Replicas,
+		GPUsPerReplica:     s.Gang.GPUsPerReplica,
+		GPUModels:          slices.Clone(s.Gang.GPUModels),
+		CPUMilli:           s.CPUMilli(),
+		MemMiB:             s.MemMiB(),
+		Pools:              slices.Clone(s.Pools),
+		MaxRuntime:         s.MaxRuntime.Duration,
+		Preemptible:        s.Preemptible,
+		Topology:           s.Gang.Topology,
+		Runtime:            s.Runtime(),
+		Deadline:           s.deadlineAt(submittedAt),
+		Burst:              s.Burst,
+		Checkpointable:     s.Checkpoint.Enabled,
+		CheckpointInterval: s.Checkpoint.Interval.Duration,
+		SubmittedAt:        submittedAt,
+		EnqueuedAt:         enqueuedAt,
 	}
+}
+
+func (s JobSpec) deadlineAt(submittedAt time.Time) time.Time {
+	if s.Deadline.Duration <= 0 {
+		return time.Time{}
+	}
+	return submittedAt.Add(s.Deadline.Duration)
 }

@@ -123,14 +123,22 @@ const (
 
 // Node is a node's inventory as registered by its agent.
 type Node struct {
-	ID       string `json:"id"`
-	Addr     string `json:"addr"`
-	Pool     string `json:"pool"`
-	Rack     string `json:"rack,omitempty"`
-	Block    string `json:"block,omitempty"`
-	GPUs     []GPU  `json:"gpus"`
-	CPUMilli int64  `json:"cpuMilli"`
-	MemMiB   int64  `json:"memMiB"`
+	ID   string `json:"id"`
+	Addr string `json:"addr"`
+	Pool string `json:"pool"`
+	// Owner is set on a cloud node launched for one job: only that job is
+	// placed on it. "" for shared (on-prem) nodes.
+	Owner JobID `json:"owner,omitempty"`
+	// CapacityType is "spot" or "on-demand" for cloud nodes, "" on-prem.
+	CapacityType string `json:"capacityType,omitempty"`
+	// Driver and CUDA versions reported by NVML ("" when synthetic).
+	DriverVersion string `json:"driverVersion,omitempty"`
+	CUDAVersion   string `json:"cudaVersion,omitempty"`
+	Rack          string `json:"rack,omitempty"`
+	Block         string `json:"block,omitempty"`
+	GPUs          []GPU  `json:"gpus"`
+	CPUMilli      int64  `json:"cpuMilli"`
+	MemMiB        int64  `json:"memMiB"`
 }
 
 // Model is the GPU model of the node's GPUs ("" when it has none). Nodes are
@@ -161,6 +169,18 @@ type QueueEntry struct {
 	MaxRuntime     time.Duration `json:"maxRuntime"`
 	Preemptible    bool          `json:"preemptible,omitempty"`
 	Topology       Topology      `json:"topology,omitzero"`
+	// Runtime is the expected length of one run (estimatedRuntime or
+	// maxRuntime); Deadline the time it must have finished by (zero: none).
+	Runtime  time.Duration `json:"runtime,omitempty"`
+	Deadline time.Time     `json:"deadline,omitzero"`
+	// Burst is the job's cloud policy; Checkpointable and
+	// CheckpointInterval price what a spot interruption loses.
+	Burst              Burst         `json:"burst,omitzero"`
+	Checkpointable     bool          `json:"checkpointable,omitempty"`
+	CheckpointInterval time.Duration `json:"checkpointInterval,omitempty"`
+	// Nodes pins the entry to these nodes (a burst attempt waits for the
+	// instances launched for it); empty means anywhere it fits.
+	Nodes []string `json:"nodes,omitempty"`
 	// SubmittedAt orders jobs within a priority class; a requeued job keeps
 	// its original submit time, so it does not go to the back of the line.
 	SubmittedAt time.Time `json:"submittedAt"`
@@ -169,3 +189,28 @@ type QueueEntry struct {
 
 // GPUs is the total number of GPUs the entry asks for.
 func (q QueueEntry) GPUs() int { return q.Replicas * q.GPUsPerReplica }
+
+// UsageSegment is one stretch of one attempt holding GPUs in one pool: the
+// unit the ledger bills. Dollars = GPUs × hours × PricePerGPUHour.
+type UsageSegment struct {
+	JobID   JobID  `json:"jobId"`
+	Attempt int    `json:"attempt"`
+	Team    string `json:"team"`
+	Project string `json:"project,omitempty"`
+	Pool    string `json:"pool"`
+	// CapacityType is "on-prem", "spot" or "on-demand".
+	CapacityType    string    `json:"capacityType"`
+	GPUs            int       `json:"gpus"`
+	Start           time.Time `json:"start"`
+	End             time.Time `json:"end"`
+	PricePerGPUHour float64   `json:"pricePerGPUHour"`
+}
+
+// CapacityOnPrem is the capacity type of on-prem pools in usage records.
+const CapacityOnPrem = "on-prem"
+
+// GPUSeconds is the segment's GPU time.
+func (u UsageSegment) GPUSeconds() float64 { return u.End.Sub(u.Start).Seconds() * float64(u.GPUs) }
+
+// Dollars is what the segment cost.
+func (u UsageSegment) Dollars() float64 { return u.GPUSeconds() / 3600 * u.PricePerGPUHour }

@@ -22,6 +22,15 @@ const (
 	ActivityDequeue = "Dequeue"
 	ActivityRelease = "Release"
 	ActivityRunTask = "RunTask"
+
+	// Cloud bursts (workflows/activities, backed by providers).
+	ActivityProvision  = "Provision"  // ProvisionInput → ProvisionResult
+	ActivityAwaitNodes = "AwaitNodes" // AwaitNodesInput → AwaitNodesResult
+	ActivityTerminate  = "Terminate"  // TerminateInput → int (instances terminated)
+
+	// Accounting and checkpoints.
+	ActivityRecordUsage      = "RecordUsage"      // RecordUsageInput
+	ActivityLatestCheckpoint = "LatestCheckpoint" // LatestCheckpointInput → CheckpointRef (ID "" when none)
 )
 
 // Signal and query names.
@@ -31,9 +40,14 @@ const (
 	// again (a new leader re-signals); the workflow ignores repeats.
 	SignalPlaced = "placed"
 	// SignalPreempt carries a PreemptRequest: the scheduler wants the
-	// running attempt's GPUs for higher-priority work. The job stops, is
-	// requeued keeping its place, and spends no retry.
+	// running attempt's GPUs for higher-priority work, a node is drained, a
+	// GPU faulted, or a cloud gave a preemption notice. The job checkpoints
+	// (when it can), stops, is requeued keeping its place, and spends no
+	// retry.
 	SignalPreempt = "preempt"
+	// SignalBurst carries a BurstRequest from the dispatch loop: run this
+	// attempt on instances rented for it. Sent after the job left the queue.
+	SignalBurst = "burst"
 	// QueryStatus returns a Status.
 	QueryStatus = "status"
 )
@@ -42,6 +56,137 @@ const (
 type PreemptRequest struct {
 	Attempt int    `json:"attempt"`
 	Reason  string `json:"reason"`
+	// Cause classifies it for the attempt record and metrics; "" means
+	// CausePreempted.
+	Cause string `json:"cause,omitempty"`
+	// By is the job that preempted this one, for CausePreempted.
+	By gangway.JobID `json:"by,omitempty"`
+	// NodeID is the node the notice or fault is about.
+	NodeID string `json:"nodeId,omitempty"`
+	// Deadline is when a cloud takes the instance away (CauseNotice);
+	// zero otherwise.
+	Deadline time.Time `json:"deadline,omitzero"`
+}
+
+// How an attempt ended, in attempt records and metric labels.
+const (
+	CauseCompleted  = "completed"   // every member exited 0
+	CauseFailed     = "failed"      // the job's own failure (spends a retry)
+	CauseCancelled  = "cancelled"   // the user cancelled
+	CausePreempted  = "preempted"   // the scheduler wanted the GPUs
+	CauseNotice     = "notice"      // a cloud preemption notice
+	CauseDrain      = "drain"       // a person drained the node
+	CauseFault      = "fault"       // a GPU fault fenced the GPU
+	CauseNodeLost   = "node-lost"   // heartbeats stopped: no chance to save
+	CauseIdle       = "idle"        // the idle policy released the GPUs
+	CauseInfra      = "infra"       // another infrastructure problem (busy GPU, agent shutdown)
+	CauseTimeout    = "timeout"     // maxRuntime exceeded
+	CauseNoCapacity = "no-capacity" // a burst got no instances in time
+)
+
+// BurstRequest tells a queued job's workflow to rent capacity for this
+// attempt: the offers in order of preference, each tried until one gives
+// Count instances whose agents register.
+type BurstRequest struct {
+	Attempt int          `json:"attempt"`
+	Offers  []BurstOffer `json:"offers"`
+	// Reason is the placement engine's explanation ("on-prem ETA 3h10m;
+	// spot costs $4.10 expected").
+	Reason string `json:"reason"`
+}
+
+// BurstOffer is one cloud offer a burst may use.
+type BurstOffer struct {
+	Provider         string  `json:"provider"`
+	Pool             string  `json:"pool"`
+	Region           string  `json:"region,omitempty"`
+	Zone             string  `json:"zone"`
+	InstanceType     string  `json:"instanceType"`
+	GPUModel         string  `json:"gpuModel"`
+	GPUsPerInstance  int     `json:"gpusPerInstance"`
+	CapacityType     string  `json:"capacityType"`
+	PricePerHour     float64 `json:"pricePerHour"` // per instance
+	InterruptionRate float64 `json:"interruptionRate,omitempty"`
+	// Count is how many instances the gang needs.
+	Count int `json:"count"`
+	// ExpectedCost is the placement engine's estimate to completion, in dollars.
+	ExpectedCost float64 `json:"expectedCost,omitempty"`
+}
+
+// PricePerGPUHour is the offer's price per GPU-hour.
+func (o BurstOffer) PricePerGPUHour() float64 {
+	if o.GPUsPerInstance == 0 {
+		return o.PricePerHour
+	}
+	return o.PricePerHour / float64(o.GPUsPerInstance)
+}
+
+// ProvisionInput launches the instances of one burst attempt. Token is
+// derived from job and attempt (and the offer's index) in the workflow, so
+// a retried activity never launches twice.
+type ProvisionInput struct {
+	JobID   gangway.JobID `json:"jobId"`
+	Attempt int           `json:"attempt"`
+	Team    string        `json:"team"`
+	Project string        `json:"project,omitempty"`
+	Token   string        `json:"token"`
+	Offer   BurstOffer    `json:"offer"`
+	// MaxPricePerHour caps a spot price per instance (0: the cloud's default).
+	MaxPricePerHour float64 `json:"maxPricePerHour,omitempty"`
+}
+
+// Instance is a launched instance as the workflow tracks it.
+type Instance struct {
+	Provider string `json:"provider"`
+	ID       string `json:"id"`
+	NodeID   string `json:"nodeId"`
+}
+
+// ProvisionResult lists what Provision launched (or adopted on a retry).
+type ProvisionResult struct {
+	Instances []Instance `json:"instances"`
+}
+
+// AwaitNodesInput waits until every node has registered with the capacity
+// view; the activity heartbeats while it waits and fails with
+// ErrTypeNodesNotReady after Timeout.
+type AwaitNodesInput struct {
+	NodeIDs []string      `json:"nodeIds"`
+	Timeout time.Duration `json:"timeout"`
+}
+
+// AwaitNodesResult reports when the last node registered.
+type AwaitNodesResult struct {
+	ReadyAt time.Time `json:"readyAt"`
+}
+
+// TerminateInput ends every instance launched with Token by Provider. It
+// is the burst saga's compensation and is idempotent.
+type TerminateInput struct {
+	Provider string        `json:"provider"`
+	Token    string        `json:"token"`
+	JobID    gangway.JobID `json:"jobId"`
+	// NodeIDs are removed from the capacity view.
+	NodeIDs []string `json:"nodeIds,omitempty"`
+}
+
+// RecordUsageInput adds one segment to the ledger. Recording the same
+// segment again (same job, attempt, pool and start) is a no-op.
+type RecordUsageInput struct {
+	Segment gangway.UsageSegment `json:"segment"`
+}
+
+// LatestCheckpointInput asks for the job's newest committed checkpoint.
+type LatestCheckpointInput struct {
+	JobID gangway.JobID `json:"jobId"`
+}
+
+// CheckpointRef names a checkpoint in the store the agents share.
+type CheckpointRef struct {
+	ID    string    `json:"id"`
+	Step  *int64    `json:"step,omitempty"`
+	At    time.Time `json:"at,omitzero"`
+	Bytes int64     `json:"bytes,omitempty"`
 }
 
 // Application error types RunTask returns; JobWorkflow classifies failures by
@@ -127,6 +272,15 @@ type RunTaskInput struct {
 	// cancel: the signal, then SIGKILL to the group after the grace period.
 	StopSignal  string        `json:"stopSignal,omitempty"`
 	GracePeriod time.Duration `json:"gracePeriod,omitempty"`
+	// Checkpoint settings (docs/checkpointing.md). With Checkpoint set the
+	// agent gives the process GANGWAY_CHECKPOINT_DIR, uploads what rank 0
+	// writes there, and restores ResumeFrom (a checkpoint ID; "" on a first
+	// run) into GANGWAY_RESUME_DIR before it starts. Keep is the retention.
+	Checkpoint bool   `json:"checkpoint,omitempty"`
+	ResumeFrom string `json:"resumeFrom,omitempty"`
+	Keep       int    `json:"keep,omitempty"`
+	// Idle is the job's idle policy; zero After means none.
+	Idle gangway.Idle `json:"idle,omitzero"`
 }
 
 // RunTaskResult reports a member that exited 0.
@@ -134,6 +288,12 @@ type RunTaskResult struct {
 	StartedAt  time.Time `json:"startedAt"`
 	FinishedAt time.Time `json:"finishedAt"`
 	LogPath    string    `json:"logPath"`
+}
+
+// RunTaskProgress is the heartbeat detail RunTask records: the newest
+// checkpoint this member uploaded.
+type RunTaskProgress struct {
+	Checkpoint CheckpointRef `json:"checkpoint,omitzero"`
 }
 
 // PhaseChange is one transition in a job's life.
@@ -165,6 +325,36 @@ type Status struct {
 	WaitTime   time.Duration `json:"waitTime"`
 	RunTime    time.Duration `json:"runTime"`
 	GPUSeconds float64       `json:"gpuSeconds"`
+	// Dollars is what the job's GPU time cost, over every pool; it equals
+	// the sum of the job's ledger segments.
+	Dollars float64 `json:"dollars"`
+	// LostGPUSeconds is GPU time whose work was thrown away: the time since
+	// the last checkpoint on every attempt that ended without saving.
+	LostGPUSeconds float64 `json:"lostGPUSeconds,omitempty"`
+	// Attempts records each run: where, how it ended, what it resumed from.
+	Attempts []AttemptRecord `json:"attempts,omitempty"`
+}
+
+// AttemptRecord is one run of the gang.
+type AttemptRecord struct {
+	Attempt      int       `json:"attempt"`
+	Pool         string    `json:"pool"`
+	CapacityType string    `json:"capacityType"`
+	Nodes        []string  `json:"nodes"`
+	GPUs         int       `json:"gpus"`
+	StartedAt    time.Time `json:"startedAt"`
+	EndedAt      time.Time `json:"endedAt,omitzero"`
+	// Ended is one of the Cause constants; "" while running.
+	Ended  string        `json:"ended,omitempty"`
+	By     gangway.JobID `json:"by,omitempty"`
+	Reason string        `json:"reason,omitempty"`
+	// ResumedFrom is the checkpoint the attempt started from; nil for a
+	// fresh start.
+	ResumedFrom *CheckpointRef `json:"resumedFrom,omitempty"`
+	// Checkpoint is the newest checkpoint the attempt left.
+	Checkpoint     *CheckpointRef `json:"checkpoint,omitempty"`
+	LostGPUSeconds float64        `json:"lostGPUSeconds,omitempty"`
+	Dollars        float64        `json:"dollars"`
 }
 
 // Memo keys JobWorkflow keeps up to date so `gangway list` can show jobs
@@ -175,6 +365,18 @@ const (
 	MemoGPUs  = "gpus"
 )
 
-// ErrTypeNodeShutdown: the agent was stopping and killed the task. Not the
-// user's fault; the job is requeued without spending a retry.
-const ErrTypeNodeShutdown = "NodeShutdown"
+// More application error types.
+const (
+	// ErrTypeNodeShutdown: the agent was stopping and killed the task. Not
+	// the user's fault; the job is requeued without spending a retry.
+	ErrTypeNodeShutdown = "NodeShutdown"
+	// ErrTypeGPUFault: a GPU the task held faulted (an Xid NVIDIA blames on
+	// the hardware, a double-bit ECC error, off the bus). The agent
+	// checkpointed and stopped the task; the job moves without spending a
+	// retry. (An Xid that blames the application is ErrTypeTaskFailed.)
+	ErrTypeGPUFault = "GPUFault"
+	// ErrTypeIdle: the job's idle policy released its GPUs. The job ends.
+	ErrTypeIdle = "Idle"
+	// ErrTypeNodesNotReady: AwaitNodes timed out.
+	ErrTypeNodesNotReady = "NodesNotReady"
+)
