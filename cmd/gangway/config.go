@@ -27,8 +27,21 @@ type Config struct {
 	Temporal TemporalConfig `yaml:"temporal"`
 	Redis    RedisConfig    `yaml:"redis"`
 	Log      LogConfig      `yaml:"log"`
-	Server   ServerConfig   `yaml:"server"`
-	Agent    AgentConfig    `yaml:"agent"`
+	Server     ServerConfig     `yaml:"server"`
+	Agent      AgentConfig      `yaml:"agent"`
+	Checkpoint CheckpointConfig `yaml:"checkpoint"`
+}
+
+// CheckpointConfig locates the checkpoint store every agent uploads to and
+// the server reads the newest checkpoint from (docs/checkpointing.md).
+type CheckpointConfig struct {
+	// Store is file:///path (shared storage every node mounts) or
+	// s3://bucket/prefix.
+	Store string `yaml:"store"`
+	// S3 settings, for s3:// stores.
+	S3Endpoint  string `yaml:"s3Endpoint"`  // "" = AWS; else an S3-compatible endpoint URL
+	S3PathStyle bool   `yaml:"s3PathStyle"` // path-style addressing (MinIO, Ceph)
+	S3Region    string `yaml:"s3Region"`
 }
 
 // TemporalConfig locates the Temporal frontend.
@@ -110,6 +123,8 @@ type AgentConfig struct {
 	DataDir           string           `yaml:"dataDir"`
 	FakeGPUs          string           `yaml:"fakeGPUs"` // e.g. "8xH100"
 	HeartbeatInterval gangway.Duration `yaml:"heartbeatInterval"`
+	// Notices picks the cloud preemption-notice watcher: auto, aws, gcp or none.
+	Notices string `yaml:"notices"`
 }
 
 func defaultConfig() Config {
@@ -136,7 +151,9 @@ func defaultConfig() Config {
 			Addr:              host,
 			DataDir:           "/var/lib/gangway",
 			HeartbeatInterval: gangway.Duration{Duration: 2 * time.Second},
+			Notices:           "auto",
 		},
+		Checkpoint: CheckpointConfig{Store: "file:///var/lib/gangway/checkpoints"},
 	}
 }
 
@@ -291,6 +308,16 @@ func (c Config) Validate(server, agentCmd bool) error {
 		}
 		if a.HeartbeatInterval.Duration <= 0 {
 			bad("agent.heartbeatInterval", "must be positive, got %v", a.HeartbeatInterval.Duration)
+		}
+		switch a.Notices {
+		case "auto", "aws", "gcp", "none":
+		default:
+			bad("agent.notices", "must be auto, aws, gcp or none, got %q", a.Notices)
+		}
+	}
+	if server || agentCmd {
+		if !strings.HasPrefix(c.Checkpoint.Store, "file://") && !strings.HasPrefix(c.Checkpoint.Store, "s3://") {
+			bad("checkpoint.store", "must be a file:///path or s3://bucket/prefix URL, got %q", c.Checkpoint.Store)
 		}
 	}
 	return errors.Join(errs...)
