@@ -16,10 +16,12 @@ const (
 	PhaseQueued    Phase = "Queued"
 	PhasePlaced    Phase = "Placed"
 	PhaseRunning   Phase = "Running"
-	PhaseRequeued  Phase = "Requeued"
-	PhaseSucceeded Phase = "Succeeded"
-	PhaseFailed    Phase = "Failed"
-	PhaseCancelled Phase = "Cancelled"
+	// PhaseProvisioning: cloud instances are being launched for the job.
+	PhaseProvisioning Phase = "Provisioning"
+	PhaseRequeued     Phase = "Requeued"
+	PhaseSucceeded    Phase = "Succeeded"
+	PhaseFailed       Phase = "Failed"
+	PhaseCancelled    Phase = "Cancelled"
 )
 
 // Terminal reports whether p is a final phase.
@@ -59,6 +61,10 @@ type Member struct {
 	Milli int `json:"milli,omitempty"`
 	// Addr is the node's address, used as the rank-0 master address.
 	Addr string `json:"addr,omitempty"`
+	// CapacityType ("on-prem", "spot", "on-demand") and PricePerGPUHour
+	// are what the member's GPUs cost, for the ledger.
+	CapacityType    string  `json:"capacityType,omitempty"`
+	PricePerGPUHour float64 `json:"pricePerGPUHour,omitempty"`
 }
 
 // Assignment is what the dispatch loop hands a job: one member per replica,

@@ -219,12 +219,17 @@ type Timing struct {
 	// StartTimeout: a RunTask no agent picks up this long means the node
 	// is lost.
 	StartTimeout time.Duration `json:"startTimeout,omitempty"`
+	// BootTimeout: instances launched for a burst whose agents have not
+	// all registered this long are given up on (terminated; the next offer
+	// is tried).
+	BootTimeout time.Duration `json:"bootTimeout,omitempty"`
 }
 
 // Default timing values.
 const (
 	DefaultHeartbeatTimeout = 10 * time.Second
 	DefaultStartTimeout     = time.Minute
+	DefaultBootTimeout      = 10 * time.Minute
 )
 
 func (t Timing) withDefaults() Timing {
@@ -233,6 +238,9 @@ func (t Timing) withDefaults() Timing {
 	}
 	if t.StartTimeout <= 0 {
 		t.StartTimeout = DefaultStartTimeout
+	}
+	if t.BootTimeout <= 0 {
+		t.BootTimeout = DefaultBootTimeout
 	}
 	return t
 }
@@ -379,4 +387,8 @@ const (
 	ErrTypeIdle = "Idle"
 	// ErrTypeNodesNotReady: AwaitNodes timed out.
 	ErrTypeNodesNotReady = "NodesNotReady"
+	// ErrTypeRestoreFailed: the agent could not restore the checkpoint the
+	// attempt resumes from (store unreachable, corrupt file). Not the
+	// user's fault; the job is requeued without spending a retry.
+	ErrTypeRestoreFailed = "RestoreFailed"
 )

@@ -42,6 +42,7 @@ const (
 	outcomeUserFailure  // spends a user retry
 	outcomeInfraFailure // node lost, GPU busy, preempted: requeue for free
 	outcomeFatal        // max runtime exceeded: no retry
+	outcomeReleased     // the idle policy released the GPUs: the job ends
 )
 
 // JobWorkflow runs one job from submit to a terminal phase:
@@ -65,7 +66,11 @@ func JobWorkflow(ctx workflow.Context, in JobInput) (Status, error) {
 		},
 		placed:  workflow.GetSignalChannel(ctx, SignalPlaced),
 		preempt: workflow.GetSignalChannel(ctx, SignalPreempt),
+		burst:   workflow.GetSignalChannel(ctx, SignalBurst),
 	}
+	// Histories recorded before attempt records, the ledger, checkpoints
+	// and bursts replay along the old path.
+	j.v1 = workflow.GetVersion(ctx, versionAttempts, workflow.DefaultVersion, 1) >= 1
 	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (Status, error) { return j.st, nil }); err != nil {
 		return Status{}, fmt.Errorf("set status query: %w", err)
 	}
@@ -79,80 +84,146 @@ type job struct {
 	st      Status
 	placed  workflow.ReceiveChannel
 	preempt workflow.ReceiveChannel
+	burst   workflow.ReceiveChannel
 	// since is when the current phase began, for wait and run totals.
 	since time.Time
+	// v1: this run records attempts and usage, resumes from checkpoints
+	// and accepts bursts (see versionAttempts).
+	v1 bool
+	// resume is the checkpoint the next attempt starts from.
+	resume *CheckpointRef
+}
+
+// versionAttempts is the change ID of attempt records, usage segments,
+// checkpoint resume and cloud bursts.
+const versionAttempts = "attempts-usage-checkpoints-bursts"
+
+// attemptEnd is how one attempt of the gang ended.
+type attemptEnd struct {
+	out    outcome
+	cause  string // Cause* constant
+	reason string
+	by     gangway.JobID
 }
 
 func (j *job) run(ctx workflow.Context) Status {
 	for {
 		j.st.Attempt++
 		attempt := j.st.Attempt
-		entry := j.spec.QueueEntry(attempt, j.st.SubmittedAt, workflow.Now(ctx))
 		if attempt > 1 {
 			j.setPhase(ctx, gangway.PhaseRequeued, j.st.Reason)
 		}
-		err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, serverActivity),
-			ActivityEnqueue, EnqueueInput{Entry: entry}).Get(ctx, nil)
-		if err != nil {
+		entry := j.spec.QueueEntry(attempt, j.st.SubmittedAt, workflow.Now(ctx))
+		if !j.enqueue(ctx, entry) {
 			return j.cancelled(ctx, "cancelled while queueing")
 		}
-		j.setPhase(ctx, gangway.PhaseQueued, "waiting for GPUs")
-
-		asg, ok := j.waitPlacement(ctx, attempt)
+		asg, burst, ok := j.waitPlacement(ctx, attempt)
 		if !ok {
 			return j.cancelled(ctx, "cancelled while queued")
 		}
-		j.st.Assignment = &asg
-		j.setPhase(ctx, gangway.PhasePlaced, placedReason(asg))
-		j.setPhase(ctx, gangway.PhaseRunning, placedReason(asg))
-
-		out, reason := j.runGang(ctx, asg)
-		j.release(ctx, attempt)
-		switch out {
-		case outcomeSucceeded:
-			return j.finish(ctx, gangway.PhaseSucceeded, "all members exited 0")
-		case outcomeCancelled:
-			return j.finish(ctx, gangway.PhaseCancelled, "cancelled while running")
-		case outcomeFatal:
-			return j.finish(ctx, gangway.PhaseFailed, reason)
-		case outcomeInfraFailure:
-			if j.st.InfraRestarts >= maxInfraRestarts {
-				return j.finish(ctx, gangway.PhaseFailed,
-					fmt.Sprintf("%s; gave up after %d infrastructure restarts", reason, maxInfraRestarts))
-			}
-			j.st.InfraRestarts++
-			j.st.Reason = reason + "; requeued (infrastructure, no retry spent)"
-		case outcomeUserFailure:
-			if j.st.UserRetries >= j.spec.Retries {
-				return j.finish(ctx, gangway.PhaseFailed,
-					fmt.Sprintf("%s; no retries left (%d allowed)", reason, j.spec.Retries))
-			}
-			j.st.UserRetries++
-			j.st.Reason = fmt.Sprintf("%s; retry %d of %d", reason, j.st.UserRetries, j.spec.Retries)
+		var end attemptEnd
+		if burst != nil {
+			end = j.runBurst(ctx, entry, *burst)
+		} else {
+			end = j.runPlaced(ctx, asg)
+		}
+		if st, done := j.afterAttempt(ctx, end); done {
+			return st
 		}
 	}
 }
 
-// waitPlacement blocks until the dispatch loop signals an assignment for
-// this attempt, or the workflow is cancelled. Signals for other attempts are
-// leftovers (a re-signal from a new leader) and are dropped: their GPUs are
-// freed by the release of that attempt.
-func (j *job) waitPlacement(ctx workflow.Context, attempt int) (gangway.Assignment, bool) {
+// enqueue puts this attempt in the queue and marks the job Queued; false
+// means the workflow was cancelled.
+func (j *job) enqueue(ctx workflow.Context, entry gangway.QueueEntry) bool {
+	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, serverActivity),
+		ActivityEnqueue, EnqueueInput{Entry: entry}).Get(ctx, nil)
+	if err != nil {
+		return false
+	}
+	reason := "waiting for GPUs"
+	if len(entry.Nodes) > 0 {
+		reason = fmt.Sprintf("waiting for placement on its instances %v", entry.Nodes)
+	}
+	j.setPhase(ctx, gangway.PhaseQueued, reason)
+	return true
+}
+
+// runPlaced runs the gang where the dispatch loop placed it and frees the
+// GPUs afterwards.
+func (j *job) runPlaced(ctx workflow.Context, asg gangway.Assignment) attemptEnd {
+	j.st.Assignment = &asg
+	j.setPhase(ctx, gangway.PhasePlaced, placedReason(asg))
+	j.setPhase(ctx, gangway.PhaseRunning, placedReason(asg))
+	end := j.runGang(ctx, asg)
+	j.release(ctx, asg.Attempt)
+	return end
+}
+
+// afterAttempt settles an attempt's outcome: the job ends, or the loop
+// goes round again with the reason set.
+func (j *job) afterAttempt(ctx workflow.Context, end attemptEnd) (Status, bool) {
+	switch end.out {
+	case outcomeSucceeded:
+		return j.finish(ctx, gangway.PhaseSucceeded, "all members exited 0"), true
+	case outcomeCancelled:
+		return j.finish(ctx, gangway.PhaseCancelled, "cancelled while running"), true
+	case outcomeFatal:
+		return j.finish(ctx, gangway.PhaseFailed, end.reason), true
+	case outcomeReleased:
+		return j.finish(ctx, gangway.PhaseCancelled, end.reason), true
+	case outcomeInfraFailure:
+		if j.st.InfraRestarts >= maxInfraRestarts {
+			return j.finish(ctx, gangway.PhaseFailed,
+				fmt.Sprintf("%s; gave up after %d infrastructure restarts", end.reason, maxInfraRestarts)), true
+		}
+		j.st.InfraRestarts++
+		j.st.Reason = end.reason + "; requeued (infrastructure, no retry spent)"
+	case outcomeUserFailure:
+		if j.st.UserRetries >= j.spec.Retries {
+			return j.finish(ctx, gangway.PhaseFailed,
+				fmt.Sprintf("%s; no retries left (%d allowed)", end.reason, j.spec.Retries)), true
+		}
+		j.st.UserRetries++
+		j.st.Reason = fmt.Sprintf("%s; retry %d of %d", end.reason, j.st.UserRetries, j.spec.Retries)
+	}
+	return Status{}, false
+}
+
+// waitPlacement blocks until the dispatch loop signals an assignment (or,
+// for a job that may burst, a burst) for this attempt, or the workflow is
+// cancelled. Signals for other attempts are leftovers (a re-signal from a
+// new leader) and are dropped: their GPUs are freed by the release of that
+// attempt.
+func (j *job) waitPlacement(ctx workflow.Context, attempt int) (gangway.Assignment, *BurstRequest, bool) {
 	for {
 		var asg gangway.Assignment
-		var got bool
+		var burst BurstRequest
+		got, gotBurst := false, false
 		sel := workflow.NewSelector(ctx)
 		sel.AddReceive(j.placed, func(c workflow.ReceiveChannel, _ bool) {
 			c.Receive(ctx, &asg)
 			got = true
 		})
+		if j.v1 {
+			sel.AddReceive(j.burst, func(c workflow.ReceiveChannel, _ bool) {
+				c.Receive(ctx, &burst)
+				gotBurst = true
+			})
+		}
 		sel.AddReceive(ctx.Done(), func(workflow.ReceiveChannel, bool) {})
 		sel.Select(ctx)
-		if !got {
-			return gangway.Assignment{}, false
+		switch {
+		case gotBurst && burst.Attempt == attempt && len(burst.Offers) > 0:
+			return gangway.Assignment{}, &burst, true
+		case gotBurst:
+			workflow.GetLogger(ctx).Info("ignoring burst for another attempt", "attempt", attempt, "signalAttempt", burst.Attempt)
+			continue
+		case !got:
+			return gangway.Assignment{}, nil, false
 		}
 		if asg.Attempt == attempt && len(asg.Members) == j.spec.Gang.Replicas {
-			return asg, true
+			return asg, nil, true
 		}
 		workflow.GetLogger(ctx).Info("ignoring placement for another attempt",
 			"attempt", attempt, "signalAttempt", asg.Attempt)
@@ -162,20 +233,23 @@ func (j *job) waitPlacement(ctx workflow.Context, attempt int) (gangway.Assignme
 // runGang starts one RunTask per member on its node's task queue and waits
 // for all of them. The first failure cancels the rest; because activities
 // wait for cancellation, every process is gone when runGang returns (or its
-// node is lost), so the GPUs can be released.
-func (j *job) runGang(ctx workflow.Context, asg gangway.Assignment) (outcome, string) {
+// node is lost), so the GPUs can be released. A preempt request (the
+// scheduler, a drain, a GPU fault, a cloud notice) cancels the gang the same
+// way; the agents checkpoint on the way down.
+func (j *job) runGang(ctx workflow.Context, asg gangway.Assignment) attemptEnd {
 	gctx, cancelGang := workflow.WithCancel(ctx)
 	defer cancelGang()
 	runStart := workflow.Now(ctx)
+	rec := j.startAttempt(asg, runStart)
 	sel := workflow.NewSelector(ctx)
 	var firstErr error
 	var firstRank, done int
-	preempted := ""
+	var preempted *PreemptRequest
 	sel.AddReceive(j.preempt, func(c workflow.ReceiveChannel, _ bool) {
 		var req PreemptRequest
 		c.Receive(ctx, &req)
-		if req.Attempt == asg.Attempt && preempted == "" && firstErr == nil {
-			preempted = req.Reason
+		if req.Attempt == asg.Attempt && preempted == nil && firstErr == nil {
+			preempted = &req
 			cancelGang()
 		}
 	})
@@ -192,7 +266,7 @@ func (j *job) runGang(ctx workflow.Context, asg gangway.Assignment) (outcome, st
 		f := workflow.ExecuteActivity(actx, ActivityRunTask, j.taskInput(asg, m))
 		sel.AddFuture(f, func(f workflow.Future) {
 			done++
-			if err := f.Get(ctx, nil); err != nil && firstErr == nil && preempted == "" {
+			if err := f.Get(ctx, nil); err != nil && firstErr == nil && preempted == nil {
 				firstErr, firstRank = err, rank
 				cancelGang()
 			}
@@ -202,19 +276,41 @@ func (j *job) runGang(ctx workflow.Context, asg gangway.Assignment) (outcome, st
 		sel.Select(ctx)
 	}
 	j.addRun(workflow.Now(ctx).Sub(runStart), asg.GPUCount())
+	var end attemptEnd
 	switch {
 	case ctx.Err() != nil:
-		return outcomeCancelled, ""
-	case preempted != "":
-		return outcomeInfraFailure, "preempted: " + preempted
+		end = attemptEnd{out: outcomeCancelled, cause: CauseCancelled, reason: "cancelled while running"}
+	case preempted != nil:
+		end = preemptEnd(*preempted)
 	case firstErr == nil:
-		return outcomeSucceeded, ""
+		end = attemptEnd{out: outcomeSucceeded, cause: CauseCompleted, reason: "all members exited 0"}
+	default:
+		end = classify(firstErr, firstRank, asg)
 	}
-	return classify(firstErr, firstRank, asg)
+	j.endAttempt(ctx, rec, asg, end)
+	return end
 }
 
-// classify turns the first member failure into an outcome and a sentence.
-func classify(err error, rank int, asg gangway.Assignment) (outcome, string) {
+// preemptEnd turns a preempt request into the attempt's end.
+func preemptEnd(req PreemptRequest) attemptEnd {
+	cause := req.Cause
+	if cause == "" {
+		cause = CausePreempted
+	}
+	what := map[string]string{CauseNotice: "cloud preemption notice", CauseDrain: "node drained",
+		CauseFault: "GPU fault", CauseIdle: "idle"}[cause]
+	if what == "" {
+		what = "preempted"
+	}
+	reason := what
+	if req.Reason != "" {
+		reason += ": " + req.Reason
+	}
+	return attemptEnd{out: outcomeInfraFailure, cause: cause, reason: reason, by: req.By}
+}
+
+// classify turns the first member failure into the attempt's end.
+func classify(err error, rank int, asg gangway.Assignment) attemptEnd {
 	node := ""
 	for _, m := range asg.Members {
 		if m.Rank == rank {
@@ -226,24 +322,28 @@ func classify(err error, rank int, asg gangway.Assignment) (outcome, string) {
 	if errors.As(err, &te) {
 		switch te.TimeoutType() {
 		case enumspb.TIMEOUT_TYPE_HEARTBEAT:
-			return outcomeInfraFailure, fmt.Sprintf("node lost: %s stopped heartbeating", where)
+			return attemptEnd{out: outcomeInfraFailure, cause: CauseNodeLost,
+				reason: fmt.Sprintf("node lost: %s stopped heartbeating", where)}
 		case enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START:
-			return outcomeInfraFailure, fmt.Sprintf("node lost: no agent picked up %s", where)
+			return attemptEnd{out: outcomeInfraFailure, cause: CauseNodeLost,
+				reason: fmt.Sprintf("node lost: no agent picked up %s", where)}
 		case enumspb.TIMEOUT_TYPE_START_TO_CLOSE, enumspb.TIMEOUT_TYPE_SCHEDULE_TO_CLOSE:
-			return outcomeFatal, fmt.Sprintf("%s exceeded maxRuntime", where)
+			return attemptEnd{out: outcomeFatal, cause: CauseTimeout, reason: fmt.Sprintf("%s exceeded maxRuntime", where)}
 		}
 	}
 	var ae *temporal.ApplicationError
 	if errors.As(err, &ae) {
 		switch ae.Type() {
-		case ErrTypeGPUBusy, ErrTypeNodeShutdown:
-			return outcomeInfraFailure, fmt.Sprintf("%s: %s", where, ae.Message())
-		case ErrTypeTaskFailed:
-			return outcomeUserFailure, fmt.Sprintf("%s failed: %s", where, ae.Message())
+		case ErrTypeGPUBusy, ErrTypeNodeShutdown, ErrTypeRestoreFailed:
+			return attemptEnd{out: outcomeInfraFailure, cause: CauseInfra, reason: fmt.Sprintf("%s: %s", where, ae.Message())}
+		case ErrTypeGPUFault:
+			return attemptEnd{out: outcomeInfraFailure, cause: CauseFault, reason: fmt.Sprintf("GPU fault: %s: %s", where, ae.Message())}
+		case ErrTypeIdle:
+			return attemptEnd{out: outcomeReleased, cause: CauseIdle, reason: fmt.Sprintf("released by the idle policy: %s", ae.Message())}
 		}
-		return outcomeUserFailure, fmt.Sprintf("%s failed: %s", where, ae.Message())
+		return attemptEnd{out: outcomeUserFailure, cause: CauseFailed, reason: fmt.Sprintf("%s failed: %s", where, ae.Message())}
 	}
-	return outcomeUserFailure, fmt.Sprintf("%s failed: %v", where, err)
+	return attemptEnd{out: outcomeUserFailure, cause: CauseFailed, reason: fmt.Sprintf("%s failed: %v", where, err)}
 }
 
 func (j *job) taskInput(asg gangway.Assignment, m gangway.Member) RunTaskInput {
@@ -263,7 +363,18 @@ func (j *job) taskInput(asg gangway.Assignment, m gangway.Member) RunTaskInput {
 		WorkingDir:  j.spec.WorkingDir,
 		StopSignal:  j.spec.Checkpoint.Signal,
 		GracePeriod: j.spec.Checkpoint.GracePeriod.Duration,
+		Checkpoint:  j.spec.Checkpoint.Enabled,
+		ResumeFrom:  resumeID(j.resume),
+		Keep:        j.spec.Checkpoint.Keep,
+		Idle:        j.spec.Idle,
 	}
+}
+
+func resumeID(r *CheckpointRef) string {
+	if r == nil {
+		return ""
+	}
+	return r.ID
 }
 
 // release frees the attempt's GPUs. It runs on a disconnected context so it
@@ -283,6 +394,14 @@ func (j *job) release(ctx workflow.Context, attempt int) {
 // gave it, and ends it Cancelled. Dequeue comes first: a commit after it is
 // rejected because the job is no longer queued.
 func (j *job) cancelled(ctx workflow.Context, reason string) Status {
+	j.withdraw(ctx)
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	return j.finish(dctx, gangway.PhaseCancelled, reason)
+}
+
+// withdraw takes the job out of the queue and frees anything a racing
+// commit gave the current attempt.
+func (j *job) withdraw(ctx workflow.Context) {
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
 	err := workflow.ExecuteActivity(workflow.WithActivityOptions(dctx, serverActivity),
 		ActivityDequeue, DequeueInput{JobID: j.spec.Name}).Get(dctx, nil)
@@ -290,7 +409,6 @@ func (j *job) cancelled(ctx workflow.Context, reason string) Status {
 		workflow.GetLogger(ctx).Error("dequeue failed", "error", err)
 	}
 	j.release(ctx, j.st.Attempt)
-	return j.finish(dctx, gangway.PhaseCancelled, reason)
 }
 
 func (j *job) finish(ctx workflow.Context, p gangway.Phase, reason string) Status {
@@ -303,7 +421,7 @@ func (j *job) finish(ctx workflow.Context, p gangway.Phase, reason string) Statu
 func (j *job) setPhase(ctx workflow.Context, p gangway.Phase, reason string) {
 	now := workflow.Now(ctx)
 	switch j.st.Phase {
-	case gangway.PhaseSubmitted, gangway.PhaseQueued, gangway.PhaseRequeued:
+	case gangway.PhaseSubmitted, gangway.PhaseQueued, gangway.PhaseRequeued, gangway.PhaseProvisioning:
 		j.st.WaitTime += now.Sub(j.since) // waiting, as the user sees it
 	}
 	j.st.Phase, j.st.Reason, j.since = p, reason, now

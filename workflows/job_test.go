@@ -26,6 +26,14 @@ type fakeActivities struct {
 	released []int // attempts
 	tasks    []RunTaskInput
 	run      func(ctx context.Context, in RunTaskInput) error
+	usage    []gangway.UsageSegment
+	// checkpoint is what LatestCheckpoint returns.
+	checkpoint CheckpointRef
+	// Cloud: provision decides a launch's outcome per offer pool.
+	provision   func(in ProvisionInput) (ProvisionResult, error)
+	awaitErr    func(in AwaitNodesInput) error
+	provisioned []ProvisionInput
+	terminated  []TerminateInput
 }
 
 func (f *fakeActivities) register(env *testsuite.TestWorkflowEnvironment) {
@@ -57,6 +65,40 @@ func (f *fakeActivities) register(env *testsuite.TestWorkflowEnvironment) {
 		}
 		return RunTaskResult{}, f.run(ctx, in)
 	}, activity.RegisterOptions{Name: ActivityRunTask})
+	env.RegisterActivityWithOptions(func(_ context.Context, in RecordUsageInput) error {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.usage = append(f.usage, in.Segment)
+		return nil
+	}, activity.RegisterOptions{Name: ActivityRecordUsage})
+	env.RegisterActivityWithOptions(func(_ context.Context, _ LatestCheckpointInput) (CheckpointRef, error) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return f.checkpoint, nil
+	}, activity.RegisterOptions{Name: ActivityLatestCheckpoint})
+	env.RegisterActivityWithOptions(func(_ context.Context, in ProvisionInput) (ProvisionResult, error) {
+		f.mu.Lock()
+		f.provisioned = append(f.provisioned, in)
+		f.mu.Unlock()
+		if f.provision == nil {
+			return ProvisionResult{}, errors.New("no cloud in this test")
+		}
+		return f.provision(in)
+	}, activity.RegisterOptions{Name: ActivityProvision})
+	env.RegisterActivityWithOptions(func(_ context.Context, in AwaitNodesInput) (AwaitNodesResult, error) {
+		if f.awaitErr != nil {
+			if err := f.awaitErr(in); err != nil {
+				return AwaitNodesResult{}, err
+			}
+		}
+		return AwaitNodesResult{}, nil
+	}, activity.RegisterOptions{Name: ActivityAwaitNodes})
+	env.RegisterActivityWithOptions(func(_ context.Context, in TerminateInput) (int, error) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.terminated = append(f.terminated, in)
+		return len(in.NodeIDs), nil
+	}, activity.RegisterOptions{Name: ActivityTerminate})
 }
 
 func testSpec(replicas, gpus, retries int) gangway.JobSpec {
@@ -304,7 +346,8 @@ func TestJobWorkflowTaskInputs(t *testing.T) {
 	for r := range 2 {
 		want[r] = RunTaskInput{JobID: "train-1", Team: "vision", Attempt: 1, Rank: r, WorldSize: 2, MasterAddr: "10.0.0.0",
 			NodeID: fmt.Sprintf("n%d", r), GPUs: []int{0, 1, 2, 3}, Command: []string{"train"}, Args: []string{"--lr", "0.1"},
-			Env: map[string]string{"A": "1"}, StopSignal: "SIGTERM", GracePeriod: spec.Checkpoint.GracePeriod.Duration}
+			Env: map[string]string{"A": "1"}, StopSignal: "SIGTERM", GracePeriod: spec.Checkpoint.GracePeriod.Duration,
+			Keep: gangway.DefaultKeep}
 	}
 	if diff := cmp.Diff(want, byRank); diff != "" {
 		t.Errorf("task inputs (-want +got):\n%s", diff)

@@ -1,0 +1,120 @@
+package workflows
+
+import (
+	"slices"
+	"time"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/gangwayhq/gangway"
+)
+
+// startAttempt opens the attempt's record.
+func (j *job) startAttempt(asg gangway.Assignment, at time.Time) int {
+	if !j.v1 {
+		return -1
+	}
+	rec := AttemptRecord{Attempt: asg.Attempt, GPUs: asg.GPUCount(), StartedAt: at, ResumedFrom: j.resume}
+	for _, m := range asg.Members {
+		if !slices.Contains(rec.Nodes, m.NodeID) {
+			rec.Nodes = append(rec.Nodes, m.NodeID)
+		}
+		rec.Pool, rec.CapacityType = m.Pool, capacityType(m)
+	}
+	j.st.Attempts = append(j.st.Attempts, rec)
+	return len(j.st.Attempts) - 1
+}
+
+func capacityType(m gangway.Member) string {
+	if m.CapacityType == "" {
+		return gangway.CapacityOnPrem
+	}
+	return m.CapacityType
+}
+
+// endAttempt closes the record: how it ended, what it cost (one ledger
+// segment per pool the gang ran in), the newest checkpoint (which the next
+// attempt resumes from), and the GPU time whose work is lost.
+func (j *job) endAttempt(ctx workflow.Context, idx int, asg gangway.Assignment, end attemptEnd) {
+	if idx < 0 {
+		return
+	}
+	rec := &j.st.Attempts[idx]
+	rec.EndedAt, rec.Ended, rec.By, rec.Reason = workflow.Now(ctx), end.cause, end.by, end.reason
+	for _, seg := range j.segments(asg, rec.StartedAt, rec.EndedAt) {
+		j.recordUsage(ctx, seg)
+		rec.Dollars += seg.Dollars()
+		j.st.Dollars += seg.Dollars()
+	}
+	if !j.spec.Checkpoint.Enabled || end.out == outcomeSucceeded || end.out == outcomeCancelled {
+		if end.out == outcomeInfraFailure {
+			j.lose(rec, rec.StartedAt) // nothing saved: the whole attempt is redone
+		}
+		return
+	}
+	if ref, ok := j.latestCheckpoint(ctx); ok {
+		rec.Checkpoint, j.resume = &ref, &ref
+	}
+	if end.out != outcomeInfraFailure && end.out != outcomeUserFailure {
+		return
+	}
+	// Work since the newest checkpoint is redone. Checkpoint times come
+	// from the agents' clocks; one taken before this attempt (or none)
+	// means the whole attempt is lost.
+	since := rec.StartedAt
+	if rec.Checkpoint != nil && rec.Checkpoint.At.After(since) {
+		since = rec.Checkpoint.At
+	}
+	j.lose(rec, since)
+}
+
+func (j *job) lose(rec *AttemptRecord, since time.Time) {
+	if since.After(rec.EndedAt) {
+		return
+	}
+	lost := rec.EndedAt.Sub(since).Seconds() * float64(rec.GPUs)
+	rec.LostGPUSeconds += lost
+	j.st.LostGPUSeconds += lost
+}
+
+// segments splits the attempt's GPU time by pool, capacity type and price.
+func (j *job) segments(asg gangway.Assignment, start, end time.Time) []gangway.UsageSegment {
+	var segs []gangway.UsageSegment
+	for _, m := range asg.Members {
+		i := slices.IndexFunc(segs, func(s gangway.UsageSegment) bool {
+			return s.Pool == m.Pool && s.CapacityType == capacityType(m) && s.PricePerGPUHour == m.PricePerGPUHour
+		})
+		if i < 0 {
+			segs = append(segs, gangway.UsageSegment{JobID: j.spec.Name, Attempt: asg.Attempt, Team: j.spec.Team,
+				Project: j.spec.Project, Pool: m.Pool, CapacityType: capacityType(m), Start: start, End: end,
+				PricePerGPUHour: m.PricePerGPUHour})
+			i = len(segs) - 1
+		}
+		segs[i].GPUs += len(m.GPUs)
+	}
+	return segs
+}
+
+// recordUsage adds a segment to the ledger. It runs on a disconnected
+// context: a cancelled job's GPU time is still billed.
+func (j *job) recordUsage(ctx workflow.Context, seg gangway.UsageSegment) {
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	err := workflow.ExecuteActivity(workflow.WithActivityOptions(dctx, serverActivity),
+		ActivityRecordUsage, RecordUsageInput{Segment: seg}).Get(dctx, nil)
+	if err != nil {
+		workflow.GetLogger(ctx).Error("record usage failed", "attempt", seg.Attempt, "error", err)
+	}
+}
+
+// latestCheckpoint asks the store for the job's newest checkpoint.
+func (j *job) latestCheckpoint(ctx workflow.Context) (CheckpointRef, bool) {
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	var ref CheckpointRef
+	err := workflow.ExecuteActivity(workflow.WithActivityOptions(dctx, serverActivity),
+		ActivityLatestCheckpoint, LatestCheckpointInput{JobID: j.spec.Name}).Get(dctx, &ref)
+	if err != nil {
+		workflow.GetLogger(ctx).Error("latest checkpoint failed", "error", err)
+		return CheckpointRef{}, false
+	}
+	return ref, ref.ID != ""
+}
