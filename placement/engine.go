@@ -36,6 +36,14 @@ type Options struct {
 	// MinRuntime protects jobs that started less than this ago from
 	// preemption.
 	MinRuntime time.Duration
+	// Offers is the cloud capacity jobs that may burst can rent now;
+	// BurstAfter is how long the on-prem wait must be before renting pays
+	// off; Teams caps what each team may pay; RestartOverhead is the boot
+	// and restore time of a cloud restart (burst.go).
+	Offers          []Offer
+	BurstAfter      time.Duration
+	Teams           map[string]TeamPolicy
+	RestartOverhead time.Duration
 	// SampleNodes bounds how many feasible nodes are scored per replica
 	// (0: all), starting where the previous search stopped, as Kubernetes'
 	// percentageOfNodesToScore does: on very large fleets it trades a
@@ -214,6 +222,9 @@ func (se *Session) Place(queue []Job) Plan {
 			blockedPrio = max(blockedPrio, j.Priority)
 		}
 		plan.Unplaced = append(plan.Unplaced, u)
+		if b, ok := se.burst(j, u, plan.Reservations); ok {
+			plan.Bursts = append(plan.Bursts, b)
+		}
 	}
 	return plan
 }
@@ -252,13 +263,14 @@ type shapeKey struct {
 	replicas, gpus, milli int
 	cpu, mem              int64
 	models, pools, team   string
+	nodes                 string
 	topology              Topology
 	maxRuntime            time.Duration
 }
 
 func shapeOf(j *Job) shapeKey {
 	return shapeKey{replicas: j.Replicas, gpus: j.GPUsPerReplica, milli: j.GPUMilli, cpu: j.CPUMilli, mem: j.MemMiB,
-		models: strings.Join(j.Models, "|"), pools: strings.Join(j.Pools, "|"), team: j.Team,
+		models: strings.Join(j.Models, "|"), pools: strings.Join(j.Pools, "|"), team: j.Team, nodes: strings.Join(j.Nodes, "|"),
 		topology: j.Topology, maxRuntime: j.MaxRuntime}
 }
 
@@ -340,7 +352,11 @@ func (se *Session) placeIn(j *Job, g *group) ([]gangway.Member, bool) {
 		}
 		v.take(c, j.CPUMilli, j.MemMiB)
 		n := &v.nodes[c.Node]
-		m := gangway.Member{Rank: rank, NodeID: n.ID, Pool: n.Pool, Addr: n.Addr, GPUs: c.GPUs}
+		m := gangway.Member{Rank: rank, NodeID: n.ID, Pool: n.Pool, Addr: n.Addr, GPUs: c.GPUs,
+			PricePerGPUHour: n.PricePerGPUHour}
+		if n.CapacityType != gangway.CapacityOnPrem {
+			m.CapacityType = n.CapacityType // "" means on-prem
+		}
 		if j.Share() {
 			m.Milli = c.Milli
 		}
@@ -425,7 +441,7 @@ func (se *Session) feasibleNode(j *Job, i int) bool {
 			return false
 		}
 	}
-	if !n.Schedulable || !allowed(j.Models, n.Model) || !allowed(j.Pools, n.Pool) {
+	if !n.Schedulable || !j.mayUse(n) {
 		return false
 	}
 	if v.cpu[i] < j.CPUMilli || v.mem[i] < j.MemMiB {

@@ -20,7 +20,7 @@ func (se *Session) explain(j *Job) Unplaced {
 		if n.Model != "" && !slices.Contains(fleetModels, n.Model) {
 			fleetModels = append(fleetModels, n.Model)
 		}
-		if !allowed(j.Models, n.Model) || !allowed(j.Pools, n.Pool) {
+		if !j.mayUse(n) {
 			continue
 		}
 		matching++
@@ -83,7 +83,7 @@ func (se *Session) explain(j *Job) Unplaced {
 	end := v.jobEnd(j)
 	for i := range v.nodes {
 		n := &v.nodes[i]
-		if !n.Schedulable || !allowed(j.Models, n.Model) || !allowed(j.Pools, n.Pool) {
+		if !n.Schedulable || !j.mayUse(n) {
 			continue
 		}
 		nodeWhole := 0

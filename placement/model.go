@@ -69,6 +69,9 @@ type Node struct {
 	CapacityType    string
 	PricePerGPUHour float64
 	Rack, Block     string
+	// Owner is the job a cloud node was launched for; only that job is
+	// placed on it. "" for shared nodes.
+	Owner gangway.JobID
 
 	CPUMilli, MemMiB         int64 // capacity
 	UsedCPUMilli, UsedMemMiB int64
@@ -99,6 +102,18 @@ type Job struct {
 	Topology       Topology
 	MaxRuntime     time.Duration
 	Preemptible    bool
+	// Nodes pins the job to these nodes (a burst attempt waiting for the
+	// instances launched for it); empty means anywhere.
+	Nodes []string
+	// Burst is what the job may rent when waiting costs more (burst.go).
+	Burst BurstPolicy
+}
+
+// mayUse reports whether the job may ever run on the node: its model and
+// pool, the node's owner, and the job's pinned nodes.
+func (j *Job) mayUse(n *Node) bool {
+	return allowed(j.Models, n.Model) && allowed(j.Pools, n.Pool) && allowed(j.Nodes, n.ID) &&
+		(n.Owner == "" || n.Owner == j.ID)
 }
 
 // Share reports whether each replica takes a fraction of one GPU.

@@ -14,6 +14,8 @@ type Plan struct {
 	Preemptions  []Preemption
 	Reservations []Reservation
 	Unplaced     []Unplaced
+	// Bursts are waiting jobs to run on rented cloud capacity instead.
+	Bursts []Burst `json:",omitempty"`
 }
 
 // Preemption is a set of running jobs to stop so Preemptor can start.

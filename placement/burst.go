@@ -1,0 +1,228 @@
+package placement
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/gangwayhq/gangway"
+	"github.com/gangwayhq/gangway/internal/spotpolicy"
+)
+
+// Offer is cloud capacity a job may rent: an instance type in a pool at a
+// capacity type, with its price now.
+type Offer struct {
+	Provider, Pool, Region, Zone, InstanceType, GPUModel string
+	GPUsPerInstance                                      int
+	CapacityType                                         string // gangway.CapacitySpot or CapacityOnDemand
+	PricePerHour                                         float64
+	// InterruptionRate is per instance-hour (0 for on-demand).
+	InterruptionRate float64
+}
+
+// BurstPolicy is a job's own cloud policy, from its spec.
+type BurstPolicy struct {
+	Enabled            bool
+	Pools              []string
+	CapacityTypes      []string
+	MaxPricePerGPUHour float64
+	// Runtime is the expected length of one run; Deadline when it must
+	// have finished (zero: none).
+	Runtime            time.Duration
+	Deadline           time.Time
+	Checkpointable     bool
+	CheckpointInterval time.Duration
+}
+
+// TeamPolicy caps what a team pays for cloud capacity.
+type TeamPolicy struct {
+	// MaxPricePerGPUHour: 0 means no cap.
+	MaxPricePerGPUHour float64
+	// BudgetLeft is what is left of the team's monthly budget in dollars;
+	// NoBudget means no budget is set.
+	BudgetLeft float64
+}
+
+// NoBudget marks a team without a monthly budget.
+const NoBudget = -1.0
+
+// Burst sends a waiting job to rented capacity: the offers it may use,
+// cheapest expected cost first.
+type Burst struct {
+	JobID   gangway.JobID
+	Attempt int
+	Offers  []BurstChoice
+	// ETA is the on-prem wait the burst avoids (-1: never fits on-prem).
+	ETA    time.Duration
+	Reason string
+}
+
+// BurstChoice is one offer for one job: Count instances, one per replica.
+type BurstChoice struct {
+	Offer
+	Count int
+	// ExpectedCost and ExpectedDuration are to completion, counting the
+	// work the offer's interruptions are expected to redo.
+	ExpectedCost     float64
+	ExpectedDuration time.Duration
+}
+
+// never is the ETA of a job that cannot run on-prem at all.
+const never = time.Duration(-1)
+
+// burst decides whether j, which the plan leaves waiting, should rent
+// capacity instead. It does when the job allows it and either the on-prem
+// wait is longer than BurstAfter or waiting would miss the deadline; it
+// offers every allowed offer within the job's and team's price caps and
+// the team's budget, cheapest expected cost to completion first. For a job
+// with a deadline, spot offers whose expected duration (interruptions
+// included) would not finish in time are dropped, so it falls back to
+// on-demand when the slack is gone.
+func (se *Session) burst(j *Job, u Unplaced, rs []Reservation) (Burst, bool) {
+	b := j.Burst
+	if !b.Enabled || len(j.Nodes) > 0 || len(se.opts.Offers) == 0 {
+		return Burst{}, false
+	}
+	now := se.view.now
+	eta := se.onPremETA(j, u, rs)
+	late := !b.Deadline.IsZero() && (eta == never || now.Add(eta+b.Runtime).After(b.Deadline))
+	if eta != never && eta <= se.opts.BurstAfter && !late {
+		return Burst{}, false
+	}
+	team, ok := se.opts.Teams[j.Team]
+	if !ok {
+		team = TeamPolicy{BudgetLeft: NoBudget}
+	}
+	var choices []BurstChoice
+	for _, o := range se.opts.Offers {
+		c, ok := se.choose(j, o, team)
+		if !ok {
+			continue
+		}
+		if !b.Deadline.IsZero() && now.Add(c.ExpectedDuration).After(b.Deadline) {
+			continue
+		}
+		choices = append(choices, c)
+	}
+	if len(choices) == 0 {
+		return Burst{}, false
+	}
+	slices.SortStableFunc(choices, func(a, b BurstChoice) int {
+		switch {
+		case a.ExpectedCost < b.ExpectedCost:
+			return -1
+		case a.ExpectedCost > b.ExpectedCost:
+			return 1
+		}
+		return 0
+	})
+	best := choices[0]
+	wait := "never fits on-prem"
+	if eta != never {
+		wait = "on-prem ETA " + eta.Round(time.Second).String()
+	}
+	reason := fmt.Sprintf("%s; %s in %s costs $%.2f expected (%d×%s at $%.2f/GPU-h)", wait,
+		best.CapacityType, best.Pool, best.ExpectedCost, best.Count, best.InstanceType, best.pricePerGPUHour(j))
+	if late {
+		reason += fmt.Sprintf("; the deadline %s needs it", b.Deadline.UTC().Format(time.RFC3339))
+	}
+	return Burst{JobID: j.ID, Attempt: j.Attempt, Offers: choices, ETA: eta, Reason: reason}, true
+}
+
+// choose prices offer o for j, or rules it out.
+func (se *Session) choose(j *Job, o Offer, team TeamPolicy) (BurstChoice, bool) {
+	b := j.Burst
+	if o.GPUsPerInstance < j.GPUsPerReplica || j.GPUsPerReplica == 0 ||
+		!allowed(b.Pools, o.Pool) || !allowed(b.CapacityTypes, o.CapacityType) || !allowed(j.Models, o.GPUModel) {
+		return BurstChoice{}, false
+	}
+	c := BurstChoice{Offer: o, Count: j.Replicas}
+	price := c.pricePerGPUHour(j)
+	if (b.MaxPricePerGPUHour > 0 && price > b.MaxPricePerGPUHour) ||
+		(team.MaxPricePerGPUHour > 0 && price > team.MaxPricePerGPUHour) {
+		return BurstChoice{}, false
+	}
+	runtime := b.Runtime
+	if runtime <= 0 {
+		runtime = j.MaxRuntime
+	}
+	work := spotpolicy.Work{GPUs: j.Replicas * j.GPUsPerReplica, Remaining: runtime, Checkpointable: b.Checkpointable,
+		CheckpointInterval: b.CheckpointInterval, RestartOverhead: se.opts.RestartOverhead}
+	so := spotpolicy.Offer{CapacityType: o.CapacityType, PricePerGPUHour: price, InterruptionRate: o.InterruptionRate}
+	c.ExpectedCost, c.ExpectedDuration = spotpolicy.ExpectedCost(so, work), spotpolicy.ExpectedDuration(so, work)
+	if math.IsInf(c.ExpectedCost, 1) || (team.BudgetLeft != NoBudget && c.ExpectedCost > team.BudgetLeft) {
+		return BurstChoice{}, false
+	}
+	return c, true
+}
+
+// pricePerGPUHour is what each GPU the job uses costs: a replica takes a
+// whole instance, so GPUs it leaves idle are paid for too.
+func (c BurstChoice) pricePerGPUHour(j *Job) float64 {
+	return c.PricePerHour / float64(j.GPUsPerReplica)
+}
+
+// onPremETA estimates how long j waits on-prem: until its reservation
+// starts, or until enough of the running jobs that hold GPUs it may use
+// have ended (at their max runtime) to free its GPUs. It is an upper-bound
+// estimate that ignores the queue ahead, which reservations already cover
+// for the largest blocked jobs.
+func (se *Session) onPremETA(j *Job, u Unplaced, rs []Reservation) time.Duration {
+	if !u.Reason.Retry() {
+		return never
+	}
+	now := se.view.now
+	for _, r := range rs {
+		if r.JobID == j.ID {
+			return max(r.Start.Sub(now), 0)
+		}
+	}
+	need := j.Replicas * j.GPUsPerReplica
+	free := 0
+	v := se.view
+	for i := range v.nodes {
+		n := &v.nodes[i]
+		if !n.Schedulable || !j.mayUse(n) {
+			continue
+		}
+		for _, f := range v.free[i] {
+			if f == Whole {
+				free++
+			}
+		}
+	}
+	type release struct {
+		at   time.Time
+		gpus int
+	}
+	var rels []release
+	for _, r := range se.running {
+		if r.MaxRuntime <= 0 {
+			continue
+		}
+		g := 0
+		for _, m := range r.Members {
+			if i := se.nodeIndex(m.NodeID); i >= 0 && v.nodes[i].Schedulable && j.mayUse(&v.nodes[i]) {
+				g += len(m.GPUs)
+			}
+		}
+		if g > 0 {
+			rels = append(rels, release{r.Start.Add(r.MaxRuntime), g})
+		}
+	}
+	slices.SortFunc(rels, func(a, b release) int { return a.at.Compare(b.at) })
+	for _, r := range rels {
+		if free >= need {
+			break
+		}
+		free += r.gpus
+		if free >= need {
+			return max(r.at.Sub(now), 0)
+		}
+	}
+	if free >= need {
+		return 0 // fragmentation, not capacity: expect a spot soon
+	}
+	return never
+}

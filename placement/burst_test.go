@@ -1,0 +1,162 @@
+package placement_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/gangwayhq/gangway"
+	"github.com/gangwayhq/gangway/placement"
+)
+
+var (
+	spotA100 = placement.Offer{Provider: "fake", Pool: "fake-spot", Zone: "z1", InstanceType: "a2-8", GPUModel: "A100",
+		GPUsPerInstance: 8, CapacityType: gangway.CapacitySpot, PricePerHour: 8, InterruptionRate: 0.1}
+	odA100 = placement.Offer{Provider: "fake", Pool: "fake-od", Zone: "z1", InstanceType: "a2-8", GPUModel: "A100",
+		GPUsPerInstance: 8, CapacityType: gangway.CapacityOnDemand, PricePerHour: 24}
+)
+
+func burstJob(id string, replicas int) placement.Job {
+	j := job(id).gang(replicas, 8).j
+	j.MaxRuntime = 4 * time.Hour
+	j.Burst = placement.BurstPolicy{Enabled: true, Runtime: 2 * time.Hour, Checkpointable: true, CheckpointInterval: 10 * time.Minute}
+	return j
+}
+
+// burstsOf reduces a plan's bursts to job → pools in order.
+func burstsOf(p placement.Plan) map[gangway.JobID][]string {
+	out := map[gangway.JobID][]string{}
+	for _, b := range p.Bursts {
+		for _, c := range b.Offers {
+			out[b.JobID] = append(out[b.JobID], c.Pool)
+		}
+	}
+	return out
+}
+
+func TestBurst(t *testing.T) {
+	// One 8-GPU node, busy for 3 more hours.
+	busy := func() *fleetBuilder {
+		return fleet(node("n1").gpus(8, "A100")).with(running("r1").on("n1", 0, 1, 2, 3, 4, 5, 6, 7).runtime(4 * time.Hour))
+	}
+	opts := placement.Options{Offers: []placement.Offer{odA100, spotA100}, BurstAfter: 10 * time.Minute}
+	tests := map[string]struct {
+		fleet *fleetBuilder
+		job   func() placement.Job
+		opts  func(o *placement.Options)
+		want  map[gangway.JobID][]string
+	}{
+		"long on-prem wait bursts, spot first": {
+			fleet: busy(), job: func() placement.Job { return burstJob("j", 2) },
+			want: map[gangway.JobID][]string{"j": {"fake-spot", "fake-od"}},
+		},
+		"no burst without the job's consent": {
+			fleet: busy(), job: func() placement.Job { j := burstJob("j", 2); j.Burst.Enabled = false; return j },
+			want: map[gangway.JobID][]string{},
+		},
+		"a short wait does not burst": {
+			fleet: busy(), job: func() placement.Job { return burstJob("j", 1) },
+			opts:  func(o *placement.Options) { o.BurstAfter = 4 * time.Hour },
+			want:  map[gangway.JobID][]string{},
+		},
+		"a job that fits now is placed, not burst": {
+			fleet: fleet(node("n1").gpus(8, "A100")), job: func() placement.Job { return burstJob("j", 1) },
+			want: map[gangway.JobID][]string{},
+		},
+		"job price cap rules out on-demand": {
+			fleet: busy(), job: func() placement.Job { j := burstJob("j", 1); j.Burst.MaxPricePerGPUHour = 2; return j },
+			want: map[gangway.JobID][]string{"j": {"fake-spot"}},
+		},
+		"team price cap rules out everything": {
+			fleet: busy(), job: func() placement.Job { return burstJob("j", 1) },
+			opts:  func(o *placement.Options) { o.Teams = map[string]placement.TeamPolicy{"ml": {MaxPricePerGPUHour: 0.5, BudgetLeft: placement.NoBudget}} },
+			want:  map[gangway.JobID][]string{},
+		},
+		"team budget too small for the job": {
+			fleet: busy(), job: func() placement.Job { return burstJob("j", 2) },
+			opts:  func(o *placement.Options) { o.Teams = map[string]placement.TeamPolicy{"ml": {BudgetLeft: 5}} },
+			want:  map[gangway.JobID][]string{},
+		},
+		"only allowed capacity types": {
+			fleet: busy(), job: func() placement.Job {
+				j := burstJob("j", 1)
+				j.Burst.CapacityTypes = []string{gangway.CapacityOnDemand}
+				return j
+			},
+			want: map[gangway.JobID][]string{"j": {"fake-od"}},
+		},
+		"model the cloud does not have": {
+			fleet: busy(), job: func() placement.Job { j := burstJob("j", 1); j.Models = []string{"H100"}; return j },
+			want: map[gangway.JobID][]string{},
+		},
+		"tight deadline drops spot for on-demand": {
+			fleet: busy(), job: func() placement.Job {
+				j := burstJob("j", 1)
+				j.Burst.Checkpointable = false
+				j.Burst.Deadline = t0.Add(2*time.Hour + 5*time.Minute)
+				return j
+			},
+			opts: func(o *placement.Options) { o.BurstAfter = 24 * time.Hour },
+			want: map[gangway.JobID][]string{"j": {"fake-od"}},
+		},
+		"a pinned job never bursts again": {
+			fleet: busy(), job: func() placement.Job { j := burstJob("j", 1); j.Nodes = []string{"i-1"}; return j },
+			want: map[gangway.JobID][]string{},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			o := opts
+			if tc.opts != nil {
+				tc.opts(&o)
+			}
+			p := placement.Place(tc.fleet.build(), []placement.Job{tc.job()}, o)
+			if d := cmp.Diff(tc.want, burstsOf(p)); d != "" {
+				t.Errorf("bursts (-want +got):\n%s\nplan: %+v", d, p)
+			}
+		})
+	}
+}
+
+// TestBurstReason: the burst explains itself in numbers.
+func TestBurstReason(t *testing.T) {
+	f := fleet(node("n1").gpus(8, "A100")).with(running("r1").on("n1", 0, 1, 2, 3, 4, 5, 6, 7).runtime(4 * time.Hour))
+	p := placement.Place(f.build(), []placement.Job{burstJob("j", 1)},
+		placement.Options{Offers: []placement.Offer{spotA100}, BurstAfter: time.Minute})
+	if len(p.Bursts) != 1 {
+		t.Fatalf("bursts %+v, want one", p.Bursts)
+	}
+	b := p.Bursts[0]
+	if b.ETA != 3*time.Hour || b.Offers[0].Count != 1 || b.Offers[0].ExpectedCost <= 2*8 {
+		t.Errorf("burst %+v: want ETA 3h, 1 instance, more than $16 expected (2 h × $8 plus interruptions)", b)
+	}
+	want := "on-prem ETA 3h0m0s; spot in fake-spot costs $"
+	if len(b.Reason) < len(want) || b.Reason[:len(want)] != want {
+		t.Errorf("reason %q, want it to start %q", b.Reason, want)
+	}
+}
+
+// TestOwnedNodes: a node launched for one job takes only that job, and a
+// pinned job goes only to its nodes.
+func TestOwnedNodes(t *testing.T) {
+	owned := node("i-1").gpus(8, "A100")
+	owned.n.Owner = "burst-job"
+	f := fleet(owned, node("n2").gpus(8, "A100"))
+	other := job("other").gang(1, 8).j
+	pinned := job("burst-job").gang(1, 8).j
+	pinned.Nodes = []string{"i-1"}
+	p := placement.Place(f.build(), []placement.Job{other, pinned}, placement.Options{})
+	got := map[gangway.JobID]string{}
+	for _, a := range p.Assignments {
+		got[a.JobID] = a.Members[0].NodeID
+	}
+	if d := cmp.Diff(map[gangway.JobID]string{"other": "n2", "burst-job": "i-1"}, got); d != "" {
+		t.Errorf("placements (-want +got):\n%s", d)
+	}
+	// Without its own node free, the other job does not take i-1.
+	p = placement.Place(fleet(owned).build(), []placement.Job{other}, placement.Options{})
+	if len(p.Assignments) != 0 {
+		t.Errorf("a job was placed on another job's node: %+v", p.Assignments)
+	}
+}
