@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/gangwayhq/gangway"
+	"github.com/gangwayhq/gangway/checkpoint"
 	"github.com/gangwayhq/gangway/internal/capacity"
 	"github.com/gangwayhq/gangway/workflows"
 )
@@ -50,6 +51,25 @@ type Config struct {
 	HeartbeatInterval time.Duration
 	Recorder          Recorder // optional
 	Log               *slog.Logger
+
+	// Checkpoints is where rank 0 saves the checkpoints its task writes,
+	// and where every rank restores ResumeFrom from; nil: the node does
+	// not checkpoint (docs/checkpointing.md).
+	Checkpoints checkpoint.Store
+	// CheckpointPoll is how often a task's checkpoint directory is looked
+	// at for complete checkpoints (default 1s). UploadTimeout bounds the
+	// final save after a task stops (default 10m).
+	CheckpointPoll time.Duration
+	UploadTimeout  time.Duration
+	// TaskHeartbeat is how often a task heartbeats to Temporal, carrying
+	// its newest checkpoint (default 2s; at most a quarter of the
+	// activity's heartbeat timeout).
+	TaskHeartbeat      time.Duration
+	CheckpointObserver CheckpointObserver // optional
+	// Notices are the cloud's warnings that this node goes away (see the
+	// notice package); nil: none. An interruption or maintenance notice
+	// signals the workflow of every task running here to preempt it.
+	Notices <-chan Notice
 }
 
 // Agent runs one node.
@@ -60,6 +80,9 @@ type Agent struct {
 
 	mu   sync.Mutex
 	busy map[int]string // GPU index → "job/attempt/rank" running on it
+
+	tasks   taskTable   // running tasks, for StopTasks and notices
+	notices noticeState // notices seen, preempt signals sent
 }
 
 // New returns an agent for cfg.Node.
@@ -69,6 +92,15 @@ func New(cfg Config, c Capacity) *Agent {
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.CheckpointPoll <= 0 {
+		cfg.CheckpointPoll = defaultCheckpointPoll
+	}
+	if cfg.UploadTimeout <= 0 {
+		cfg.UploadTimeout = defaultUploadTimeout
+	}
+	if cfg.TaskHeartbeat <= 0 {
+		cfg.TaskHeartbeat = 2 * time.Second
 	}
 	return &Agent{cfg: cfg, cap: c, log: cfg.Log.With("node", cfg.Node.ID), busy: map[int]string{}}
 }
@@ -97,6 +129,9 @@ func (a *Agent) Run(ctx context.Context, tc client.Client) error {
 		return fmt.Errorf("start worker for node %s: %w", a.cfg.Node.ID, err)
 	}
 	defer w.Stop()
+	if a.cfg.Notices != nil {
+		go a.watchNotices(ctx, tc)
+	}
 	a.log.Info("agent up", "gpus", len(a.cfg.Node.GPUs), "model", a.cfg.Node.Model(), "pool", a.cfg.Node.Pool)
 
 	t := time.NewTicker(a.cfg.HeartbeatInterval)
@@ -161,8 +196,4 @@ func (a *Agent) record(in workflows.RunTaskInput, start bool) {
 
 func (a *Agent) logPath(in workflows.RunTaskInput) string {
 	return filepath.Join(a.cfg.DataDir, "logs", in.JobID, fmt.Sprintf("attempt-%d-rank-%d.log", in.Attempt, in.Rank))
-}
-
-func (a *Agent) checkpointDir(in workflows.RunTaskInput) string {
-	return filepath.Join(a.cfg.DataDir, "checkpoints", in.JobID)
 }

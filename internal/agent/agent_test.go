@@ -345,7 +345,7 @@ func TestRunTaskSucceeds(t *testing.T) {
 
 func TestRunTaskEnvironment(t *testing.T) {
 	h := newHarness(t)
-	in := h.task(`env; echo "cwd=$(pwd)"`)
+	in := h.task(`env; echo "cwd=$(pwd)"; test -d "$GANGWAY_CHECKPOINT_DIR" && echo "ckpt_dir=exists"`)
 	in.WorkingDir = h.scratch
 	in.Env["USER_SETTING"] = "a b=c"
 	in.Env["GANGWAY_RANK"] = "99" // Gangway's own variables win
@@ -359,7 +359,7 @@ func TestRunTaskEnvironment(t *testing.T) {
 			got[k] = v
 		}
 	}
-	ckpt := filepath.Join(h.dataDir, "checkpoints", "train-1")
+	ckpt := filepath.Join(h.dataDir, "tasks", "train-1", "attempt-2-rank-1", "checkpoint")
 	want := map[string]string{
 		"CUDA_VISIBLE_DEVICES":   "1,3",
 		"GANGWAY_JOB_ID":         "train-1",
@@ -370,6 +370,8 @@ func TestRunTaskEnvironment(t *testing.T) {
 		"GANGWAY_WORLD_SIZE":     "2",
 		"GANGWAY_MASTER_ADDR":    "10.0.0.9",
 		"GANGWAY_CHECKPOINT_DIR": ckpt,
+		"GANGWAY_RESUME_DIR":     "", // a fresh start
+		"ckpt_dir":               "exists",
 		"MASTER_ADDR":            "10.0.0.9",
 		"RANK":                   "1",
 		"WORLD_SIZE":             "2",
@@ -377,12 +379,12 @@ func TestRunTaskEnvironment(t *testing.T) {
 		"cwd":                    h.scratch,
 	}
 	for k, v := range want {
-		if got[k] != v {
-			t.Errorf("%s = %q, want %q", k, got[k], v)
+		if gv, ok := got[k]; !ok || gv != v {
+			t.Errorf("%s = %q (set: %v), want %q", k, gv, ok, v)
 		}
 	}
-	if fi, err := os.Stat(ckpt); err != nil || !fi.IsDir() {
-		t.Errorf("checkpoint dir %s not created: %v", ckpt, err)
+	if _, err := os.Stat(filepath.Dir(ckpt)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the task's directory is left after it ended (stat: %v)", err)
 	}
 }
 

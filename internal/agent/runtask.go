@@ -29,8 +29,13 @@ const maxGrace = 30 * time.Second
 // RunTask runs one gang member to completion. It returns nil when the
 // process exits 0; an ApplicationError of type TaskFailed when it exits
 // non-zero or cannot start; GPUBusy when a GPU is already in use here;
-// NodeShutdown when the agent is stopping; and the context error when the
-// workflow cancelled it (after the process group is gone).
+// RestoreFailed when the checkpoint it resumes from cannot be restored;
+// NodeShutdown when the agent is stopping; the type StopTasks names when
+// the agent stopped it; and, when the workflow cancelled it, a
+// CanceledError (the context's error outside a server cancel). Whenever
+// the process is stopped, the checkpoint it left is saved before RunTask
+// returns; the errors of stopped tasks carry a RunTaskProgress naming the
+// newest checkpoint saved, as the heartbeats do.
 func (a *Agent) RunTask(ctx context.Context, in workflows.RunTaskInput) (workflows.RunTaskResult, error) {
 	log := a.log.With("job_id", in.JobID, "attempt", in.Attempt, "rank", in.Rank)
 	if in.NodeID != a.cfg.Node.ID {
@@ -43,14 +48,43 @@ func (a *Agent) RunTask(ctx context.Context, in workflows.RunTaskInput) (workflo
 		return workflows.RunTaskResult{}, temporal.NewNonRetryableApplicationError(err.Error(), workflows.ErrTypeGPUBusy, err)
 	}
 	defer a.unclaim(in.GPUs)
+	rt := a.tasks.add(in)
+	defer a.tasks.remove(rt)
+
+	dirs := a.taskDirs(in)
+	up := a.newUploader(in, dirs, log)
+	stopHeartbeats := a.heartbeats(ctx, up.progress)
+	defer stopHeartbeats()
+	a.preemptIfNoticed(in)
 
 	res := workflows.RunTaskResult{LogPath: a.logPath(in)}
-	cmd, out, err := a.command(in, res.LogPath)
+	if err := dirs.prepare(); err != nil {
+		return res, temporal.NewNonRetryableApplicationError(err.Error(), workflows.ErrTypeNodeShutdown, err)
+	}
+	defer up.cleanup(dirs, log)
+	resumeDir := ""
+	if in.ResumeFrom != "" {
+		if err := a.restore(ctx, in, dirs, log); err != nil {
+			if ctx.Err() != nil {
+				return res, ctx.Err()
+			}
+			log.Error("cannot resume", "error", err)
+			return res, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeRestoreFailed, err)
+		}
+		resumeDir = dirs.resume
+	}
+
+	cmd, out, err := a.command(in, res.LogPath, dirs.checkpoint, resumeDir)
 	if err != nil {
 		return res, temporal.NewNonRetryableApplicationError(err.Error(), workflows.ErrTypeTaskFailed, err)
 	}
 	defer out.Close()
 
+	select {
+	case req := <-rt.stop: // stopped while it restored
+		return res, temporal.NewNonRetryableApplicationError(req.reason, req.errType, nil, up.progress())
+	default:
+	}
 	a.record(in, true)
 	res.StartedAt = time.Now()
 	if err := cmd.Start(); err != nil {
@@ -59,30 +93,45 @@ func (a *Agent) RunTask(ctx context.Context, in workflows.RunTaskInput) (workflo
 		fmt.Fprintln(out, "gangway: "+msg)
 		return res, temporal.NewNonRetryableApplicationError(msg, workflows.ErrTypeTaskFailed, err)
 	}
-	log.Info("task started", "pid", cmd.Process.Pid, "gpus", in.GPUs)
+	log.Info("task started", "pid", cmd.Process.Pid, "gpus", in.GPUs, "resume_from", in.ResumeFrom)
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
+	// Periodic saves outlive a cancel: one in flight when the task is
+	// stopped is still worth having.
+	up.start(context.WithoutCancel(ctx))
 
-	waitErr, stopReason := a.supervise(ctx, cmd, in, done)
+	waitErr, why := a.supervise(ctx, cmd, in, rt, up, done)
 	// Whatever the task left running in its group goes with it: a
 	// background process must not keep holding the GPUs after release.
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	res.FinishedAt = time.Now()
 	out.Close() // flush the log streamer before reporting
+	// The GPUs are free once the group is gone; the save that follows
+	// uses only the disk and the network.
 	a.record(in, false)
+	up.finish(ctx, a.cfg.UploadTimeout)
+	progress := up.progress()
 
-	switch stopReason {
+	switch why.reason {
 	case stopCancelled:
-		log.Info("task cancelled", "ran", res.FinishedAt.Sub(res.StartedAt))
+		log.Info("task cancelled", "ran", res.FinishedAt.Sub(res.StartedAt), "checkpoint", progress.Checkpoint.ID)
+		var ce *temporal.CanceledError
+		if errors.Is(ctx.Err(), context.Canceled) && errors.As(context.Cause(ctx), &ce) {
+			// A cancel from the server: the workflow gets the details.
+			return res, temporal.NewCanceledError(progress)
+		}
 		return res, ctx.Err()
 	case stopShutdown:
 		return res, temporal.NewNonRetryableApplicationError("agent shut down while the task ran",
-			workflows.ErrTypeNodeShutdown, nil)
+			workflows.ErrTypeNodeShutdown, nil, progress)
+	case stopRequested:
+		log.Info("task stopped by the agent", "type", why.errType, "reason", why.message, "checkpoint", progress.Checkpoint.ID)
+		return res, temporal.NewNonRetryableApplicationError(why.message, why.errType, nil, progress)
 	}
 	if waitErr != nil {
 		msg := exitMessage(waitErr, out.tail())
 		log.Info("task failed", "error", msg)
-		return res, temporal.NewNonRetryableApplicationError(msg, workflows.ErrTypeTaskFailed, nil)
+		return res, temporal.NewNonRetryableApplicationError(msg, workflows.ErrTypeTaskFailed, nil, progress)
 	}
 	log.Info("task succeeded", "ran", res.FinishedAt.Sub(res.StartedAt))
 	return res, nil
@@ -94,38 +143,74 @@ const (
 	stopExited stopReason = iota
 	stopCancelled
 	stopShutdown
+	stopRequested // StopTasks
 )
 
-// supervise heartbeats while the process runs and kills its group when the
-// activity is cancelled or the worker stops.
-func (a *Agent) supervise(ctx context.Context, cmd *exec.Cmd, in workflows.RunTaskInput, done <-chan error) (error, stopReason) {
-	interval := 2 * time.Second
+// stopCause is why supervise stopped the process.
+type stopCause struct {
+	reason           stopReason
+	errType, message string // stopRequested
+}
+
+// heartbeats records progress every interval until the returned func is
+// called (which waits for the loop to end). It keeps going after the
+// activity is cancelled: the final save that follows a stop may take
+// longer than the heartbeat timeout, and the server still takes
+// heartbeats from a cancelled activity.
+func (a *Agent) heartbeats(ctx context.Context, progress func() workflows.RunTaskProgress) func() {
+	interval := a.cfg.TaskHeartbeat
 	if hb := activity.GetInfo(ctx).HeartbeatTimeout; hb > 0 {
 		interval = min(interval, hb/4)
 	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case err := <-done:
-			return err, stopExited
-		case <-t.C:
-			activity.RecordHeartbeat(ctx, time.Now().Unix())
-		case <-ctx.Done():
-			return a.stop(cmd, in, done), stopCancelled
-		case <-activity.GetWorkerStopChannel(ctx):
-			return a.stop(cmd, in, done), stopShutdown
+	hctx := context.WithoutCancel(ctx)
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				activity.RecordHeartbeat(hctx, progress())
+			}
 		}
+	}()
+	return func() {
+		close(stop)
+		<-done
+	}
+}
+
+// supervise waits for the process to exit, and stops it (stop signal,
+// grace period, kill) when the activity is cancelled, the worker stops or
+// StopTasks asks.
+func (a *Agent) supervise(ctx context.Context, cmd *exec.Cmd, in workflows.RunTaskInput, rt *runningTask,
+	up *uploader, done <-chan error) (error, stopCause) {
+	select {
+	case err := <-done:
+		return err, stopCause{reason: stopExited}
+	case <-ctx.Done():
+		return a.stop(cmd, in, up, done), stopCause{reason: stopCancelled}
+	case <-activity.GetWorkerStopChannel(ctx):
+		return a.stop(cmd, in, up, done), stopCause{reason: stopShutdown}
+	case req := <-rt.stop:
+		return a.stop(cmd, in, up, done), stopCause{reason: stopRequested, errType: req.errType, message: req.reason}
 	}
 }
 
 // stop sends the job's stop signal to the process group, waits the grace
-// period, then kills the group.
-func (a *Agent) stop(cmd *exec.Cmd, in workflows.RunTaskInput, done <-chan error) error {
+// period, then kills the group. A cloud notice's deadline shortens the
+// grace period so the final save still fits before it.
+func (a *Agent) stop(cmd *exec.Cmd, in workflows.RunTaskInput, up *uploader, done <-chan error) error {
 	pgid := cmd.Process.Pid
 	sig := signalByName(in.StopSignal)
 	_ = syscall.Kill(-pgid, sig)
 	grace := min(max(in.GracePeriod, time.Second), maxGrace)
+	if d := a.noticeDeadline(); !d.IsZero() {
+		grace = min(grace, max(time.Until(d)-up.reserve(), time.Second))
+	}
 	select {
 	case err := <-done:
 		_ = syscall.Kill(-pgid, syscall.SIGKILL) // stragglers in the group
@@ -152,15 +237,12 @@ func signalByName(name string) syscall.Signal {
 // command builds the process: its own process group (so cancel kills
 // everything it spawned), killed if the agent dies (so no task outlives its
 // agent holding a GPU), GPUs and the workload contract in its environment.
-func (a *Agent) command(in workflows.RunTaskInput, logPath string) (*exec.Cmd, *taskOutput, error) {
+func (a *Agent) command(in workflows.RunTaskInput, logPath, ckptDir, resumeDir string) (*exec.Cmd, *taskOutput, error) {
 	if len(in.Command) == 0 {
 		return nil, nil, errors.New("empty command")
 	}
-	ckpt := a.checkpointDir(in)
-	for _, dir := range []string{filepath.Dir(logPath), ckpt} {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return nil, nil, fmt.Errorf("task dirs: %w", err)
-		}
+	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
+		return nil, nil, fmt.Errorf("task dirs: %w", err)
 	}
 	out, err := newTaskOutput(logPath, a, in)
 	if err != nil {
@@ -177,13 +259,14 @@ func (a *Agent) command(in workflows.RunTaskInput, logPath string) (*exec.Cmd, *
 	// runtime keeps its threads for the life of the process, so in practice
 	// this is "when the agent dies".
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	cmd.Env = append(os.Environ(), taskEnv(in, ckpt)...)
+	cmd.Env = append(os.Environ(), taskEnv(in, ckptDir, resumeDir)...)
 	return cmd, out, nil
 }
 
 // taskEnv is the workload contract of DESIGN.md, plus the user's env. The
-// user's variables come first so Gangway's own always win.
-func taskEnv(in workflows.RunTaskInput, ckptDir string) []string {
+// user's variables come first so Gangway's own always win. resumeDir is ""
+// on a fresh start.
+func taskEnv(in workflows.RunTaskInput, ckptDir, resumeDir string) []string {
 	var env []string
 	for k, v := range in.Env {
 		env = append(env, k+"="+v)
@@ -202,7 +285,7 @@ func taskEnv(in workflows.RunTaskInput, ckptDir string) []string {
 		"GANGWAY_WORLD_SIZE="+strconv.Itoa(in.WorldSize),
 		"GANGWAY_MASTER_ADDR="+in.MasterAddr,
 		"GANGWAY_CHECKPOINT_DIR="+ckptDir,
-		"GANGWAY_RESUME_DIR=",
+		"GANGWAY_RESUME_DIR="+resumeDir,
 		"MASTER_ADDR="+in.MasterAddr,
 		"RANK="+strconv.Itoa(in.Rank),
 		"WORLD_SIZE="+strconv.Itoa(in.WorldSize),
