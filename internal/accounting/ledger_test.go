@@ -1,0 +1,262 @@
+package accounting
+
+import (
+	"context"
+	"errors"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/gangwayhq/gangway"
+)
+
+func TestRecordIsIdempotent(t *testing.T) {
+	rdb := startRedis(t)
+	ctx := context.Background()
+	l := newLedger(rdb, Options{})
+	first := seg("job-1").gpus(8).build()
+
+	// A retried activity, a replayed workflow, and a replay that somehow
+	// computed a different end: all the same segment, first one wins.
+	later := first
+	later.End = later.End.Add(time.Hour)
+	inOtherZone := first
+	inOtherZone.Start = first.Start.In(time.FixedZone("CEST", 2*3600))
+	for i, s := range []gangway.UsageSegment{first, first, inOtherZone, later} {
+		added, err := l.Record(ctx, s)
+		if err != nil {
+			t.Fatalf("record %d: %v", i, err)
+		}
+		if want := i == 0; added != want {
+			t.Errorf("record %d: added = %v, want %v", i, added, want)
+		}
+	}
+	// Another attempt, pool or start is another segment.
+	others := []gangway.UsageSegment{
+		seg("job-1").gpus(8).attempt(2).build(),
+		seg("job-1").gpus(8).pool("aws-spot", CapacitySpot, 1.1).build(),
+		seg("job-1").gpus(8).at(time.Hour, 2*time.Hour).build(),
+	}
+	for _, s := range others {
+		if added, err := l.Record(ctx, s); err != nil || !added {
+			t.Fatalf("record %s: added = %v, err = %v; want a new segment", SegmentID(s), added, err)
+		}
+	}
+
+	got, err := l.JobSegments(ctx, "job-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := append([]gangway.UsageSegment{first}, others...)
+	SortSegments(want)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("segments (-want +got):\n%s", diff)
+	}
+}
+
+func TestRecordRefusesInvalidSegments(t *testing.T) {
+	rdb := startRedis(t)
+	ctx := context.Background()
+	tests := map[string]struct {
+		seg      gangway.UsageSegment
+		wantPart string
+	}{
+		"no job":             {seg: seg("").build(), wantPart: "jobId"},
+		"job with a bar":     {seg: seg("a|b").build(), wantPart: "'|'"},
+		"no pool":            {seg: seg("j").pool("", CapacityOnPrem, 1).build(), wantPart: "pool"},
+		"unknown capacity":   {seg: seg("j").pool("p", "reserved", 1).build(), wantPart: `"reserved"`},
+		"empty capacity":     {seg: seg("j").pool("p", "", 1).build(), wantPart: "capacityType"},
+		"no GPUs":            {seg: seg("j").gpus(0).build(), wantPart: "gpus"},
+		"negative attempt":   {seg: seg("j").attempt(-1).build(), wantPart: "attempt"},
+		"no start":           {seg: noStart(seg("j").build()), wantPart: "start"},
+		"end before start":   {seg: seg("j").at(time.Hour, 0).build(), wantPart: "before start"},
+		"negative price":     {seg: seg("j").pool("p", CapacitySpot, -1).build(), wantPart: "pricePerGPUHour"},
+		"price not a number": {seg: seg("j").pool("p", CapacitySpot, math.NaN()).build(), wantPart: "pricePerGPUHour"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			l := newLedger(rdb, Options{})
+			added, err := l.Record(ctx, tc.seg)
+			if !errors.Is(err, ErrInvalidSegment) {
+				t.Fatalf("Record = %v, %v; want ErrInvalidSegment", added, err)
+			}
+			if !strings.Contains(err.Error(), tc.wantPart) {
+				t.Errorf("error %q does not name %q", err, tc.wantPart)
+			}
+			if got, _ := l.Segments(ctx, time.Time{}, time.Time{}); len(got) != 0 {
+				t.Errorf("an invalid segment was stored: %v", got)
+			}
+		})
+	}
+}
+
+func TestSegmentsWindow(t *testing.T) {
+	rdb := startRedis(t)
+	ctx := context.Background()
+	l := newLedger(rdb, Options{})
+	h := time.Hour
+	for _, s := range []gangway.UsageSegment{
+		seg("a").at(0, 2*h).build(),                      // [0h, 2h)
+		seg("b").at(2*h, 4*h).build(),                    // [2h, 4h)
+		seg("c").at(3*h, 10*h).build(),                   // [3h, 10h)
+		seg("d").at(5*h, 5*h).build(),                    // empty, at 5h
+		seg("e").at(-24*h, -23*h).build(),                // the day before
+		seg("f").at(2*h+time.Millisecond/2, 3*h).build(), // starts within a millisecond of 2h
+	} {
+		if _, err := l.Record(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := map[string]struct {
+		since, until time.Duration
+		open         [2]bool // since, until left open
+		want         []string
+	}{
+		"everything":        {open: [2]bool{true, true}, want: []string{"e", "a", "b", "f", "c", "d"}},
+		"since 0h":          {since: 0, open: [2]bool{false, true}, want: []string{"a", "b", "f", "c", "d"}},
+		"since 2h":          {since: 2 * h, open: [2]bool{false, true}, want: []string{"b", "f", "c", "d"}},
+		"until 2h":          {until: 2 * h, open: [2]bool{true, false}, want: []string{"e", "a"}},
+		"2h to 3h":          {since: 2 * h, until: 3 * h, want: []string{"b", "f"}},
+		"inside one":        {since: 6 * h, until: 7 * h, want: []string{"c"}},
+		"the empty one":     {since: 5 * h, until: 5*h + time.Second, want: []string{"c", "d"}},
+		"after everything":  {since: 10 * h, open: [2]bool{false, true}, want: nil},
+		"before everything": {until: -24 * h, open: [2]bool{true, false}, want: nil},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			var since, until time.Time
+			if !tc.open[0] {
+				since = t0.Add(tc.since)
+			}
+			if !tc.open[1] {
+				until = t0.Add(tc.until)
+			}
+			segs, err := l.Segments(ctx, since, until)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, s := range segs {
+				got = append(got, s.JobID)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("Segments(%v, %v) jobs (-want +got):\n%s", since, until, diff)
+			}
+		})
+	}
+}
+
+func TestPerJob(t *testing.T) {
+	rdb := startRedis(t)
+	ctx := context.Background()
+	l := newLedger(rdb, Options{})
+	// Prices and lengths whose products are not exact in binary, recorded
+	// out of order and twice, next to jobs whose IDs start alike.
+	job := []gangway.UsageSegment{
+		seg("job-1").gpus(3).pool("aws-spot", CapacitySpot, 1.37).at(20*time.Minute, 97*time.Minute+333*time.Millisecond).attempt(2).build(),
+		seg("job-1").gpus(8).pool("onprem", CapacityOnPrem, 0.91).at(0, 7*time.Minute+time.Second/3).build(),
+		seg("job-1").gpus(3).pool("gcp-od", CapacityOnDemand, 3.1).at(2*time.Hour, 5*time.Hour+11*time.Second).attempt(3).build(),
+	}
+	noise := []gangway.UsageSegment{
+		seg("job-10").gpus(2).build(),
+		seg("job-").build(),
+		seg("job").build(),
+	}
+	for _, s := range append(append(append([]gangway.UsageSegment{}, job...), noise...), job[1], job[0]) {
+		if _, err := l.Record(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := l.PerJob(ctx, "job-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What JobWorkflow does: add each segment as it ends.
+	want := JobTotal{JobID: "job-1", Segments: 3}
+	for _, i := range []int{1, 0, 2} {
+		want.GPUSeconds += job[i].GPUSeconds()
+		want.Dollars += job[i].Dollars()
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("PerJob (-want +got):\n%s", diff)
+	}
+	if got, err := l.PerJob(ctx, "job-2"); err != nil || got != (JobTotal{JobID: "job-2"}) {
+		t.Errorf("PerJob of a job with no usage = %+v, %v; want zero totals", got, err)
+	}
+}
+
+func TestRetention(t *testing.T) {
+	rdb := startRedis(t)
+	ctx := context.Background()
+	now := t0
+	l := newLedger(rdb, Options{MaxAge: 30 * 24 * time.Hour, Now: func() time.Time { return now }})
+	day := 24 * time.Hour
+	for _, s := range []gangway.UsageSegment{
+		seg("old").at(-40*day, -35*day).build(),  // ended 35 days ago: too old to record
+		seg("edge").at(-31*day, -30*day).build(), // ended exactly 30 days ago: kept
+		seg("recent").at(-2*day, -day).build(),
+	} {
+		added, err := l.Record(ctx, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := s.JobID != "old"; added != want {
+			t.Errorf("record %s: added = %v, want %v", s.JobID, added, want)
+		}
+	}
+	if got := jobs(t, l); !cmp.Equal(got, []string{"edge", "recent"}) {
+		t.Errorf("after the first writes: %v, want [edge recent]", got)
+	}
+
+	// Ten days later the next write trims what aged out, and its index
+	// entries with it.
+	now = now.Add(10 * day)
+	if _, err := l.Record(ctx, seg("new").at(9*day, 10*day).build()); err != nil {
+		t.Fatal(err)
+	}
+	if got := jobs(t, l); !cmp.Equal(got, []string{"recent", "new"}) {
+		t.Errorf("after a write ten days later: %v, want [recent new]", got)
+	}
+	if got, err := l.PerJob(ctx, "edge"); err != nil || got.Segments != 0 {
+		t.Errorf("PerJob(edge) after trimming = %+v, %v; want nothing", got, err)
+	}
+	for _, key := range []string{l.segments, l.byEnd, l.byJob} {
+		var n int64
+		var err error
+		if key == l.segments {
+			n, err = rdb.HLen(ctx, key).Result()
+		} else {
+			n, err = rdb.ZCard(ctx, key).Result()
+		}
+		if err != nil || n != 2 {
+			t.Errorf("%s holds %d entries (%v), want 2", key, n, err)
+		}
+	}
+
+	// A negative MaxAge keeps everything.
+	forever := newLedger(rdb, Options{MaxAge: -1, Now: func() time.Time { return now }})
+	if added, err := forever.Record(ctx, seg("ancient").at(-3000*day, -2999*day).build()); err != nil || !added {
+		t.Errorf("record with MaxAge < 0: added = %v, err = %v; want it kept", added, err)
+	}
+}
+
+func jobs(t *testing.T, l *Ledger) []string {
+	t.Helper()
+	segs, err := l.Segments(context.Background(), time.Time{}, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, s := range segs {
+		out = append(out, s.JobID)
+	}
+	return out
+}
+
+func noStart(s gangway.UsageSegment) gangway.UsageSegment {
+	s.Start = time.Time{}
+	return s
+}

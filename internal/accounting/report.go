@@ -1,0 +1,205 @@
+package accounting
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/gangwayhq/gangway"
+)
+
+// GroupBy is what a report's rows are: one per team, project or pool.
+type GroupBy string
+
+// The groupings a report supports.
+const (
+	ByTeam    GroupBy = "team"
+	ByProject GroupBy = "project"
+	ByPool    GroupBy = "pool"
+)
+
+// ParseGroupBy checks a grouping name.
+func ParseGroupBy(s string) (GroupBy, error) {
+	switch g := GroupBy(s); g {
+	case ByTeam, ByProject, ByPool:
+		return g, nil
+	}
+	return "", fmt.Errorf("want team, project or pool, got %q", s)
+}
+
+func (g GroupBy) key(s gangway.UsageSegment) string {
+	switch g {
+	case ByProject:
+		return s.Project
+	case ByPool:
+		return s.Pool
+	default:
+		return s.Team
+	}
+}
+
+// Query says what a report covers.
+type Query struct {
+	By GroupBy
+	// Since and Until bound the window, [Since, Until); a zero bound is
+	// open. Segments that straddle a bound count only their part inside.
+	Since, Until time.Time
+	// OnDemandPrices is the on-demand price per GPU-hour of each pool that
+	// has spot usage: what the spot GPU-hours would have cost without spot.
+	// A pool missing here makes the savings of its group unknown.
+	OnDemandPrices map[string]float64
+}
+
+// Split is one quantity by capacity type.
+type Split struct {
+	OnPrem   float64 `json:"onPrem"`
+	Spot     float64 `json:"spot"`
+	OnDemand float64 `json:"onDemand"`
+}
+
+func (s *Split) add(capacityType string, v float64) {
+	switch capacityType {
+	case CapacitySpot:
+		s.Spot += v
+	case CapacityOnDemand:
+		s.OnDemand += v
+	default:
+		s.OnPrem += v
+	}
+}
+
+// Row is one group's usage in the window.
+type Row struct {
+	// Group is the team, project or pool ("" for segments without a
+	// project).
+	Group    string `json:"group"`
+	Segments int    `json:"segments"`
+	GPUHours Split  `json:"gpuHours"`
+	Dollars  Split  `json:"dollars"`
+	// TotalDollars is the sum of every segment's Dollars(), added in the
+	// order the segments ran (not the sum of the three Dollars fields,
+	// which may differ in the last bit).
+	TotalDollars float64 `json:"totalDollars"`
+	// SpotSavedDollars is what the group's spot GPU-hours would have cost
+	// at on-demand prices minus what they cost; nil when the on-demand
+	// price of a pool it used spot in is unknown. Zero without spot usage.
+	SpotSavedDollars *float64 `json:"spotSavedDollars"`
+}
+
+// Summary is a report: one row per group, most expensive first, and the
+// total over all of them.
+type Summary struct {
+	By    GroupBy   `json:"by"`
+	Since time.Time `json:"since,omitzero"`
+	Until time.Time `json:"until,omitzero"`
+	Rows  []Row     `json:"rows"`
+	Total Row       `json:"total"`
+}
+
+// Report aggregates segments, given in any order, into a Summary. Duplicates
+// must already be gone (the ledger never returns any).
+func Report(segs []gangway.UsageSegment, q Query) (Summary, error) {
+	if _, err := ParseGroupBy(string(q.By)); err != nil {
+		return Summary{}, fmt.Errorf("report by: %w", err)
+	}
+	in := make([]gangway.UsageSegment, 0, len(segs))
+	for _, s := range segs {
+		if c, ok := clip(s, q.Since, q.Until); ok {
+			in = append(in, c)
+		}
+	}
+	SortSegments(in)
+
+	sum := Summary{By: q.By, Since: q.Since, Until: q.Until, Rows: []Row{}}
+	acc := map[string]*accumulator{}
+	total := newAccumulator("")
+	for _, s := range in {
+		g := q.By.key(s)
+		a := acc[g]
+		if a == nil {
+			a = newAccumulator(g)
+			acc[g] = a
+		}
+		a.add(s, q.OnDemandPrices)
+		total.add(s, q.OnDemandPrices)
+	}
+	for _, a := range acc {
+		sum.Rows = append(sum.Rows, a.row())
+	}
+	slices.SortFunc(sum.Rows, func(a, b Row) int {
+		return cmp.Or(cmp.Compare(b.TotalDollars, a.TotalDollars), cmp.Compare(a.Group, b.Group))
+	})
+	sum.Total = total.row()
+	return sum, nil
+}
+
+// clip cuts seg to [since, until); false if nothing of it is inside. A
+// segment inside the window is returned unchanged, so its Dollars() is
+// exactly the recorded segment's.
+func clip(seg gangway.UsageSegment, since, until time.Time) (gangway.UsageSegment, bool) {
+	if !overlaps(seg, since, until) {
+		return seg, false
+	}
+	if !since.IsZero() && seg.Start.Before(since) {
+		seg.Start = since
+	}
+	if !until.IsZero() && seg.End.After(until) {
+		seg.End = until
+	}
+	return seg, true
+}
+
+// accumulator sums one group's segments, GPU-seconds first: hours are
+// divided once at the end rather than rounded per segment.
+type accumulator struct {
+	group      string
+	segments   int
+	gpuSeconds Split
+	dollars    Split
+	total      float64
+	saved      float64
+	savedKnown bool
+}
+
+func newAccumulator(group string) *accumulator {
+	return &accumulator{group: group, savedKnown: true}
+}
+
+func (a *accumulator) add(s gangway.UsageSegment, onDemand map[string]float64) {
+	d := s.Dollars()
+	a.segments++
+	a.gpuSeconds.add(s.CapacityType, s.GPUSeconds())
+	a.dollars.add(s.CapacityType, d)
+	a.total += d
+	if s.CapacityType != CapacitySpot {
+		return
+	}
+	price, ok := onDemand[s.Pool]
+	if !ok {
+		a.savedKnown = false
+		return
+	}
+	atOnDemand := s
+	atOnDemand.PricePerGPUHour = price
+	a.saved += atOnDemand.Dollars() - d
+}
+
+func (a *accumulator) row() Row {
+	r := Row{
+		Group:    a.group,
+		Segments: a.segments,
+		GPUHours: Split{
+			OnPrem:   a.gpuSeconds.OnPrem / 3600,
+			Spot:     a.gpuSeconds.Spot / 3600,
+			OnDemand: a.gpuSeconds.OnDemand / 3600,
+		},
+		Dollars:      a.dollars,
+		TotalDollars: a.total,
+	}
+	if a.savedKnown {
+		saved := a.saved
+		r.SpotSavedDollars = &saved
+	}
+	return r
+}
