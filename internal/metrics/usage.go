@@ -1,0 +1,46 @@
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/gangwayhq/gangway"
+)
+
+// Usage is the usage and cost collector set: GPU time and dollars billed,
+// by team, project, pool and capacity type (on-prem, spot, on-demand).
+// Counters only grow when the ledger records a segment for the first time,
+// so rate() over them is spend per second.
+type Usage struct {
+	gpuSeconds *prometheus.CounterVec
+	dollars    *prometheus.CounterVec
+}
+
+var usageLabels = []string{"team", "project", "pool", "capacity_type"}
+
+// NewUsage creates the usage collectors and registers them on reg.
+func NewUsage(reg prometheus.Registerer) *Usage {
+	u := &Usage{
+		gpuSeconds: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "gpu_seconds_total",
+			Help: "GPU time of finished run segments, by team, project, pool and capacity type.",
+		}, usageLabels),
+		dollars: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "cost_dollars_total",
+			Help: "What finished run segments cost, by team, project, pool and capacity type.",
+		}, usageLabels),
+	}
+	reg.MustRegister(u.gpuSeconds, u.dollars)
+	return u
+}
+
+// Segment adds one newly recorded segment. A segment with negative time or
+// price (which the ledger refuses) is ignored: counters never go down.
+func (u *Usage) Segment(seg gangway.UsageSegment) {
+	sec, usd := seg.GPUSeconds(), seg.Dollars()
+	if !(sec >= 0) || !(usd >= 0) {
+		return
+	}
+	labels := prometheus.Labels{"team": seg.Team, "project": seg.Project, "pool": seg.Pool, "capacity_type": seg.CapacityType}
+	u.gpuSeconds.With(labels).Add(sec)
+	u.dollars.With(labels).Add(usd)
+}
