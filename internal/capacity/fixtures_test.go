@@ -110,7 +110,7 @@ type dump map[string]any
 func dumpView(t tb, ctx context.Context, v *View) dump {
 	t.Helper()
 	d := dump{}
-	for _, k := range []string{v.k.nodes, v.k.nodeState, v.k.heartbeat, v.k.gpus, v.k.queue, v.k.allocs, v.k.reasons} {
+	for _, k := range []string{v.k.nodes, v.k.nodeState, v.k.heartbeat, v.k.gpus, v.k.queue, v.k.allocs, v.k.reasons, v.k.bursting} {
 		m, err := v.rdb.HGetAll(ctx, k).Result()
 		must(t, err)
 		d[k] = m

@@ -30,18 +30,27 @@ func (v *View) Enqueue(ctx context.Context, e gangway.QueueEntry) (bool, error) 
 	if err != nil {
 		return false, fmt.Errorf("enqueue %s: %w", e.JobID, err)
 	}
-	keys := []string{v.k.queue, v.k.allocs}
-	n, err := enqueueScript.Run(ctx, v.rdb, keys, e.JobID, e.Attempt, b).Int()
+	pinned := "0"
+	if len(e.Nodes) > 0 {
+		pinned = "1"
+	}
+	keys := []string{v.k.queue, v.k.allocs, v.k.bursting}
+	n, err := enqueueScript.Run(ctx, v.rdb, keys, e.JobID, e.Attempt, b, pinned).Int()
 	if err != nil {
 		return false, fmt.Errorf("enqueue %s: %w", e.JobID, err)
 	}
 	return n == 1, nil
 }
 
-// Dequeue removes the job from the queue (a cancelled job). It is a no-op
-// if the job is not queued.
+// Dequeue removes the job from the queue and forgets a burst sent to it (a
+// cancelled job). It is a no-op if the job is neither.
 func (v *View) Dequeue(ctx context.Context, jobID gangway.JobID) error {
-	if err := v.rdb.HDel(ctx, v.k.queue, jobID).Err(); err != nil {
+	_, err := v.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.HDel(ctx, v.k.queue, jobID)
+		p.HDel(ctx, v.k.bursting, jobID)
+		return nil
+	})
+	if err != nil {
 		return fmt.Errorf("dequeue %s: %w", jobID, err)
 	}
 	return nil

@@ -53,6 +53,7 @@ type View struct {
 // keySet is the fixed key names under one prefix.
 type keySet struct {
 	nodes, nodeState, heartbeat, gpus, queue, allocs, lease, reasons string
+	bursting                                                         string
 	logPrefix                                                        string
 }
 
@@ -66,6 +67,7 @@ func newKeys(prefix string) keySet {
 		allocs:    prefix + ":allocs",
 		lease:     prefix + ":lease",
 		reasons:   prefix + ":reasons",
+		bursting:  prefix + ":bursting",
 		logPrefix: prefix + ":log:",
 	}
 }
