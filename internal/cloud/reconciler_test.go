@@ -455,3 +455,5 @@ func counterSum(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	}
 	return sum
 }
+
+var _ cloud.Nodes = (*capacity.View)(nil)
