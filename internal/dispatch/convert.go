@@ -11,14 +11,19 @@ import (
 // placementSnapshot turns the Redis view into placement's input. Nodes that
 // are cordoned or have not heartbeated within nodeTTL are not schedulable;
 // committed allocations become the running jobs placement reasons about.
-func placementSnapshot(s capacity.Snapshot, nodeTTL time.Duration) placement.Snapshot {
+func placementSnapshot(s capacity.Snapshot, nodeTTL time.Duration, onPremPrices map[string]float64) placement.Snapshot {
 	ps := placement.Snapshot{Now: s.Now, Nodes: make([]placement.Node, 0, len(s.Nodes))}
 	for _, n := range s.Nodes {
 		pn := placement.Node{
 			ID: n.Node.ID, Addr: n.Node.Addr, Pool: n.Node.Pool, Model: n.Node.Model(),
-			CapacityType: "on-prem", Rack: n.Node.Rack, Block: n.Node.Block,
+			CapacityType: gangway.CapacityOnPrem, PricePerGPUHour: onPremPrices[n.Node.Pool], Owner: n.Node.Owner,
+			Rack: n.Node.Rack, Block: n.Node.Block,
 			CPUMilli: n.Node.CPUMilli, MemMiB: n.Node.MemMiB, UsedCPUMilli: n.UsedCPUMilli, UsedMemMiB: n.UsedMemMiB,
 			Schedulable: n.State == gangway.NodeReady && s.Now.Sub(n.LastHeartbeat) <= nodeTTL,
+		}
+		if n.Node.CapacityType != "" {
+			// A cloud node: the workflow that rented it knows its price.
+			pn.CapacityType, pn.PricePerGPUHour = n.Node.CapacityType, 0
 		}
 		for _, g := range n.Node.GPUs {
 			pg := placement.GPU{Index: g.Index, Model: g.Model, Healthy: g.Healthy, Domain: g.NVLinkDomain, NUMA: g.NUMA}
@@ -46,7 +51,10 @@ func placementJobs(q []gangway.QueueEntry) []placement.Job {
 			ID: e.JobID, Team: e.Team, Project: e.Project, Priority: e.Priority, Submitted: e.SubmittedAt,
 			Attempt: e.Attempt, Replicas: e.Replicas, GPUsPerReplica: e.GPUsPerReplica,
 			CPUMilli: e.CPUMilli, MemMiB: e.MemMiB, Models: e.GPUModels, Pools: e.Pools,
-			Topology: topology(e.Topology), MaxRuntime: e.MaxRuntime, Preemptible: e.Preemptible,
+			Topology: topology(e.Topology), MaxRuntime: e.MaxRuntime, Preemptible: e.Preemptible, Nodes: e.Nodes,
+			Burst: placement.BurstPolicy{Enabled: e.Burst.Enabled, Pools: e.Burst.Pools, CapacityTypes: e.Burst.CapacityTypes,
+				MaxPricePerGPUHour: e.Burst.MaxPricePerGPUHour, Runtime: e.Runtime, Deadline: e.Deadline,
+				Checkpointable: e.Checkpointable, CheckpointInterval: e.CheckpointInterval},
 		}
 	}
 	return out

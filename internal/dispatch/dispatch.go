@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,6 +12,8 @@ import (
 	"github.com/gangwayhq/gangway/internal/capacity"
 	"github.com/gangwayhq/gangway/internal/metrics"
 	"github.com/gangwayhq/gangway/placement"
+	"github.com/gangwayhq/gangway/providers"
+	"github.com/gangwayhq/gangway/workflows"
 )
 
 // Capacity is the part of the Redis view the loop uses.
@@ -22,6 +25,9 @@ type Capacity interface {
 	AcquireLease(ctx context.Context, holder string, ttl time.Duration) (bool, error)
 	ReleaseLease(ctx context.Context, holder string) error
 	SetReasons(ctx context.Context, reasons map[gangway.JobID]string) error
+	StartBurst(ctx context.Context, holder string, jobID gangway.JobID, attempt int, request []byte) error
+	Bursts(ctx context.Context) (map[gangway.JobID][]byte, error)
+	ForgetBurst(ctx context.Context, jobID gangway.JobID) error
 }
 
 // Workflows reaches job workflows.
@@ -31,7 +37,10 @@ type Workflows interface {
 	SignalPlaced(ctx context.Context, a gangway.Assignment) error
 	// SignalPreempt asks a running job to stop and requeue; ErrJobGone if
 	// the workflow is not running.
-	SignalPreempt(ctx context.Context, jobID gangway.JobID, attempt int, reason string) error
+	SignalPreempt(ctx context.Context, jobID gangway.JobID, req workflows.PreemptRequest) error
+	// SignalBurst tells a job to run on rented instances; ErrJobGone if
+	// the workflow is not running.
+	SignalBurst(ctx context.Context, jobID gangway.JobID, req workflows.BurstRequest) error
 	// Running reports whether the job's workflow is still running.
 	Running(ctx context.Context, jobID gangway.JobID) (bool, error)
 }
@@ -52,8 +61,26 @@ type Config struct {
 	// preemption); MaxAssignments caps jobs started per cycle.
 	Placement placement.Options
 	Placer    placement.Placer // default placement.Engine{}
-	Log       *slog.Logger
-	Metrics   *metrics.Metrics // optional
+	// Cloud lists what bursts may rent; nil means no bursting. Budgets
+	// caps each team's cloud spend (see Budgets).
+	Cloud   Offers
+	Budgets Budgets
+	// OnPremPrices is the amortized price per GPU-hour of each on-prem
+	// pool, for the ledger (a pool not listed costs 0).
+	OnPremPrices map[string]float64
+	Log          *slog.Logger
+	Metrics      *metrics.Metrics // optional
+}
+
+// Offers is the cloud capacity jobs may burst to.
+type Offers interface {
+	Offers(ctx context.Context) ([]providers.Offer, error)
+}
+
+// Budgets reports what each team may still spend in the cloud and at what
+// price; a team it does not list has no limits.
+type Budgets interface {
+	TeamPolicies(ctx context.Context, now time.Time) (map[string]placement.TeamPolicy, error)
 }
 
 // Loop is the dispatch loop.
@@ -69,6 +96,8 @@ type Loop struct {
 	// preempted remembers when each victim was last asked to stop, so a
 	// victim that takes a while is not signalled every cycle.
 	preempted map[gangway.JobID]time.Time
+	// bursts are burst requests committed but not yet delivered.
+	bursts map[gangway.JobID]workflows.BurstRequest
 }
 
 // preemptResignal is how long a victim may take to stop before it is asked
@@ -96,7 +125,8 @@ func New(cfg Config, c Capacity, wf Workflows) *Loop {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	return &Loop{cfg: cfg, cap: c, wf: wf, log: cfg.Log.With("holder", cfg.Holder),
-		unsignaled: map[gangway.JobID]gangway.Assignment{}, preempted: map[gangway.JobID]time.Time{}}
+		unsignaled: map[gangway.JobID]gangway.Assignment{}, preempted: map[gangway.JobID]time.Time{},
+		bursts: map[gangway.JobID]workflows.BurstRequest{}}
 }
 
 // Run competes for the lease and, while leading, runs a cycle every
@@ -164,7 +194,20 @@ func (l *Loop) takeOver(ctx context.Context) {
 	for _, a := range allocs {
 		l.unsignaled[a.JobID] = a
 	}
-	l.log.Info("took over dispatch", "allocations", len(allocs))
+	bursts, err := l.cap.Bursts(ctx)
+	if err != nil {
+		l.log.Warn("take over: list bursts", "error", err)
+	}
+	for id, raw := range bursts {
+		var req workflows.BurstRequest
+		if err := json.Unmarshal(raw, &req); err != nil {
+			l.log.Warn("take over: undecodable burst record; dropping it", "job_id", id, "error", err)
+			_ = l.cap.ForgetBurst(ctx, id)
+			continue
+		}
+		l.bursts[id] = req
+	}
+	l.log.Info("took over dispatch", "allocations", len(allocs), "bursts", len(bursts))
 }
 
 // reconcile releases allocations whose workflow is no longer running (a
@@ -183,6 +226,17 @@ func (l *Loop) reconcile(ctx context.Context) {
 		}
 		n, err := l.cap.Release(ctx, a.JobID, a.Attempt)
 		l.log.Info("released allocation of a finished job", "job_id", a.JobID, "gpus", n, "error", err)
+	}
+	bursts, err := l.cap.Bursts(ctx)
+	if err != nil {
+		l.log.Warn("reconcile: list bursts", "error", err)
+		return
+	}
+	for id := range bursts {
+		if running, err := l.wf.Running(ctx, id); err == nil && !running {
+			err = l.cap.ForgetBurst(ctx, id)
+			l.log.Info("forgot the burst of a finished job", "job_id", id, "error", err)
+		}
 	}
 }
 
@@ -206,6 +260,7 @@ func (l *Loop) Cycle(ctx context.Context) (CycleResult, error) {
 		l.cfg.Metrics.CycleDone(result, time.Since(start))
 	}
 	l.resignal(ctx)
+	l.deliverBursts(ctx)
 	return res, err
 }
 
@@ -215,10 +270,11 @@ func (l *Loop) cycle(ctx context.Context, res *CycleResult) (string, error) {
 		if err != nil {
 			return metrics.ResultError, fmt.Errorf("snapshot: %w", err)
 		}
-		ps := placementSnapshot(snap, l.cfg.NodeTTL)
-		plan := l.cfg.Placer.Place(ps, placementJobs(snap.Queue), l.cfg.Placement)
+		ps := placementSnapshot(snap, l.cfg.NodeTTL, l.cfg.OnPremPrices)
+		plan := l.cfg.Placer.Place(ps, placementJobs(snap.Queue), l.placementOptions(ctx, snap.Now))
 		l.observe(ps, snap.Queue, plan)
 		l.preempt(ctx, plan.Preemptions)
+		l.burst(ctx, plan.Bursts)
 		if len(plan.Assignments) == 0 {
 			res.Unplaced = len(plan.Unplaced)
 			return metrics.ResultIdle, l.setReasons(ctx, plan)
@@ -303,7 +359,8 @@ func (l *Loop) preempt(ctx context.Context, ps []placement.Preemption) {
 			if last, ok := l.preempted[v.JobID]; ok && now.Sub(last) < preemptResignal {
 				continue
 			}
-			err := l.wf.SignalPreempt(ctx, v.JobID, v.Attempt, v.Reason)
+			err := l.wf.SignalPreempt(ctx, v.JobID, workflows.PreemptRequest{Attempt: v.Attempt, Reason: v.Reason,
+				Cause: workflows.CausePreempted, By: p.Preemptor})
 			if err != nil && !errors.Is(err, ErrJobGone) {
 				l.log.Warn("preempt signal failed; will retry", "job_id", v.JobID, "error", err)
 				continue

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/internal/capacity"
 	"github.com/gangwayhq/gangway/placement"
+	"github.com/gangwayhq/gangway/workflows"
 )
 
 var t0 = time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
@@ -27,6 +30,7 @@ type fakeCapacity struct {
 	released   []string
 	reasons    map[gangway.JobID]string
 	leaseOwner string
+	bursting   map[gangway.JobID][]byte
 }
 
 func (f *fakeCapacity) Snapshot(context.Context) (capacity.Snapshot, error) { return f.snap, nil }
@@ -74,11 +78,40 @@ func (f *fakeCapacity) SetReasons(_ context.Context, r map[gangway.JobID]string)
 	return nil
 }
 
+func (f *fakeCapacity) StartBurst(_ context.Context, _ string, id gangway.JobID, attempt int, req []byte) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	i := slices.IndexFunc(f.snap.Queue, func(e gangway.QueueEntry) bool { return e.JobID == id && e.Attempt == attempt })
+	if i < 0 {
+		return capacity.ErrStale
+	}
+	f.snap.Queue = slices.Delete(f.snap.Queue, i, i+1)
+	if f.bursting == nil {
+		f.bursting = map[gangway.JobID][]byte{}
+	}
+	f.bursting[id] = req
+	return nil
+}
+
+func (f *fakeCapacity) Bursts(context.Context) (map[gangway.JobID][]byte, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return maps.Clone(f.bursting), nil
+}
+
+func (f *fakeCapacity) ForgetBurst(_ context.Context, id gangway.JobID) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.bursting, id)
+	return nil
+}
+
 // fakeWorkflows records signals; gone jobs answer ErrJobGone, flaky ones
 // fail their first signal.
 type fakeWorkflows struct {
 	signaled  []string
 	preempted []string
+	bursts    map[gangway.JobID]workflows.BurstRequest
 	gone      map[string]bool
 	flaky     map[string]int
 	running   map[string]bool
@@ -96,8 +129,19 @@ func (f *fakeWorkflows) SignalPlaced(_ context.Context, a gangway.Assignment) er
 	return nil
 }
 
-func (f *fakeWorkflows) SignalPreempt(_ context.Context, id gangway.JobID, attempt int, reason string) error {
-	f.preempted = append(f.preempted, fmt.Sprintf("%s/%d: %s", id, attempt, reason))
+func (f *fakeWorkflows) SignalPreempt(_ context.Context, id gangway.JobID, req workflows.PreemptRequest) error {
+	f.preempted = append(f.preempted, fmt.Sprintf("%s/%d: %s", id, req.Attempt, req.Reason))
+	return nil
+}
+
+func (f *fakeWorkflows) SignalBurst(_ context.Context, id gangway.JobID, req workflows.BurstRequest) error {
+	if f.gone[id] {
+		return ErrJobGone
+	}
+	if f.bursts == nil {
+		f.bursts = map[gangway.JobID]workflows.BurstRequest{}
+	}
+	f.bursts[id] = req
 	return nil
 }
 

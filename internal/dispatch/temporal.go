@@ -32,14 +32,18 @@ func (t TemporalWorkflows) SignalPlaced(ctx context.Context, a gangway.Assignmen
 }
 
 // SignalPreempt implements Workflows.
-func (t TemporalWorkflows) SignalPreempt(ctx context.Context, jobID gangway.JobID, attempt int, reason string) error {
-	err := t.Client.SignalWorkflow(ctx, jobID, "", workflows.SignalPreempt, workflows.PreemptRequest{Attempt: attempt, Reason: reason})
+func (t TemporalWorkflows) SignalPreempt(ctx context.Context, jobID gangway.JobID, req workflows.PreemptRequest) error {
+	return t.signal(ctx, jobID, workflows.SignalPreempt, req)
+}
+
+func (t TemporalWorkflows) signal(ctx context.Context, jobID gangway.JobID, name string, arg any) error {
+	err := t.Client.SignalWorkflow(ctx, jobID, "", name, arg)
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) {
-		return fmt.Errorf("preempt %s: %w", jobID, ErrJobGone)
+		return fmt.Errorf("signal %s to %s: %w", name, jobID, ErrJobGone)
 	}
 	if err != nil {
-		return fmt.Errorf("preempt %s: %w", jobID, err)
+		return fmt.Errorf("signal %s to %s: %w", name, jobID, err)
 	}
 	return nil
 }

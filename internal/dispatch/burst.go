@@ -1,0 +1,110 @@
+package dispatch
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/gangwayhq/gangway"
+	"github.com/gangwayhq/gangway/internal/capacity"
+	"github.com/gangwayhq/gangway/placement"
+	"github.com/gangwayhq/gangway/providers"
+	"github.com/gangwayhq/gangway/workflows"
+)
+
+// placementOptions are the configured options plus what changes between
+// cycles: the cloud's offers and the teams' budgets. A cloud or budget
+// error only turns bursting off for the cycle.
+func (l *Loop) placementOptions(ctx context.Context, now time.Time) placement.Options {
+	o := l.cfg.Placement
+	if l.cfg.Cloud == nil {
+		return o
+	}
+	offers, err := l.cfg.Cloud.Offers(ctx)
+	if err != nil {
+		l.log.Warn("cloud offers unavailable; no bursts this cycle", "error", err)
+		return o
+	}
+	if l.cfg.Budgets != nil {
+		teams, err := l.cfg.Budgets.TeamPolicies(ctx, now)
+		if err != nil {
+			l.log.Warn("team budgets unavailable; no bursts this cycle", "error", err)
+			return o
+		}
+		o.Teams = teams
+	}
+	o.Offers = placementOffers(offers)
+	return o
+}
+
+func placementOffers(offers []providers.Offer) []placement.Offer {
+	out := make([]placement.Offer, 0, len(offers))
+	for _, f := range offers {
+		out = append(out, placement.Offer{Provider: f.Provider, Pool: f.Pool, Region: f.Region, Zone: f.Zone,
+			InstanceType: f.InstanceType, GPUModel: f.GPUModel, GPUsPerInstance: f.GPUs,
+			CapacityType: string(f.CapacityType), PricePerHour: f.PricePerHour, InterruptionRate: f.InterruptionRate})
+	}
+	return out
+}
+
+// burst takes each job the plan sends to the cloud out of the queue (under
+// the lease) and queues its signal.
+func (l *Loop) burst(ctx context.Context, bursts []placement.Burst) {
+	for _, b := range bursts {
+		req := burstRequest(b)
+		raw, err := json.Marshal(req)
+		if err != nil {
+			l.log.Error("encode burst", "job_id", b.JobID, "error", err)
+			continue
+		}
+		err = l.cap.StartBurst(ctx, l.cfg.Holder, b.JobID, b.Attempt, raw)
+		switch {
+		case errors.Is(err, capacity.ErrStale):
+			continue // placed, cancelled or requeued meanwhile
+		case errors.Is(err, capacity.ErrNotLeader):
+			l.setLeading(false)
+			return
+		case err != nil:
+			l.log.Warn("burst failed; will plan again", "job_id", b.JobID, "error", err)
+			continue
+		}
+		l.bursts[b.JobID] = req
+		l.log.Info("bursting", "job_id", b.JobID, "attempt", b.Attempt, "offers", len(req.Offers), "reason", b.Reason)
+	}
+}
+
+// deliverBursts signals the committed bursts; a job whose workflow is gone
+// has its record dropped. Failures stay pending for the next cycle.
+func (l *Loop) deliverBursts(ctx context.Context) {
+	for id, req := range l.bursts {
+		err := l.wf.SignalBurst(ctx, id, req)
+		switch {
+		case errors.Is(err, ErrJobGone):
+			if ferr := l.cap.ForgetBurst(ctx, id); ferr != nil {
+				l.log.Warn("forget burst of a gone job failed; will retry", "job_id", id, "error", ferr)
+				continue
+			}
+		case err != nil:
+			l.log.Warn("burst signal failed; will retry", "job_id", id, "error", err)
+			continue
+		}
+		delete(l.bursts, id)
+	}
+}
+
+func burstRequest(b placement.Burst) workflows.BurstRequest {
+	req := workflows.BurstRequest{Attempt: b.Attempt, Reason: b.Reason}
+	for _, c := range b.Offers {
+		req.Offers = append(req.Offers, workflows.BurstOffer{Provider: c.Provider, Pool: c.Pool, Region: c.Region,
+			Zone: c.Zone, InstanceType: c.InstanceType, GPUModel: c.GPUModel, GPUsPerInstance: c.GPUsPerInstance,
+			CapacityType: c.CapacityType, PricePerHour: c.PricePerHour, InterruptionRate: c.InterruptionRate,
+			Count: c.Count, ExpectedCost: c.ExpectedCost})
+	}
+	return req
+}
+
+// SignalBurst implements Workflows.
+func (t TemporalWorkflows) SignalBurst(ctx context.Context, jobID gangway.JobID, req workflows.BurstRequest) error {
+	return t.signal(ctx, jobID, workflows.SignalBurst, req)
+}

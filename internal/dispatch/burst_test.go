@@ -1,0 +1,84 @@
+package dispatch
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/gangwayhq/gangway"
+	"github.com/gangwayhq/gangway/internal/capacity"
+	"github.com/gangwayhq/gangway/placement"
+	"github.com/gangwayhq/gangway/providers"
+)
+
+type fakeCloud []providers.Offer
+
+func (c fakeCloud) Offers(context.Context) ([]providers.Offer, error) { return c, nil }
+
+type fakeBudgets map[string]placement.TeamPolicy
+
+func (b fakeBudgets) TeamPolicies(context.Context, time.Time) (map[string]placement.TeamPolicy, error) {
+	return b, nil
+}
+
+var spotOffer = providers.Offer{Provider: "fake", Pool: "fake-spot", Zone: "z1", InstanceType: "a2-8", GPUModel: "H100",
+	GPUs: 8, CapacityType: providers.Spot, PricePerHour: 8, InterruptionRate: 0.1}
+
+func burstEntry(id string) gangway.QueueEntry {
+	e := entry(id, 1, 8)
+	e.Burst = gangway.Burst{Enabled: true}
+	e.Runtime, e.MaxRuntime = time.Hour, 2*time.Hour
+	return e
+}
+
+// TestBurstCycle: a job the full fleet cannot take soon leaves the queue
+// for the cloud and its workflow is told; a new leader delivers the burst
+// again; a team over budget does not burst.
+func TestBurstCycle(t *testing.T) {
+	full := func() *fakeCapacity {
+		n := node("n1", 8, 0, gangway.NodeReady, 0, 1, 2, 3, 4, 5, 6, 7)
+		return &fakeCapacity{snap: capacity.Snapshot{Now: t0, Nodes: []capacity.NodeStatus{n},
+			Allocations: []gangway.Assignment{{JobID: "other", Attempt: 1, At: t0, MaxRuntime: 10 * time.Hour,
+				Members: []gangway.Member{{NodeID: "n1", GPUs: []int{0, 1, 2, 3, 4, 5, 6, 7}}}}},
+			Queue: []gangway.QueueEntry{burstEntry("b"), entry("stay", 1, 8)}}}
+	}
+	ctx := context.Background()
+
+	fc, fw := full(), &fakeWorkflows{}
+	l := New(Config{Holder: "me", Cloud: fakeCloud{spotOffer}, Placement: placement.Options{BurstAfter: 10 * time.Minute}}, fc, fw)
+	if _, err := l.Cycle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	req, ok := fw.bursts["b"]
+	if !ok || req.Attempt != 1 || len(req.Offers) != 1 || req.Offers[0].Pool != "fake-spot" || req.Offers[0].Count != 1 {
+		t.Fatalf("burst signals %+v; want b to fake-spot, 1 instance", fw.bursts)
+	}
+	if _, ok := fw.bursts["stay"]; ok {
+		t.Errorf("a job without burst enabled was sent to the cloud")
+	}
+	if len(fc.snap.Queue) != 1 || fc.snap.Queue[0].JobID != "stay" {
+		t.Errorf("queue after the burst: %+v, want only stay", fc.snap.Queue)
+	}
+
+	// A new leader re-delivers the recorded burst.
+	fw2 := &fakeWorkflows{}
+	l2 := New(Config{Holder: "new"}, fc, fw2)
+	fc.leaseOwner = ""
+	if err := l2.tick(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := fw2.bursts["b"]; !ok {
+		t.Errorf("the new leader did not deliver the burst again: %+v", fw2.bursts)
+	}
+
+	// Over budget: no burst.
+	fc, fw = full(), &fakeWorkflows{}
+	l = New(Config{Holder: "me", Cloud: fakeCloud{spotOffer}, Budgets: fakeBudgets{"t": {BudgetLeft: 1}},
+		Placement: placement.Options{BurstAfter: 10 * time.Minute}}, fc, fw)
+	if _, err := l.Cycle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(fw.bursts) != 0 {
+		t.Errorf("bursts over budget: %+v", fw.bursts)
+	}
+}
