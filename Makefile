@@ -27,6 +27,11 @@ WORKFLOWCHECK_VERSION := v0.6.0
 DEV_FLAGS ?=
 TEST_FLAGS ?=
 
+# The agent reads GPUs through NVML (github.com/NVIDIA/go-nvml), which needs
+# cgo and gcc; its header marks many calls deprecated, which is noise.
+export CGO_ENABLED ?= 1
+export CGO_CFLAGS ?= -Wno-deprecated-declarations
+
 .PHONY: deps redis build dev test lint clean distclean
 
 bin/temporal:
