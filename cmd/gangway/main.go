@@ -55,6 +55,7 @@ Start everything on one machine with 'gangway dev'; run 'gangway server' and
 		newDemoTrainCmd(),
 	)
 	root.AddCommand(newReplayCmd())
+	root.AddCommand(newCostCmd(a))
 	return root
 }
 

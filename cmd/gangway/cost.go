@@ -1,0 +1,231 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/csv"
+	"fmt"
+	"io"
+	"regexp"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/spf13/cobra"
+
+	"github.com/gangwayhq/gangway/internal/accounting"
+)
+
+func newCostCmd(a *app) *cobra.Command {
+	var by, since, until, output string
+	cmd := &cobra.Command{
+		Use:   "cost",
+		Short: "GPU-hours and dollars per team, project or pool: on-prem, spot, on-demand",
+		Long: `Report GPU-hours and dollars from the usage ledger, one row per team, project
+or pool, split into on-prem, spot and on-demand, with what spot saved against
+on-demand prices and a total.
+
+--since and --until take a duration ago (7d, 36h, 1d12h) or a time (RFC 3339,
+or a date, read as UTC midnight). Runs that straddle a bound count only their
+part inside the window. "Spot saved" is - (empty in CSV, null in JSON) where
+the on-demand price of a pool with spot usage is not known.`,
+		Example: `  gangway cost
+  gangway cost --by project --since 30d
+  gangway cost --by pool --since 2025-06-01 --until 2025-07-01 --output csv`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			q, err := costQuery(by, since, until, time.Now())
+			if err != nil {
+				return err
+			}
+			if err := checkCostOutput(output); err != nil {
+				return err
+			}
+			if err := a.setup(cmd, false, false); err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			rdb, err := dialRedis(ctx, a.cfg.Redis)
+			if err != nil {
+				return err
+			}
+			defer rdb.Close()
+			ledger := accounting.New(rdb, accounting.Options{Prefix: a.cfg.Redis.Prefix})
+			segs, err := ledger.Segments(ctx, q.Since, q.Until)
+			if err != nil {
+				return err
+			}
+			q.OnDemandPrices = onDemandPrices(a.cfg)
+			sum, err := accounting.Report(segs, q)
+			if err != nil {
+				return err
+			}
+			return printCost(cmd.OutOrStdout(), output, sum)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&by, "by", "team", "one row per team, project or pool")
+	fl.StringVar(&since, "since", "7d", "start of the window: a duration ago (7d, 36h), an RFC 3339 time or a date")
+	fl.StringVar(&until, "until", "", "end of the window, like --since (default now)")
+	fl.StringVarP(&output, "output", "o", "table", "output format: table, csv or json")
+	return cmd
+}
+
+// onDemandPrices is the on-demand price per GPU-hour of each pool, which the
+// "spot saved" column compares spot prices against. The cloud pool config
+// (cmd/gangway/config.go) fills it once it carries pools and their prices;
+// until then every spot pool's savings are reported as unknown.
+func onDemandPrices(_ Config) map[string]float64 {
+	return map[string]float64{}
+}
+
+// costQuery checks the window and grouping flags against now.
+func costQuery(by, since, until string, now time.Time) (accounting.Query, error) {
+	g, err := accounting.ParseGroupBy(by)
+	if err != nil {
+		return accounting.Query{}, fmt.Errorf("--by: %w", err)
+	}
+	q := accounting.Query{By: g, Until: now.UTC()}
+	if q.Since, err = parseWhen("--since", since, now); err != nil {
+		return accounting.Query{}, err
+	}
+	if until != "" {
+		if q.Until, err = parseWhen("--until", until, now); err != nil {
+			return accounting.Query{}, err
+		}
+	}
+	if !q.Since.Before(q.Until) {
+		return accounting.Query{}, fmt.Errorf("--since %s is not before --until %s",
+			q.Since.Format(time.RFC3339), q.Until.Format(time.RFC3339))
+	}
+	return q, nil
+}
+
+// daysThen matches "7d", "1.5d" and "1d12h": days, then an optional Go
+// duration.
+var daysThen = regexp.MustCompile(`^(\d+(?:\.\d+)?)d(.*)$`)
+
+// parseWhen reads a --since or --until value: a duration ago (Go syntax,
+// plus a d suffix for days), an RFC 3339 time, or a date (UTC midnight).
+func parseWhen(flag, v string, now time.Time) (time.Time, error) {
+	bad := func() (time.Time, error) {
+		return time.Time{}, fmt.Errorf("%s: want a duration ago (7d, 36h, 1d12h), an RFC 3339 time or a date (2006-01-02), got %q", flag, v)
+	}
+	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+		return t.UTC(), nil
+	}
+	if t, err := time.Parse(time.DateOnly, v); err == nil {
+		return t, nil
+	}
+	var ago time.Duration
+	rest := v
+	if m := daysThen.FindStringSubmatch(v); m != nil {
+		days, err := strconv.ParseFloat(m[1], 64)
+		if err != nil {
+			return bad()
+		}
+		ago, rest = time.Duration(days*float64(24*time.Hour)), m[2]
+	}
+	if rest != "" {
+		d, err := time.ParseDuration(rest)
+		if err != nil || d < 0 {
+			return bad()
+		}
+		ago += d
+	}
+	return now.Add(-ago).UTC(), nil
+}
+
+func checkCostOutput(v string) error {
+	switch v {
+	case "table", "text", "csv", "json":
+		return nil
+	}
+	return fmt.Errorf("--output: want table, csv or json, got %q", v)
+}
+
+// dialRedis connects to the Redis in the config; cost needs nothing else.
+func dialRedis(ctx context.Context, rc RedisConfig) (*redis.Client, error) {
+	opts, err := redis.ParseURL(rc.URL)
+	if err != nil {
+		return nil, fmt.Errorf("redis url: %w", err)
+	}
+	rdb := redis.NewClient(opts)
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		_ = rdb.Close()
+		return nil, fmt.Errorf("redis at %s: %w", rc.URL, err)
+	}
+	return rdb, nil
+}
+
+func printCost(w io.Writer, output string, sum accounting.Summary) error {
+	switch output {
+	case "json":
+		return printJSON(w, sum)
+	case "csv":
+		return printCostCSV(w, sum)
+	}
+	fmt.Fprintf(w, "Usage by %s from %s to %s\n\n", sum.By, sum.Since.Format(time.RFC3339), sum.Until.Format(time.RFC3339))
+	groups := make([]string, len(sum.Rows))
+	width := max(len(sum.By), len("TOTAL"))
+	for i, r := range sum.Rows {
+		groups[i] = r.Group
+		if groups[i] == "" {
+			groups[i] = "(none)"
+		}
+		width = max(width, len(groups[i]))
+	}
+	// Numbers align right; the group column is padded so it reads left,
+	// and the padding tabwriter puts before it is cut off.
+	var buf bytes.Buffer
+	tw := tabwriter.NewWriter(&buf, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "%-*s\tGPU-H ON-PREM\tGPU-H SPOT\tGPU-H ON-DEMAND\t$ ON-PREM\t$ SPOT\t$ ON-DEMAND\t$ TOTAL\tSPOT SAVED\t\n", width, strings.ToUpper(string(sum.By)))
+	row := func(group string, r accounting.Row) {
+		saved := "-"
+		if r.SpotSavedDollars != nil {
+			saved = fmt.Sprintf("%.2f", *r.SpotSavedDollars)
+		}
+		fmt.Fprintf(tw, "%-*s\t%.1f\t%.1f\t%.1f\t%.2f\t%.2f\t%.2f\t%.2f\t%s\t\n", width, group,
+			r.GPUHours.OnPrem, r.GPUHours.Spot, r.GPUHours.OnDemand,
+			r.Dollars.OnPrem, r.Dollars.Spot, r.Dollars.OnDemand, r.TotalDollars, saved)
+	}
+	unknown := false
+	for i, r := range sum.Rows {
+		row(groups[i], r)
+		unknown = unknown || r.SpotSavedDollars == nil
+	}
+	row("TOTAL", sum.Total)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for line := range strings.Lines(buf.String()) {
+		if _, err := io.WriteString(w, strings.TrimPrefix(line, "  ")); err != nil {
+			return err
+		}
+	}
+	if unknown {
+		fmt.Fprintln(w, "\nSPOT SAVED is - where the on-demand price of a pool with spot usage is unknown.")
+	}
+	return nil
+}
+
+// printCostCSV writes one line per group, full precision, savings empty
+// where unknown. There is no total line: a spreadsheet adds the rows.
+func printCostCSV(w io.Writer, sum accounting.Summary) error {
+	cw := csv.NewWriter(w)
+	_ = cw.Write([]string{string(sum.By), "gpu_hours_on_prem", "gpu_hours_spot", "gpu_hours_on_demand",
+		"dollars_on_prem", "dollars_spot", "dollars_on_demand", "dollars_total", "spot_saved_dollars"})
+	f := func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
+	for _, r := range sum.Rows {
+		saved := ""
+		if r.SpotSavedDollars != nil {
+			saved = f(*r.SpotSavedDollars)
+		}
+		_ = cw.Write([]string{r.Group, f(r.GPUHours.OnPrem), f(r.GPUHours.Spot), f(r.GPUHours.OnDemand),
+			f(r.Dollars.OnPrem), f(r.Dollars.Spot), f(r.Dollars.OnDemand), f(r.TotalDollars), saved})
+	}
+	cw.Flush()
+	return cw.Error()
+}

@@ -1,0 +1,245 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/gangwayhq/gangway"
+	"github.com/gangwayhq/gangway/internal/accounting"
+	"github.com/gangwayhq/gangway/internal/devstack/devstacktest"
+)
+
+func TestCostQuery(t *testing.T) {
+	now := time.Date(2025, 6, 8, 12, 30, 0, 0, time.FixedZone("CEST", 2*3600))
+	utc := func(s string) time.Time {
+		t.Helper()
+		v, err := time.Parse(time.RFC3339, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v.UTC()
+	}
+	tests := map[string]struct {
+		by, since, until string
+		want             accounting.Query
+		wantErrParts     []string
+	}{
+		"defaults": {
+			by: "team", since: "7d",
+			want: accounting.Query{By: accounting.ByTeam, Since: utc("2025-06-01T10:30:00Z"), Until: utc("2025-06-08T10:30:00Z")},
+		},
+		"hours": {
+			by: "pool", since: "36h",
+			want: accounting.Query{By: accounting.ByPool, Since: utc("2025-06-06T22:30:00Z"), Until: utc("2025-06-08T10:30:00Z")},
+		},
+		"days and hours, until a duration": {
+			by: "project", since: "1d12h", until: "30m",
+			want: accounting.Query{By: accounting.ByProject, Since: utc("2025-06-06T22:30:00Z"), Until: utc("2025-06-08T10:00:00Z")},
+		},
+		"fractional days": {
+			by: "team", since: "1.5d",
+			want: accounting.Query{By: accounting.ByTeam, Since: utc("2025-06-06T22:30:00Z"), Until: utc("2025-06-08T10:30:00Z")},
+		},
+		"times": {
+			by: "team", since: "2025-05-01T00:00:00+02:00", until: "2025-06-01",
+			want: accounting.Query{By: accounting.ByTeam, Since: utc("2025-04-30T22:00:00Z"), Until: utc("2025-06-01T00:00:00Z")},
+		},
+		"bad grouping":         {by: "region", since: "7d", wantErrParts: []string{"--by", `"region"`}},
+		"bad since":            {by: "team", since: "7 days", wantErrParts: []string{"--since", `"7 days"`}},
+		"negative since":       {by: "team", since: "-3h", wantErrParts: []string{"--since", `"-3h"`}},
+		"days without a count": {by: "team", since: "d", wantErrParts: []string{"--since"}},
+		"empty since":          {by: "team", since: "", wantErrParts: []string{"--since"}},
+		"bad until":            {by: "team", since: "7d", until: "yesterday", wantErrParts: []string{"--until", `"yesterday"`}},
+		"since after until":    {by: "team", since: "1d", until: "2d", wantErrParts: []string{"--since", "--until", "not before"}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, err := costQuery(tc.by, tc.since, tc.until, now)
+			if tc.wantErrParts != nil {
+				if err == nil {
+					t.Fatalf("costQuery = %+v, want an error", got)
+				}
+				for _, part := range tc.wantErrParts {
+					if !strings.Contains(err.Error(), part) {
+						t.Errorf("error %q does not name %q", err, part)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("costQuery (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestCostRejectedBeforeConnecting(t *testing.T) {
+	bogus := []string{"--redis-url", "redis://127.0.0.1:1"}
+	tests := map[string]struct {
+		args         []string
+		wantErrParts []string
+	}{
+		"bad --by":     {args: []string{"--by", "region"}, wantErrParts: []string{"--by"}},
+		"bad --since":  {args: []string{"--since", "last week"}, wantErrParts: []string{"--since"}},
+		"bad --until":  {args: []string{"--until", "soon"}, wantErrParts: []string{"--until"}},
+		"bad --output": {args: []string{"--output", "yaml"}, wantErrParts: []string{"--output", `"yaml"`}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			out, err := runGangway(t, append(append([]string{"cost"}, tc.args...), bogus...)...)
+			if err == nil {
+				t.Fatalf("gangway cost %s succeeded:\n%s", strings.Join(tc.args, " "), out)
+			}
+			for _, part := range tc.wantErrParts {
+				if !strings.Contains(err.Error(), part) {
+					t.Errorf("error %q does not name %q", err, part)
+				}
+			}
+			if strings.Contains(err.Error(), "redis at") {
+				t.Errorf("error %q comes from connecting, not from checking the flags", err)
+			}
+		})
+	}
+}
+
+// TestCost fills a ledger in a real Redis and checks what gangway cost
+// prints from it in each format.
+func TestCost(t *testing.T) {
+	r := devstacktest.Redis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: r.Addr})
+	t.Cleanup(func() { _ = rdb.Close() })
+	const prefix = "{test-cost}"
+	cfg := filepath.Join(t.TempDir(), "gangway.yaml")
+	if err := os.WriteFile(cfg, []byte("redis:\n  url: "+r.URL+"\n  prefix: \""+prefix+"\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	t0 := time.Date(2025, 6, 2, 12, 0, 0, 0, time.UTC)
+	h := time.Hour
+	segment := func(job string, attempt int, team, project, pool, capacityType string, gpus int, start, end time.Duration, price float64) gangway.UsageSegment {
+		return gangway.UsageSegment{JobID: job, Attempt: attempt, Team: team, Project: project, Pool: pool,
+			CapacityType: capacityType, GPUs: gpus, Start: t0.Add(start), End: t0.Add(end), PricePerGPUHour: price}
+	}
+	ledger := accounting.New(rdb, accounting.Options{Prefix: prefix, Now: func() time.Time { return t0 }})
+	for _, s := range []gangway.UsageSegment{
+		segment("train-1", 1, "ml", "llm", "onprem", "on-prem", 2, 0, 90*time.Minute, 4),  // 3 GPU-h, $12
+		segment("train-1", 2, "ml", "llm", "aws-spot", "spot", 4, 2*h, 4*h, 1.25),         // 8 GPU-h, $10
+		segment("train-2", 1, "ml", "", "aws-od", "on-demand", 1, h, 2*h, 3),              // 1 GPU-h, $3
+		segment("rl-1", 1, "research", "rl", "onprem", "on-prem", 1, 0, 4*h, 0.5),         // 4 GPU-h, $2
+		segment("old-1", 1, "research", "rl", "onprem", "on-prem", 1, -48*h, -47*h, 0.5),  // before the window
+		segment("late-1", 1, "vision", "det", "gcp-spot", "spot", 8, 5*24*h, 5*24*h+h, 1), // straddles its end: 4 GPU-h inside, $4
+	} {
+		if _, err := ledger.Record(context.Background(), s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	window := []string{"--config", cfg, "--since", "2025-06-01", "--until", "2025-06-07T12:30:00Z"}
+
+	tests := map[string]struct {
+		args []string
+		want string
+	}{
+		"table by team": {
+			args: []string{"--by", "team"},
+			want: `Usage by team from 2025-06-01T00:00:00Z to 2025-06-07T12:30:00Z
+
+TEAM      GPU-H ON-PREM  GPU-H SPOT  GPU-H ON-DEMAND  $ ON-PREM  $ SPOT  $ ON-DEMAND  $ TOTAL  SPOT SAVED
+ml                  3.0         8.0              1.0      12.00   10.00         3.00    25.00           -
+vision              0.0         4.0              0.0       0.00    4.00         0.00     4.00           -
+research            4.0         0.0              0.0       2.00    0.00         0.00     2.00        0.00
+TOTAL               7.0        12.0              1.0      14.00   14.00         3.00    31.00           -
+
+SPOT SAVED is - where the on-demand price of a pool with spot usage is unknown.
+`,
+		},
+		"table by project": {
+			args: []string{"--by", "project", "-o", "text"},
+			want: `Usage by project from 2025-06-01T00:00:00Z to 2025-06-07T12:30:00Z
+
+PROJECT  GPU-H ON-PREM  GPU-H SPOT  GPU-H ON-DEMAND  $ ON-PREM  $ SPOT  $ ON-DEMAND  $ TOTAL  SPOT SAVED
+llm                3.0         8.0              0.0      12.00   10.00         0.00    22.00           -
+det                0.0         4.0              0.0       0.00    4.00         0.00     4.00           -
+(none)             0.0         0.0              1.0       0.00    0.00         3.00     3.00        0.00
+rl                 4.0         0.0              0.0       2.00    0.00         0.00     2.00        0.00
+TOTAL              7.0        12.0              1.0      14.00   14.00         3.00    31.00           -
+
+SPOT SAVED is - where the on-demand price of a pool with spot usage is unknown.
+`,
+		},
+		"csv by pool": {
+			args: []string{"--by", "pool", "--output", "csv"},
+			want: `pool,gpu_hours_on_prem,gpu_hours_spot,gpu_hours_on_demand,dollars_on_prem,dollars_spot,dollars_on_demand,dollars_total,spot_saved_dollars
+onprem,7,0,0,14,0,0,14,0
+aws-spot,0,8,0,0,10,0,10,
+gcp-spot,0,4,0,0,4,0,4,
+aws-od,0,0,1,0,0,3,3,0
+`,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			out, err := runGangway(t, append(append([]string{"cost"}, window...), tc.args...)...)
+			if err != nil {
+				t.Fatalf("gangway cost: %v\n%s", err, out)
+			}
+			if diff := cmp.Diff(tc.want, out); diff != "" {
+				t.Errorf("output (-want +got):\n%s", diff)
+			}
+		})
+	}
+
+	t.Run("json by team", func(t *testing.T) {
+		out, err := runGangway(t, append(append([]string{"cost"}, window...), "--output", "json")...)
+		if err != nil {
+			t.Fatalf("gangway cost: %v\n%s", err, out)
+		}
+		var got map[string]any
+		if err := json.Unmarshal([]byte(out), &got); err != nil {
+			t.Fatalf("not JSON: %v\n%s", err, out)
+		}
+		row := func(group string, segments int, hours, dollars [3]float64, total float64, saved any) map[string]any {
+			return map[string]any{
+				"group": group, "segments": float64(segments),
+				"gpuHours":         map[string]any{"onPrem": hours[0], "spot": hours[1], "onDemand": hours[2]},
+				"dollars":          map[string]any{"onPrem": dollars[0], "spot": dollars[1], "onDemand": dollars[2]},
+				"totalDollars":     total,
+				"spotSavedDollars": saved,
+			}
+		}
+		want := map[string]any{
+			"by":    "team",
+			"since": "2025-06-01T00:00:00Z",
+			"until": "2025-06-07T12:30:00Z",
+			"rows": []any{
+				row("ml", 3, [3]float64{3, 8, 1}, [3]float64{12, 10, 3}, 25, nil),
+				row("vision", 1, [3]float64{0, 4, 0}, [3]float64{0, 4, 0}, 4, nil),
+				row("research", 1, [3]float64{4, 0, 0}, [3]float64{2, 0, 0}, 2, 0.0),
+			},
+			"total": row("", 5, [3]float64{7, 12, 1}, [3]float64{14, 14, 3}, 31, nil),
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("JSON (-want +got):\n%s", diff)
+		}
+	})
+
+	t.Run("an empty window", func(t *testing.T) {
+		out, err := runGangway(t, "cost", "--config", cfg, "--since", "2020-01-01", "--until", "2020-02-01", "-o", "csv")
+		if err != nil {
+			t.Fatalf("gangway cost: %v\n%s", err, out)
+		}
+		if want := "team,gpu_hours_on_prem,gpu_hours_spot,gpu_hours_on_demand,dollars_on_prem,dollars_spot,dollars_on_demand,dollars_total,spot_saved_dollars\n"; out != want {
+			t.Errorf("output %q, want only the header %q", out, want)
+		}
+	})
+}
