@@ -83,6 +83,8 @@ type Agent struct {
 
 	tasks   taskTable   // running tasks, for StopTasks and notices
 	notices noticeState // notices seen, preempt signals sent
+	// recordHeartbeat is activity.RecordHeartbeat unless a test watches.
+	recordHeartbeat func(ctx context.Context, details ...any)
 }
 
 // New returns an agent for cfg.Node.

@@ -163,6 +163,10 @@ func (a *Agent) heartbeats(ctx context.Context, progress func() workflows.RunTas
 		interval = min(interval, hb/4)
 	}
 	hctx := context.WithoutCancel(ctx)
+	record := a.recordHeartbeat
+	if record == nil {
+		record = activity.RecordHeartbeat
+	}
 	stop, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
@@ -173,7 +177,7 @@ func (a *Agent) heartbeats(ctx context.Context, progress func() workflows.RunTas
 			case <-stop:
 				return
 			case <-t.C:
-				activity.RecordHeartbeat(hctx, progress())
+				record(hctx, progress())
 			}
 		}
 	}()
