@@ -64,7 +64,7 @@ func (s *Split) add(capacityType string, v float64) {
 		s.Spot += v
 	case CapacityOnDemand:
 		s.OnDemand += v
-	default:
+	default: // CapacityOnPrem; the ledger refuses any other type
 		s.OnPrem += v
 	}
 }
