@@ -4,6 +4,7 @@ go 1.26.8
 
 require (
 	cloud.google.com/go/compute v1.75.0
+	github.com/NVIDIA/go-nvml v0.13.4-1
 	github.com/aws/aws-sdk-go-v2 v1.48.0
 	github.com/aws/aws-sdk-go-v2/service/ec2 v1.344.3
 	github.com/aws/smithy-go v1.28.9
