@@ -118,6 +118,9 @@ type GPU struct {
 	// (possibly across nodes, for rack-scale systems); "" when none.
 	NVLinkDomain string `json:"nvlinkDomain,omitempty"`
 	NUMA         int    `json:"numa,omitempty"`
+	// Flakiness is the GPU's recent hardware faults, decayed over time
+	// (capacity.FlakinessHalfLife); placement keeps long gangs off flaky GPUs.
+	Flakiness float64 `json:"flakiness,omitempty"`
 }
 
 // Node state values.
