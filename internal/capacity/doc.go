@@ -26,6 +26,8 @@
 //	P:lease           string  holder of the dispatch leader lease (SET NX PX)
 //	P:reasons         hash    job ID → why it is still pending
 //	P:log:<job ID>    stream  task output lines {t: unix ms, rank, attempt, text}, capped at Options.LogMaxLen
+//	P:gpu-health      hash    "<node ID>/<GPU index>" → GPUHealth JSON (fences, flakiness, last fault)
+//	P:gpu-events      stream  GPU faults and reclaims {event: GPUEvent JSON}, capped at GPUEventsMaxLen
 //
 // Every script names all the keys it touches in KEYS, as Redis Cluster
 // requires. P:log:<job ID> streams are only touched by single commands.
