@@ -92,8 +92,17 @@ Inventory is synthetic for now (--fake-gpus 8xH100); NVML inventory replaces it.
 			ac := a.cfg.Agent
 			gpus, model, _ := parseFakeGPUs(ac.FakeGPUs)
 			node := agent.FakeNode(ac.NodeID, ac.Pool, ac.Addr, gpus, model)
+			store, err := openCheckpointStore(cmd.Context(), a.cfg.Checkpoint)
+			if err != nil {
+				return err
+			}
+			notices, err := startNoticeWatcher(cmd.Context(), ac.Notices, a.log)
+			if err != nil {
+				return err
+			}
 			ag := agent.New(agent.Config{Node: node, DataDir: ac.DataDir,
-				HeartbeatInterval: ac.HeartbeatInterval.Duration, Log: a.log}, c.view)
+				HeartbeatInterval: ac.HeartbeatInterval.Duration, Log: a.log,
+				Checkpoints: store, Notices: notices}, c.view)
 			return ag.Run(cmd.Context(), c.temporal)
 		},
 	}
@@ -104,5 +113,7 @@ Inventory is synthetic for now (--fake-gpus 8xH100); NVML inventory replaces it.
 	f.StringVar(&a.cfg.Agent.DataDir, "data-dir", a.cfg.Agent.DataDir, "task logs and checkpoint directories")
 	f.StringVar(&a.cfg.Agent.FakeGPUs, "fake-gpus", a.cfg.Agent.FakeGPUs, "synthetic inventory, e.g. 8xH100")
 	f.DurationVar(&a.cfg.Agent.HeartbeatInterval.Duration, "heartbeat-interval", a.cfg.Agent.HeartbeatInterval.Duration, "node heartbeat period")
+	f.StringVar(&a.cfg.Agent.Notices, "notices", a.cfg.Agent.Notices, "cloud preemption notices to watch: auto, aws, gcp or none")
+	f.StringVar(&a.cfg.Checkpoint.Store, "checkpoint-store", a.cfg.Checkpoint.Store, "checkpoint store: file:///path (shared storage) or s3://bucket/prefix")
 	return cmd
 }

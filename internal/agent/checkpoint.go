@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/checkpoint"
 	"github.com/gangwayhq/gangway/workflows"
 )
@@ -358,12 +359,14 @@ func (u *uploader) save(ctx context.Context, dir string, final bool) {
 	if err := os.RemoveAll(dir); err != nil {
 		u.log.Warn("cannot remove the saved checkpoint's local copy", "dir", dir, "error", err)
 	}
-	if in.Keep > 0 {
-		if n, err := u.store.Prune(ctx, in.JobID, in.Keep); err != nil {
-			u.log.Warn("checkpoint prune failed", "keep", in.Keep, "error", err)
-		} else if n > 0 {
-			u.log.Debug("checkpoints pruned", "removed", n, "keep", in.Keep)
-		}
+	keep := in.Keep
+	if keep <= 0 {
+		keep = gangway.DefaultKeep
+	}
+	if n, err := u.store.Prune(ctx, in.JobID, keep); err != nil {
+		u.log.Warn("checkpoint prune failed", "keep", keep, "error", err)
+	} else if n > 0 {
+		u.log.Debug("checkpoints pruned", "removed", n, "keep", keep)
 	}
 }
 

@@ -22,8 +22,10 @@ import (
 	"github.com/gangwayhq/gangway/workflows"
 )
 
-// maxGrace caps how long a stopping task may take before SIGKILL, whatever
-// the job asks: the workflow waits for the kill before releasing GPUs.
+// maxGrace caps how long a task may take to stop before SIGKILL when the
+// agent itself shuts down, whatever the job asks: the worker waits for its
+// tasks that long. A stop the workflow or StopTasks asks for gives the job
+// its whole grace period (a cloud notice's deadline may shorten it).
 const maxGrace = 30 * time.Second
 
 // RunTask runs one gang member to completion. It returns nil when the
@@ -196,22 +198,26 @@ func (a *Agent) supervise(ctx context.Context, cmd *exec.Cmd, in workflows.RunTa
 	case err := <-done:
 		return err, stopCause{reason: stopExited}
 	case <-ctx.Done():
-		return a.stop(cmd, in, up, done), stopCause{reason: stopCancelled}
+		return a.stop(cmd, in, up, done, false), stopCause{reason: stopCancelled}
 	case <-activity.GetWorkerStopChannel(ctx):
-		return a.stop(cmd, in, up, done), stopCause{reason: stopShutdown}
+		return a.stop(cmd, in, up, done, true), stopCause{reason: stopShutdown}
 	case req := <-rt.stop:
-		return a.stop(cmd, in, up, done), stopCause{reason: stopRequested, errType: req.errType, message: req.reason}
+		return a.stop(cmd, in, up, done, false), stopCause{reason: stopRequested, errType: req.errType, message: req.reason}
 	}
 }
 
 // stop sends the job's stop signal to the process group, waits the grace
-// period, then kills the group. A cloud notice's deadline shortens the
-// grace period so the final save still fits before it.
-func (a *Agent) stop(cmd *exec.Cmd, in workflows.RunTaskInput, up *uploader, done <-chan error) error {
+// period (at least a second; at most maxGrace when the agent shuts down),
+// then kills the group. A cloud notice's deadline shortens the grace
+// period so the final save still fits before it.
+func (a *Agent) stop(cmd *exec.Cmd, in workflows.RunTaskInput, up *uploader, done <-chan error, shutdown bool) error {
 	pgid := cmd.Process.Pid
 	sig := signalByName(in.StopSignal)
 	_ = syscall.Kill(-pgid, sig)
-	grace := min(max(in.GracePeriod, time.Second), maxGrace)
+	grace := max(in.GracePeriod, time.Second)
+	if shutdown {
+		grace = min(grace, maxGrace)
+	}
 	if d := a.noticeDeadline(); !d.IsZero() {
 		grace = min(grace, max(time.Until(d)-up.reserve(), time.Second))
 	}
