@@ -321,6 +321,7 @@ func (se *Session) changed(i int) {
 // topology constraint, or leaves the view untouched.
 func (se *Session) placeJob(j *Job) (gangway.Assignment, bool) {
 	v := se.view
+	v.avoidFlaky = avoidsFlaky(j)
 	var members []gangway.Member
 	ok := false
 	switch {

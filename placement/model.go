@@ -47,6 +47,8 @@ type GPU struct {
 	Index   int
 	Model   string
 	Healthy bool
+	// Flakiness is the GPU's decayed recent fault count (flaky.go).
+	Flakiness float64
 	// Domain names the NVLink domain; GPUs with the same non-empty Domain
 	// (on this or, for rack-scale domains, other nodes) share NVLink. Empty
 	// means the GPU is its own domain.

@@ -17,6 +17,8 @@ type View struct {
 	cpu   []int64 // free CPU per node
 	mem   []int64 // free memory per node
 	whole []int   // per node: GPUs with all Whole milli free
+	// avoidFlaky: the job being placed stays off flaky GPUs (flaky.go).
+	avoidFlaky bool
 	// oneDomain is, per node, whether all its GPUs name the same NVLink
 	// domain (one per node, or rack-scale): pickWhole's common case.
 	oneDomain []bool
@@ -196,7 +198,7 @@ func (v *View) give(c Candidate, cpu, mem int64) {
 // usable reports whether GPU g of node i may go to a job ending at end.
 func (v *View) usable(i, g int, end time.Time) bool {
 	s := v.resStart[i]
-	return s == nil || s[g].IsZero() || (!end.IsZero() && !end.After(s[g]))
+	return v.flakyOK(i, g) && (s == nil || s[g].IsZero() || (!end.IsZero() && !end.After(s[g])))
 }
 
 func (v *View) reserve(i, g int, start time.Time, job string) {

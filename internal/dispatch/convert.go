@@ -26,7 +26,7 @@ func placementSnapshot(s capacity.Snapshot, nodeTTL time.Duration, onPremPrices 
 			pn.CapacityType, pn.PricePerGPUHour = n.Node.CapacityType, 0
 		}
 		for _, g := range n.Node.GPUs {
-			pg := placement.GPU{Index: g.Index, Model: g.Model, Healthy: g.Healthy, Domain: g.NVLinkDomain, NUMA: g.NUMA}
+			pg := placement.GPU{Index: g.Index, Model: g.Model, Healthy: g.Healthy, Domain: g.NVLinkDomain, NUMA: g.NUMA, Flakiness: g.Flakiness}
 			if _, used := n.Allocated[g.Index]; used {
 				pg.UsedMilli = placement.Whole
 			}
