@@ -1,0 +1,87 @@
+// Package spotpolicy prices a job on a cloud offer and decides, for a job
+// with a deadline, when to run it on spot, on on-demand, or not at all. It
+// is pure: no I/O, no clock, no logging; the placement engine calls the
+// cost model live and `gangway replay spot` replays the policies over spot
+// availability traces.
+//
+// # Cost model
+//
+// ExpectedCost(offer, work) = price per GPU-hour × GPUs × hours of
+// ExpectedDuration(offer, work). With T the uninterrupted run time left,
+// λ the offer's interruption rate (per instance-hour) and O the restart
+// overhead (boot + restore), interruptions arrive as a Poisson process
+// while the job makes progress, and each costs O plus the work redone
+// since the last checkpoint. A stretch of s hours of work that restarts
+// from its beginning when interrupted takes (e^{λs} − 1)/λ hours of
+// running in expectation (the classic restart-from-scratch completion
+// time), so
+//
+//	D = T · (e^{λs} − 1)/(λs) · (1 + λO)
+//
+// where s, the work one interruption can lose, is
+//
+//   - T for a job that is not checkpointable: it starts over each time,
+//     and D = (e^{λT} − 1)(1/λ + O);
+//   - min(interval, T) for a checkpointable job that saves every
+//     interval: T/s stretches of s each; to first order each interruption
+//     loses half an interval, D ≈ T(1 + λ(s/2 + O));
+//   - 0 for one that checkpoints only on the preemption notice: nothing
+//     is redone, D = T(1 + λO).
+//
+// At λ = 0 (on-demand) D = T, and D grows with λ, O, the interval and T.
+// Restarts are taken as not interrupted themselves (they are short next
+// to the time between interruptions) and as paid for: the instance runs
+// while it boots and restores.
+//
+// # Deadline policies
+//
+// The setting is that of Wu et al., "Can't Be Late: Optimizing Spot
+// Instance Savings under Deadlines" (NSDI 2024): a job needs Work hours
+// on one instance before its Deadline; spot comes and goes (a trace);
+// on-demand is always there at k times the spot price; every new instance
+// costs a changeover delay d (boot, restore, work since the last
+// checkpoint) that passes, and is paid for, without progress. Sim.Simulate
+// steps tick by tick, asks a Policy for a Choice (Spot, OnDemand, Wait)
+// given the State, preempts a spot instance when the trace drops to zero,
+// and charges every tick an instance is held.
+//
+// Every policy but on-demand keeps the Safety Net Rule (State.Safe):
+// starting spot, or waiting a tick, must leave slack (time left minus
+// work left) for two changeovers, so a preemption right after still
+// leaves time to finish on on-demand. Hence none of them misses a deadline
+// that allows one changeover.
+//
+//   - OnDemandOnly: the baseline costs are measured against.
+//   - Greedy: spot whenever there is any, wait otherwise, on-demand to the
+//     end once waiting longer would break the safety net.
+//   - UniformProgress: the paper's policy (§5.2): keep progress on the line
+//     ep(t) = Work × t / Deadline, on-demand when idle and behind it, spot
+//     whenever available (even when behind), and, once on on-demand, stay
+//     until done ≥ ep(t + 2d) (hysteresis).
+//
+// Gangway's policy is Uniform Progress with sticky on-demand:
+//
+//  1. on spot: stay until preempted (Exploitation Rule);
+//  2. idle (not started, waiting, or just preempted): spot if it is there,
+//     on-demand if behind the line, else wait;
+//  3. on on-demand: stay on it while spot is gone, whatever the progress;
+//     move to spot as soon as it is back and progress is within
+//     SwitchLag (2) changeover delays of the line: done ≥ ep(t − 2d).
+//
+// Uniform Progress wastes most of its money in rule 3's place. Spot
+// outages last hours as often as minutes, so a job that went to on-demand
+// because it fell behind reaches ep(t + 2d), goes idle, falls behind again
+// before spot is back, and pays another on-demand changeover — on the
+// shared AWS traces a 48-hour job with a 72-hour deadline starts on-demand
+// a dozen times. Progress made on on-demand while spot is gone is work
+// the job needs anyway (it costs more than spot would have only if spot
+// turns out plentiful later), whereas an on-demand changeover buys
+// nothing; so Gangway keeps the instance and leaves it only for spot. Its progress then runs ahead of the line during outages, which is
+// why it can take spot back while slightly behind: the line is a pace,
+// the safety net is the guarantee, and a spot attempt that fails at once
+// costs two changeovers, the lag allowed. Hysteresis in the other sense
+// (waiting on on-demand for spot to prove itself, or for more slack to be
+// banked), patience before going to on-demand after a preemption, a wider
+// safety reserve, and steering by the interruption rate observed so far
+// were each measured on the same traces and each cost more.
+package spotpolicy

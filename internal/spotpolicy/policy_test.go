@@ -1,0 +1,166 @@
+package spotpolicy_test
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/gangwayhq/gangway/internal/spotpolicy"
+)
+
+const (
+	spot     = spotpolicy.Spot
+	onDemand = spotpolicy.OnDemand
+	wait     = spotpolicy.Wait
+)
+
+// state is a 48h job due at 72h with 12-minute changeovers and 3-minute
+// ticks, at hour now with done hours of work done.
+func state(now, done float64, running spotpolicy.Choice, spotUp bool) spotpolicy.State {
+	h := func(x float64) time.Duration { return time.Duration(math.Round(x * float64(time.Hour))) }
+	return spotpolicy.State{Now: h(now), Deadline: 72 * time.Hour, Work: 48 * time.Hour, WorkLeft: 48*time.Hour - h(done),
+		SpotAvailable: spotUp, Running: running, Overhead: 12 * time.Minute, Tick: 3 * time.Minute,
+		SpotPrice: 0.918, OnDemandPrice: 3.06}
+}
+
+func TestSafe(t *testing.T) {
+	// At hour 30 the line is at 20h of work; slack = 72 - 30 - (48 - done).
+	tests := map[string]struct {
+		s    spotpolicy.State
+		want map[spotpolicy.Choice]bool
+	}{
+		"plenty of slack: anything goes": {
+			s:    state(30, 20, wait, true),
+			want: map[spotpolicy.Choice]bool{spot: true, onDemand: true, wait: true},
+		},
+		"no spot to start": {
+			s:    state(30, 20, wait, false),
+			want: map[spotpolicy.Choice]bool{spot: false, onDemand: true, wait: true},
+		},
+		"slack for exactly two changeovers: spot yes, waiting a tick no": {
+			s:    state(30, 6.4, wait, true), // slack 0.4h
+			want: map[spotpolicy.Choice]bool{spot: true, onDemand: true, wait: false},
+		},
+		"slack for two changeovers and a tick: waiting is still safe": {
+			s:    state(30, 6.45, wait, true), // slack 0.45h
+			want: map[spotpolicy.Choice]bool{spot: true, onDemand: true, wait: true},
+		},
+		"less than two changeovers: on-demand only": {
+			s:    state(30, 6.3, onDemand, true), // slack 0.3h
+			want: map[spotpolicy.Choice]bool{spot: false, onDemand: true, wait: false},
+		},
+		"keeping a spot instance is safe on any slack": {
+			s:    state(30, 6.3, spot, true),
+			want: map[spotpolicy.Choice]bool{spot: true, onDemand: true, wait: false},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got := map[spotpolicy.Choice]bool{}
+			for _, c := range []spotpolicy.Choice{spot, onDemand, wait} {
+				got[c] = tc.s.Safe(c)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("Safe (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestDecide(t *testing.T) {
+	// At hour 30 the uniform-progress line is at 20h of work, at 30.4h
+	// (2 changeovers later) at 20.267h, at 29.6h at 19.733h.
+	tests := map[string]struct {
+		s                                    spotpolicy.State
+		wantGreedy, wantUniform, wantGangway spotpolicy.Choice
+	}{
+		"idle, spot there": {
+			s:          state(30, 20, wait, true),
+			wantGreedy: spot, wantUniform: spot, wantGangway: spot,
+		},
+		"idle, no spot, ahead of the line": {
+			s:          state(30, 21, wait, false),
+			wantGreedy: wait, wantUniform: wait, wantGangway: wait,
+		},
+		"idle, no spot, behind the line": {
+			s:          state(30, 19, wait, false),
+			wantGreedy: wait, wantUniform: onDemand, wantGangway: onDemand,
+		},
+		"on spot: stay": {
+			s:          state(30, 10, spot, true),
+			wantGreedy: spot, wantUniform: spot, wantGangway: spot,
+		},
+		"on-demand, spot back, on the line: hysteresis keeps uniform progress on on-demand": {
+			s:          state(30, 20.1, onDemand, true),
+			wantGreedy: onDemand, wantUniform: onDemand, wantGangway: spot,
+		},
+		"on-demand, spot back, 2d ahead of the line": {
+			s:          state(30, 20.3, onDemand, true),
+			wantGreedy: onDemand, wantUniform: spot, wantGangway: spot,
+		},
+		"on-demand, spot back, less than 2d behind the line": {
+			s:          state(30, 19.8, onDemand, true),
+			wantGreedy: onDemand, wantUniform: onDemand, wantGangway: spot,
+		},
+		"on-demand, spot back, more than 2d behind the line": {
+			s:          state(30, 19.7, onDemand, true),
+			wantGreedy: onDemand, wantUniform: onDemand, wantGangway: onDemand,
+		},
+		"on-demand, no spot, well ahead: uniform progress idles, gangway keeps the instance": {
+			s:          state(30, 21, onDemand, false),
+			wantGreedy: onDemand, wantUniform: wait, wantGangway: onDemand,
+		},
+		"idle, spot there, slack below two changeovers: safety net": {
+			s:          state(30, 6.3, wait, true),
+			wantGreedy: onDemand, wantUniform: onDemand, wantGangway: onDemand,
+		},
+		"idle, no spot, waiting a tick would break the safety net": {
+			s:          state(60, 36.42, wait, false), // slack 0.42h, 0.37h after a tick
+			wantGreedy: onDemand, wantUniform: onDemand, wantGangway: onDemand,
+		},
+		"idle, no spot, far ahead but out of slack": {
+			s:          state(71.5, 47.2, wait, false), // slack 0.2h, line at 47.67h
+			wantGreedy: onDemand, wantUniform: onDemand, wantGangway: onDemand,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got := map[string]spotpolicy.Choice{}
+			for _, p := range []spotpolicy.Policy{spotpolicy.Greedy{}, spotpolicy.UniformProgress{}, spotpolicy.DefaultGangway(), spotpolicy.OnDemandOnly{}} {
+				got[p.Name()] = p.Decide(tc.s)
+			}
+			want := map[string]spotpolicy.Choice{
+				spotpolicy.NameGreedy: tc.wantGreedy, spotpolicy.NameUniformProgress: tc.wantUniform,
+				spotpolicy.NameGangway: tc.wantGangway, spotpolicy.NameOnDemand: onDemand,
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("Decide (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestByName(t *testing.T) {
+	for _, name := range spotpolicy.Names() {
+		p, err := spotpolicy.ByName(name)
+		if err != nil {
+			t.Fatalf("ByName(%q): %v", name, err)
+		}
+		if p.Name() != name {
+			t.Errorf("ByName(%q).Name() = %q", name, p.Name())
+		}
+	}
+	_, err := spotpolicy.ByName("optimal")
+	if want := `unknown spot policy "optimal" (valid: on-demand, greedy, uniform-progress, gangway)`; err == nil || err.Error() != want {
+		t.Errorf("ByName(optimal) error = %v, want %q", err, want)
+	}
+}
+
+func TestChoiceString(t *testing.T) {
+	got := []string{wait.String(), spot.String(), onDemand.String(), spotpolicy.Choice(7).String()}
+	if diff := cmp.Diff([]string{"wait", "spot", "on-demand", "Choice(7)"}, got); diff != "" {
+		t.Errorf("String (-want +got):\n%s", diff)
+	}
+}
