@@ -24,12 +24,13 @@ import (
 // Config is everything gangway reads at start: one struct, one Validate.
 // deploy/gangway.example.yaml documents every field.
 type Config struct {
-	Temporal TemporalConfig `yaml:"temporal"`
-	Redis    RedisConfig    `yaml:"redis"`
-	Log      LogConfig      `yaml:"log"`
+	Temporal   TemporalConfig   `yaml:"temporal"`
+	Redis      RedisConfig      `yaml:"redis"`
+	Log        LogConfig        `yaml:"log"`
 	Server     ServerConfig     `yaml:"server"`
 	Agent      AgentConfig      `yaml:"agent"`
 	Checkpoint CheckpointConfig `yaml:"checkpoint"`
+	Cloud      CloudConfig      `yaml:"cloud"`
 }
 
 // CheckpointConfig locates the checkpoint store every agent uploads to and
@@ -154,6 +155,7 @@ func defaultConfig() Config {
 			Notices:           "auto",
 		},
 		Checkpoint: CheckpointConfig{Store: "file:///var/lib/gangway/checkpoints"},
+		Cloud:      defaultCloudConfig(),
 	}
 }
 
@@ -289,6 +291,7 @@ func (c Config) Validate(server, agentCmd bool) error {
 				bad(field+".lendingLimit", "must not be negative, got %d", *q.LendingLimit)
 			}
 		}
+		c.Cloud.validate(bad)
 	}
 	if agentCmd {
 		a := c.Agent

@@ -74,11 +74,12 @@ the on-demand price of a pool with spot usage is not known.`,
 }
 
 // onDemandPrices is the on-demand price per GPU-hour of each pool, which the
-// "spot saved" column compares spot prices against. The cloud pool config
-// (cmd/gangway/config.go) fills it once it carries pools and their prices;
-// until then every spot pool's savings are reported as unknown.
-func onDemandPrices(_ Config) map[string]float64 {
-	return map[string]float64{}
+// "spot saved" column compares spot prices against: for every spot pool the
+// cloud section configures, the on-demand price of the same instance type
+// (see CloudConfig.onDemandPrices). A spot pool without one reports its
+// savings as unknown.
+func onDemandPrices(c Config) map[string]float64 {
+	return c.Cloud.onDemandPrices()
 }
 
 // costQuery checks the window and grouping flags against now.

@@ -1,0 +1,435 @@
+package main
+
+import (
+	"fmt"
+	"maps"
+	"net"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/gangwayhq/gangway"
+	"github.com/gangwayhq/gangway/providers"
+)
+
+// CloudConfig is rented capacity: the providers bursts launch in, how the
+// server finds orphaned instances, and the prices and team limits the
+// burst decision weighs. deploy/gangway.example.yaml documents each field.
+type CloudConfig struct {
+	Providers []ProviderConfig `yaml:"providers"`
+	// ReconcileInterval is how often the server lists every provider's
+	// Gangway instances and terminates the orphans; OrphanGrace spares
+	// instances younger than it (a launch still in flight).
+	ReconcileInterval gangway.Duration `yaml:"reconcileInterval"`
+	OrphanGrace       gangway.Duration `yaml:"orphanGrace"`
+	// OffersTTL is how long a provider's offers and prices are reused.
+	OffersTTL gangway.Duration `yaml:"offersTTL"`
+	// BurstAfter is how long a job's on-prem wait must be before renting
+	// pays off.
+	BurstAfter gangway.Duration `yaml:"burstAfter"`
+	// OnPremPricePerGPUHour is the amortized price of each on-prem pool.
+	OnPremPricePerGPUHour map[string]float64 `yaml:"onPremPricePerGPUHour"`
+	// Teams caps each team's cloud spend.
+	Teams map[string]TeamCloudConfig `yaml:"teams"`
+	// Join is how launched instances' agents reach the control plane.
+	Join JoinConfig `yaml:"join"`
+}
+
+// TeamCloudConfig is one team's limits on rented capacity.
+type TeamCloudConfig struct {
+	// MonthlyBudget is the most the team may spend in the cloud per
+	// calendar month, in dollars; unset means no budget, 0 means none may
+	// be spent.
+	MonthlyBudget *float64 `yaml:"monthlyBudget"`
+	// MaxPricePerGPUHour caps the price of any burst; 0 means no cap.
+	MaxPricePerGPUHour float64 `yaml:"maxPricePerGPUHour"`
+}
+
+// JoinConfig is what a launched instance's boot script gives its agent.
+type JoinConfig struct {
+	// TemporalAddress and RedisURL as the instances reach them; "" means
+	// temporal.address and redis.url.
+	TemporalAddress string `yaml:"temporalAddress"`
+	RedisURL        string `yaml:"redisURL"`
+	// Binary is the gangway binary on the image ("" = gangway on PATH).
+	Binary  string `yaml:"binary"`
+	DataDir string `yaml:"dataDir"`
+	// FakeGPUs has agents report the offer's GPUs instead of reading NVML.
+	FakeGPUs bool     `yaml:"fakeGPUs"`
+	Args     []string `yaml:"args"`
+}
+
+// Provider types.
+const (
+	providerAWS  = "aws"
+	providerGCP  = "gcp"
+	providerFake = "fake"
+)
+
+// ProviderConfig is one cloud account (or the fake cloud) bursts may use.
+// Which fields apply depends on Type.
+type ProviderConfig struct {
+	// Name identifies the provider in offers, pools and tags; "" means
+	// Type. Two providers of one type need distinct names.
+	Name string `yaml:"name"`
+	Type string `yaml:"type"` // aws, gcp or fake
+	// Region (aws): where instances launch. Zones: aws, the availability
+	// zones to offer (empty: every zone with a spot price); gcp, the zones
+	// to offer and list (required).
+	Region  string   `yaml:"region"`
+	Zones   []string `yaml:"zones"`
+	Project string   `yaml:"project"` // gcp
+	// Endpoint overrides the cloud API's endpoint (a local test server or
+	// an emulator); requests to it carry no credentials.
+	Endpoint string `yaml:"endpoint"`
+	// Image is the boot image: an AMI ID (aws) or an image path (gcp),
+	// with gangway installed.
+	Image string `yaml:"image"`
+	// InstanceTypes (aws) or machine types (gcp) bursts may launch.
+	InstanceTypes []InstanceTypeConfig `yaml:"instanceTypes"`
+	// Prices (gcp) per machine type and region, since the Compute API
+	// serves none.
+	Prices []PriceConfig `yaml:"prices"`
+	// aws only.
+	Subnets          map[string]string `yaml:"subnets"` // zone → subnet ID
+	SecurityGroupIDs []string          `yaml:"securityGroupIds"`
+	KeyName          string            `yaml:"keyName"`
+	InstanceProfile  string            `yaml:"instanceProfile"`
+	// gcp only.
+	DiskSizeGB     int64  `yaml:"diskSizeGB"`
+	Network        string `yaml:"network"`
+	Subnetwork     string `yaml:"subnetwork"`
+	ServiceAccount string `yaml:"serviceAccount"`
+	// fake only: its pools, boot delay and spot notice lead, and where in
+	// its traces it starts (the trace time that is now).
+	Pools       []FakePoolConfig `yaml:"pools"`
+	BootDelay   gangway.Duration `yaml:"bootDelay"`
+	NoticeLead  gangway.Duration `yaml:"noticeLead"`
+	TraceOffset gangway.Duration `yaml:"traceOffset"`
+}
+
+// InstanceTypeConfig is an instance type (aws) or machine type (gcp).
+type InstanceTypeConfig struct {
+	Name     string `yaml:"name"`
+	GPUModel string `yaml:"gpuModel"`
+	GPUs     int    `yaml:"gpus"`
+	// OnDemandPrice (aws) is the list price per instance-hour; 0 means no
+	// on-demand offers of this type.
+	OnDemandPrice float64 `yaml:"onDemandPrice"`
+	// InterruptionRate is the spot interruption rate per instance-hour.
+	InterruptionRate float64 `yaml:"interruptionRate"`
+	// Accelerator (gcp, N1 types) is the accelerator type to attach.
+	Accelerator string `yaml:"accelerator"`
+}
+
+// PriceConfig is what one GCP machine type costs per hour in one region.
+type PriceConfig struct {
+	MachineType string  `yaml:"machineType"`
+	Region      string  `yaml:"region"`
+	Spot        float64 `yaml:"spot"`     // 0: no spot offers
+	OnDemand    float64 `yaml:"onDemand"` // 0: no on-demand offers
+}
+
+// FakePoolConfig is one pool of the fake cloud.
+type FakePoolConfig struct {
+	Name         string  `yaml:"name"` // "" = provider-zone-type-capacity
+	Zone         string  `yaml:"zone"`
+	InstanceType string  `yaml:"instanceType"`
+	GPUModel     string  `yaml:"gpuModel"`
+	GPUs         int     `yaml:"gpus"`
+	CapacityType string  `yaml:"capacityType"` // spot or on-demand
+	PricePerHour float64 `yaml:"pricePerHour"`
+	MaxInstances int     `yaml:"maxInstances"` // 0 = no limit
+	// Trace is a spot trace file (traces/spot format) driving the pool's
+	// availability and price; TraceScale instances per trace unit.
+	Trace            string  `yaml:"trace"`
+	TraceScale       int     `yaml:"traceScale"`
+	InterruptionRate float64 `yaml:"interruptionRate"`
+}
+
+func defaultCloudConfig() CloudConfig {
+	return CloudConfig{
+		ReconcileInterval: gangway.Duration{Duration: time.Minute},
+		OrphanGrace:       gangway.Duration{Duration: 10 * time.Minute},
+		OffersTTL:         gangway.Duration{Duration: 15 * time.Second},
+		BurstAfter:        gangway.Duration{Duration: 10 * time.Minute},
+	}
+}
+
+// name is the provider's name: Name, or Type when unset.
+func (p ProviderConfig) name() string {
+	if p.Name != "" {
+		return p.Name
+	}
+	return p.Type
+}
+
+// validate reports each bad field of the cloud section through bad.
+func (c CloudConfig) validate(bad func(field, format string, args ...any)) {
+	if c.ReconcileInterval.Duration <= 0 {
+		bad("cloud.reconcileInterval", "must be positive, got %v", c.ReconcileInterval.Duration)
+	}
+	if c.OrphanGrace.Duration <= 0 {
+		bad("cloud.orphanGrace", "must be positive, got %v", c.OrphanGrace.Duration)
+	}
+	if c.OffersTTL.Duration <= 0 {
+		bad("cloud.offersTTL", "must be positive, got %v", c.OffersTTL.Duration)
+	}
+	if c.BurstAfter.Duration < 0 {
+		bad("cloud.burstAfter", "must not be negative, got %v", c.BurstAfter.Duration)
+	}
+	for _, pool := range slices.Sorted(maps.Keys(c.OnPremPricePerGPUHour)) {
+		field := "cloud.onPremPricePerGPUHour." + pool
+		if !dnsLabel.MatchString(pool) {
+			bad(field, "must be a pool name (a DNS label)")
+		} else if price := c.OnPremPricePerGPUHour[pool]; price < 0 {
+			bad(field, "must not be negative, got %v", price)
+		}
+	}
+	for _, team := range slices.Sorted(maps.Keys(c.Teams)) {
+		field := "cloud.teams." + team
+		t := c.Teams[team]
+		switch {
+		case !dnsLabel.MatchString(team):
+			bad(field, "must be a team name (a DNS label)")
+		case t.MonthlyBudget != nil && *t.MonthlyBudget < 0:
+			bad(field+".monthlyBudget", "must not be negative, got %v", *t.MonthlyBudget)
+		case t.MaxPricePerGPUHour < 0:
+			bad(field+".maxPricePerGPUHour", "must not be negative, got %v", t.MaxPricePerGPUHour)
+		}
+	}
+	if a := c.Join.TemporalAddress; a != "" {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			bad("cloud.join.temporalAddress", "want host:port, got %q", a)
+		}
+	}
+	if u := c.Join.RedisURL; u != "" {
+		if _, err := redis.ParseURL(u); err != nil {
+			bad("cloud.join.redisURL", "%v", err)
+		}
+	}
+	seen := map[string]int{}
+	for i, p := range c.Providers {
+		field := fmt.Sprintf("cloud.providers[%d]", i)
+		name := p.name()
+		if j, dup := seen[name]; dup {
+			bad(field+".name", "%q is cloud.providers[%d]'s name too; give each provider its own", name, j)
+		}
+		seen[name] = i
+		if p.Name != "" && !dnsLabel.MatchString(p.Name) {
+			bad(field+".name", "must be a DNS label, got %q", p.Name)
+		}
+		if p.Endpoint != "" {
+			if u, err := url.Parse(p.Endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				bad(field+".endpoint", "want an http:// or https:// URL, got %q", p.Endpoint)
+			}
+		}
+		switch p.Type {
+		case providerAWS:
+			p.validateAWS(field, bad)
+		case providerGCP:
+			p.validateGCP(field, bad)
+		case providerFake:
+			p.validateFake(field, bad)
+		default:
+			bad(field+".type", "must be aws, gcp or fake, got %q", p.Type)
+		}
+	}
+}
+
+func (p ProviderConfig) validateAWS(field string, bad func(field, format string, args ...any)) {
+	if p.Region == "" {
+		bad(field+".region", "is required for aws")
+	}
+	if p.Image == "" {
+		bad(field+".image", "is required for aws: an AMI ID with gangway installed")
+	}
+	validateTypes(field, p.InstanceTypes, bad)
+	for _, z := range slices.Sorted(maps.Keys(p.Subnets)) {
+		if len(p.Zones) > 0 && !slices.Contains(p.Zones, z) {
+			bad(field+".subnets."+z, "is not one of zones %v", p.Zones)
+		}
+	}
+}
+
+func (p ProviderConfig) validateGCP(field string, bad func(field, format string, args ...any)) {
+	if p.Project == "" {
+		bad(field+".project", "is required for gcp")
+	}
+	if len(p.Zones) == 0 {
+		bad(field+".zones", "give at least one zone for gcp")
+	}
+	if p.Image == "" {
+		bad(field+".image", "is required for gcp: an image path with gangway installed")
+	}
+	if p.DiskSizeGB < 0 {
+		bad(field+".diskSizeGB", "must not be negative, got %d", p.DiskSizeGB)
+	}
+	validateTypes(field, p.InstanceTypes, bad)
+	priced := map[string]bool{}
+	for k, pr := range p.Prices {
+		f := fmt.Sprintf("%s.prices[%d]", field, k)
+		switch {
+		case !slices.ContainsFunc(p.InstanceTypes, func(t InstanceTypeConfig) bool { return t.Name == pr.MachineType }):
+			bad(f+".machineType", "%q is not in instanceTypes", pr.MachineType)
+		case pr.Region == "":
+			bad(f+".region", "is required")
+		case pr.Spot < 0 || pr.OnDemand < 0:
+			bad(f, "prices must not be negative, got spot %v, onDemand %v", pr.Spot, pr.OnDemand)
+		case pr.Spot == 0 && pr.OnDemand == 0:
+			bad(f, "give a spot or an onDemand price (or both)")
+		}
+		priced[pr.MachineType] = true
+	}
+	for k, t := range p.InstanceTypes {
+		if t.Name != "" && !priced[t.Name] {
+			bad(fmt.Sprintf("%s.instanceTypes[%d]", field, k), "%s has no entry in prices: the Compute API serves no prices, so it could never be offered", t.Name)
+		}
+	}
+}
+
+func validateTypes(field string, types []InstanceTypeConfig, bad func(field, format string, args ...any)) {
+	if len(types) == 0 {
+		bad(field+".instanceTypes", "give at least one")
+	}
+	seen := map[string]bool{}
+	for k, t := range types {
+		f := fmt.Sprintf("%s.instanceTypes[%d]", field, k)
+		switch {
+		case t.Name == "":
+			bad(f+".name", "is required")
+		case seen[t.Name]:
+			bad(f+".name", "%s given twice", t.Name)
+		case t.GPUs <= 0:
+			bad(f+".gpus", "must be positive, got %d", t.GPUs)
+		case t.GPUModel == "":
+			bad(f+".gpuModel", "is required")
+		case t.OnDemandPrice < 0:
+			bad(f+".onDemandPrice", "must not be negative, got %v", t.OnDemandPrice)
+		case t.InterruptionRate < 0:
+			bad(f+".interruptionRate", "must not be negative, got %v", t.InterruptionRate)
+		}
+		seen[t.Name] = true
+	}
+}
+
+func (p ProviderConfig) validateFake(field string, bad func(field, format string, args ...any)) {
+	if len(p.Pools) == 0 {
+		bad(field+".pools", "give at least one pool for fake")
+	}
+	if p.BootDelay.Duration < 0 {
+		bad(field+".bootDelay", "must not be negative, got %v", p.BootDelay.Duration)
+	}
+	if p.NoticeLead.Duration < 0 {
+		bad(field+".noticeLead", "must not be negative, got %v", p.NoticeLead.Duration)
+	}
+	if p.TraceOffset.Duration < 0 {
+		bad(field+".traceOffset", "must not be negative, got %v", p.TraceOffset.Duration)
+	}
+	for k, pl := range p.Pools {
+		f := fmt.Sprintf("%s.pools[%d]", field, k)
+		switch {
+		case pl.Name != "" && !dnsLabel.MatchString(pl.Name):
+			bad(f+".name", "must be a DNS label, got %q", pl.Name)
+		case pl.Zone == "":
+			bad(f+".zone", "is required")
+		case pl.InstanceType == "":
+			bad(f+".instanceType", "is required")
+		case pl.GPUs <= 0 || pl.GPUs > 8:
+			bad(f+".gpus", "must be 1 to 8, got %d", pl.GPUs)
+		case pl.GPUModel == "":
+			bad(f+".gpuModel", "is required")
+		case pl.CapacityType != string(providers.Spot) && pl.CapacityType != string(providers.OnDemand):
+			bad(f+".capacityType", "must be spot or on-demand, got %q", pl.CapacityType)
+		case pl.PricePerHour < 0:
+			bad(f+".pricePerHour", "must not be negative, got %v", pl.PricePerHour)
+		case pl.MaxInstances < 0:
+			bad(f+".maxInstances", "must not be negative, got %d", pl.MaxInstances)
+		case pl.TraceScale < 0:
+			bad(f+".traceScale", "must not be negative, got %d", pl.TraceScale)
+		case pl.InterruptionRate < 0:
+			bad(f+".interruptionRate", "must not be negative, got %v", pl.InterruptionRate)
+		}
+	}
+}
+
+// onDemandPrices maps each spot pool the providers can offer to the
+// on-demand price per GPU-hour of the same instance type, for the "spot
+// saved" column of `gangway cost`:
+//   - aws: each instance type's onDemandPrice, in each of zones (or, when
+//     zones is empty, zones a to f of the region);
+//   - gcp: each price's onDemand, in each configured zone of its region;
+//   - fake: the on-demand pool of the same instance type, in the same zone
+//     if there is one.
+func (c CloudConfig) onDemandPrices() map[string]float64 {
+	out := map[string]float64{}
+	for _, p := range c.Providers {
+		name := p.name()
+		switch p.Type {
+		case providerAWS:
+			zones := p.Zones
+			if len(zones) == 0 {
+				for _, letter := range "abcdef" {
+					zones = append(zones, p.Region+string(letter))
+				}
+			}
+			for _, t := range p.InstanceTypes {
+				if t.OnDemandPrice <= 0 || t.GPUs <= 0 {
+					continue
+				}
+				for _, z := range zones {
+					out[providers.PoolName(name, z, t.Name, providers.Spot)] = t.OnDemandPrice / float64(t.GPUs)
+				}
+			}
+		case providerGCP:
+			gpus := map[string]int{}
+			for _, t := range p.InstanceTypes {
+				gpus[t.Name] = t.GPUs
+			}
+			for _, pr := range p.Prices {
+				if pr.OnDemand <= 0 || gpus[pr.MachineType] <= 0 {
+					continue
+				}
+				for _, z := range p.Zones {
+					if gcpRegion(z) == pr.Region {
+						out[providers.PoolName(name, z, pr.MachineType, providers.Spot)] = pr.OnDemand / float64(gpus[pr.MachineType])
+					}
+				}
+			}
+		case providerFake:
+			poolName := func(pl FakePoolConfig) string {
+				if pl.Name != "" {
+					return pl.Name
+				}
+				return providers.PoolName(name, pl.Zone, pl.InstanceType, providers.CapacityType(pl.CapacityType))
+			}
+			for _, spot := range p.Pools {
+				if spot.CapacityType != string(providers.Spot) {
+					continue
+				}
+				price := 0.0
+				for _, od := range p.Pools {
+					if od.CapacityType == string(providers.OnDemand) && od.InstanceType == spot.InstanceType && od.GPUs > 0 &&
+						(price == 0 || od.Zone == spot.Zone) {
+						price = od.PricePerHour / float64(od.GPUs)
+					}
+				}
+				if price > 0 {
+					out[poolName(spot)] = price
+				}
+			}
+		}
+	}
+	return out
+}
+
+// gcpRegion is the region of a GCP zone ("us-central1-a" → "us-central1").
+func gcpRegion(zone string) string {
+	if i := strings.LastIndexByte(zone, '-'); i > 0 {
+		return zone[:i]
+	}
+	return zone
+}
