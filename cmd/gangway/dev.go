@@ -18,18 +18,21 @@ import (
 	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/client"
 	"github.com/gangwayhq/gangway/internal/agent"
+	"github.com/gangwayhq/gangway/internal/cloud"
 	"github.com/gangwayhq/gangway/internal/devstack"
 	"github.com/gangwayhq/gangway/internal/dispatch"
 	"github.com/gangwayhq/gangway/internal/server"
 )
 
 type devOptions struct {
-	nodes    string
-	keep     bool
-	noDemo   bool
-	dataDir  string
-	stepTime time.Duration
-	headless bool
+	nodes     string
+	keep      bool
+	noDemo    bool
+	dataDir   string
+	stepTime  time.Duration
+	headless  bool
+	cloud     bool
+	spotTrace string
 }
 
 func newDevCmd(a *app) *cobra.Command {
@@ -39,9 +42,18 @@ func newDevCmd(a *app) *cobra.Command {
 		Short: "Run the whole system on this machine and a demo workload",
 		Long: `Start a Temporal dev server and a redis-server as child processes on free
 ports (state in a temporary directory), the workflow worker, the dispatch
-loop and simulated nodes (--nodes), then submit a demo workload — single-GPU
-jobs, 4-GPU jobs and 2 × 8-GPU gangs running 'gangway demo-train' — show
-progress live, and end with a table per job.
+loop, simulated on-prem nodes (--nodes) and a fake cloud beside them (a
+spot and an on-demand pool of 8 × A100 instances that boot into in-process
+agents), then submit a demo workload — single-GPU jobs, 4-GPU jobs, 2 × 8-GPU
+gangs, and 8-GPU jobs allowed to burst — running 'gangway demo-train', show
+progress live, and end with a table per job and the pool it ran in.
+
+The workload overflows the on-prem fleet: jobs with burst enabled go to the
+fake cloud when their on-prem wait would exceed 15s, and every instance is
+terminated when its job ends. The spot pool's availability and price follow
+--spot-trace (by default a trace in ../shared/traces/spot/ when present,
+started at its longest stretch of availability; else a fixed price). A
+config file with cloud.providers replaces the fake cloud with those.
 
 --keep leaves the stack up afterwards and prints how to reach it. Ctrl-C
 stops everything and leaves no process behind.
@@ -67,6 +79,8 @@ Needs redis-server on PATH and the Temporal CLI in bin/ or on PATH
 	f.StringVar(&o.dataDir, "data-dir", "", "state directory (default: a temporary directory removed on exit)")
 	f.DurationVar(&o.stepTime, "step-time", 100*time.Millisecond, "demo-train time per step")
 	f.BoolVar(&o.headless, "headless", false, "do not serve the Temporal Web UI")
+	f.BoolVar(&o.cloud, "cloud", true, "run a fake cloud beside the on-prem nodes for bursts")
+	f.StringVar(&o.spotTrace, "spot-trace", "", "spot trace for the fake spot pool (default: one in ../shared/traces/spot/ if present)")
 	return cmd
 }
 
@@ -124,12 +138,30 @@ func runDev(ctx context.Context, a *app, o devOptions, shapes []agent.NodeShape,
 	if err != nil {
 		return err
 	}
+	popts.BurstAfter = devBurstAfter
+	cc, err := devCloud(a.cfg.Cloud, o)
+	if err != nil {
+		return err
+	}
+	agents := newFakeAgents(c.view, c.temporal, agent.Config{DataDir: filepath.Join(dir, "cloud"), HeartbeatInterval: time.Second, Log: log}, log)
+	agents.events = make(chan string, 64)
+	defer agents.Close()
+	clouds, err := buildCloud(ctx, cc, agents.hooks(), log)
+	if err != nil {
+		return fmt.Errorf("fake cloud: %w", err)
+	}
+	defer clouds.Close()
+	wg.Go(func() { clouds.RunFakes(runCtx) })
 	metricsAddr := make(chan string, 1)
 	wg.Go(func() {
 		err := server.Run(runCtx, server.Options{
 			Temporal: c.temporal, View: c.view, MetricsAddr: "127.0.0.1:0", Log: log,
-			Dispatch: dispatch.Config{Holder: "dev", Interval: 250 * time.Millisecond, LeaseTTL: 2 * time.Second, Placement: popts},
-			Ready:    func(addr string) { metricsAddr <- addr },
+			Dispatch: dispatch.Config{Holder: "dev", Interval: 250 * time.Millisecond, LeaseTTL: 2 * time.Second, Placement: popts,
+				OnPremPrices: cc.OnPremPricePerGPUHour},
+			Cloud: clouds.Registry, Join: joinConfig(a.cfg),
+			// Instances of a finished demo job are gone within seconds.
+			Reconcile: cloud.ReconcilerConfig{Interval: 10 * time.Second, Grace: time.Minute},
+			Ready:     func(addr string) { metricsAddr <- addr },
 		})
 		if err != nil {
 			log.Error("server stopped", "error", err)
@@ -155,12 +187,18 @@ func runDev(ctx context.Context, a *app, o devOptions, shapes []agent.NodeShape,
 		return runCtx.Err()
 	}
 	fmt.Fprintf(out, "gangway dev: %d simulated nodes up (%s)\n", len(nodes), o.nodes)
+	for _, line := range describeCloud(runCtx, clouds) {
+		fmt.Fprintf(out, "gangway dev: %s\n", line)
+	}
 
 	ok := true
 	if !o.noDemo {
-		ok, err = runDemo(runCtx, c, o, out)
+		ok, err = runDemo(runCtx, c, o, agents.events, out)
 		if err != nil && runCtx.Err() == nil {
 			return err
+		}
+		if runCtx.Err() == nil {
+			reportLeftovers(runCtx, clouds, out)
 		}
 	}
 	if (o.keep || o.noDemo) && runCtx.Err() == nil {
@@ -210,15 +248,20 @@ type demoJob struct {
 	team             string
 	replicas, gpus   int
 	steps, instances int
+	burst            bool
 }
 
 // demoWorkload mixes the shapes a shared cluster sees: many small jobs,
-// some 4-GPU jobs, and 2 × 8 gangs that need two whole nodes at once.
+// some 4-GPU jobs, 2 × 8 gangs that need two whole nodes at once, and
+// whole-node jobs (one a gang) allowed to burst to the cloud: together more
+// than the default on-prem fleet can start at once.
 var demoWorkload = []demoJob{
 	{team: "vision", replicas: 1, gpus: 1, steps: 40, instances: 8},
 	{team: "nlp", replicas: 1, gpus: 4, steps: 60, instances: 4},
 	{team: "speech", replicas: 1, gpus: 2, steps: 50, instances: 4},
 	{team: "nlp", replicas: 2, gpus: 8, steps: 80, instances: 2},
+	{team: "research", replicas: 1, gpus: 8, steps: 120, instances: 3, burst: true},
+	{team: "research", replicas: 2, gpus: 8, steps: 100, instances: 1, burst: true},
 }
 
 func demoSpecs(self string, stepTime time.Duration, suffix string) []gangway.JobSpec {
@@ -235,6 +278,7 @@ func demoSpecs(self string, stepTime time.Duration, suffix string) []gangway.Job
 				// A realistic bound lets the scheduler plan reservations
 				// for the gangs around the small jobs.
 				MaxRuntime: gangway.Duration{Duration: 2 * time.Minute},
+				Burst:      gangway.Burst{Enabled: d.burst},
 			}
 			s.Default()
 			specs = append(specs, s)
@@ -244,7 +288,7 @@ func demoSpecs(self string, stepTime time.Duration, suffix string) []gangway.Job
 }
 
 // runDemo submits the demo workload, shows progress and prints the summary.
-func runDemo(ctx context.Context, c conns, o devOptions, out io.Writer) (bool, error) {
+func runDemo(ctx context.Context, c conns, o devOptions, events <-chan string, out io.Writer) (bool, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return false, fmt.Errorf("find own binary for demo-train: %w", err)
@@ -291,11 +335,21 @@ func runDemo(ctx context.Context, c conns, o devOptions, out io.Writer) (bool, e
 				done++
 			}
 		}
-		busy, total := gpuUse(ctx, c)
-		line := fmt.Sprintf("queued %2d  running %2d  succeeded %2d  failed %d  cancelled %d | GPUs busy %2d/%d",
+	drain:
+		for {
+			select {
+			case e := <-events:
+				fmt.Fprintf(out, "[%5.1fs] %s\n", time.Since(start).Seconds(), e)
+			default:
+				break drain
+			}
+		}
+		busy, total, cloudNodes := gpuUse(ctx, c)
+		line := fmt.Sprintf("queued %2d  provisioning %d  running %2d  succeeded %2d  failed %d  cancelled %d | GPUs busy %2d/%d | cloud nodes %d",
 			counts[gangway.PhaseQueued]+counts[gangway.PhaseRequeued]+counts[gangway.PhaseSubmitted],
+			counts[gangway.PhaseProvisioning],
 			counts[gangway.PhaseRunning]+counts[gangway.PhasePlaced], counts[gangway.PhaseSucceeded],
-			counts[gangway.PhaseFailed], counts[gangway.PhaseCancelled], busy, total)
+			counts[gangway.PhaseFailed], counts[gangway.PhaseCancelled], busy, total, cloudNodes)
 		if line != last {
 			fmt.Fprintf(out, "[%5.1fs] %s\n", time.Since(start).Seconds(), line)
 			last = line
@@ -313,39 +367,46 @@ func runDemo(ctx context.Context, c conns, o devOptions, out io.Writer) (bool, e
 	return printSummary(out, ids, statuses), nil
 }
 
-func gpuUse(ctx context.Context, c conns) (busy, total int) {
+func gpuUse(ctx context.Context, c conns) (busy, total, cloudNodes int) {
 	nodes, err := c.view.Nodes(ctx)
 	if err != nil {
-		return 0, 0
+		return 0, 0, 0
 	}
 	for _, n := range nodes {
 		busy += len(n.Allocated)
 		total += len(n.Node.GPUs)
+		if n.Node.Owner != "" {
+			cloudNodes++
+		}
 	}
-	return busy, total
+	return busy, total, cloudNodes
 }
 
 func printSummary(out io.Writer, ids []string, statuses map[string]client.JobStatus) bool {
 	sort.Strings(ids)
 	ok := true
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "JOB\tTEAM\tGANG\tPHASE\tWAIT\tRUN\tGPU-S\tATTEMPTS\tNODES")
+	fmt.Fprintln(tw, "JOB\tTEAM\tGANG\tPHASE\tWAIT\tRUN\tGPU-S\tATTEMPTS\tPOOL\tNODES")
 	for _, id := range ids {
 		st := statuses[id]
-		gang, nodes := "", ""
-		if st.Assignment != nil {
+		gang, nodes, pool := "", "", ""
+		if st.Assignment != nil && len(st.Assignment.Members) > 0 {
 			var ns []string
 			for _, m := range st.Assignment.Members {
 				ns = append(ns, m.NodeID)
 			}
 			nodes = strings.Join(ns, ",")
 			gang = fmt.Sprintf("%dx%d", len(st.Assignment.Members), len(st.Assignment.Members[0].GPUs))
+			pool = st.Assignment.Members[0].Pool
+		}
+		if n := len(st.Attempts); n > 0 && st.Attempts[n-1].Pool != "" {
+			pool = st.Attempts[n-1].Pool
 		}
 		if st.Phase != gangway.PhaseSucceeded {
 			ok = false
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%.0f\t%d\t%s\n", id, st.Team, gang, st.Phase,
-			round(st.WaitTime), round(st.RunTime), st.GPUSeconds, st.Attempt, nodes)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%.0f\t%d\t%s\t%s\n", id, st.Team, gang, st.Phase,
+			round(st.WaitTime), round(st.RunTime), st.GPUSeconds, st.Attempt, pool, nodes)
 	}
 	tw.Flush()
 	return ok

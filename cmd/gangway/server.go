@@ -3,12 +3,14 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 
 	"github.com/gangwayhq/gangway/internal/agent"
+	"github.com/gangwayhq/gangway/internal/cloud"
 	"github.com/gangwayhq/gangway/internal/dispatch"
 	"github.com/gangwayhq/gangway/internal/server"
 	"github.com/gangwayhq/gangway/placement"
@@ -41,19 +43,36 @@ within the lease TTL when it dies.`,
 			if err != nil {
 				return err
 			}
-			a.log.Info("gangway server starting", "holder", holder, "temporal", a.cfg.Temporal.Address, "redis", a.cfg.Redis.URL)
+			cl := a.cfg.Cloud
+			popts.BurstAfter = cl.BurstAfter.Duration
+			// Fake providers' instances become in-process agents.
+			agents := newFakeAgents(c.view, c.temporal, agent.Config{
+				DataDir: filepath.Join(os.TempDir(), "gangway-fake-cloud"), Log: a.log}, a.log)
+			defer agents.Close()
+			clouds, err := buildCloud(cmd.Context(), cl, agents.hooks(), a.log)
+			if err != nil {
+				return err
+			}
+			defer clouds.Close()
+			go clouds.RunFakes(cmd.Context())
+			a.log.Info("gangway server starting", "holder", holder, "temporal", a.cfg.Temporal.Address, "redis", a.cfg.Redis.URL,
+				"cloud_providers", clouds.Registry.Names())
 			return server.Run(cmd.Context(), server.Options{
 				Temporal:    c.temporal,
 				View:        c.view,
 				MetricsAddr: s.MetricsAddr,
 				Log:         a.log,
 				Dispatch: dispatch.Config{
-					Holder:    holder,
-					Interval:  s.DispatchInterval.Duration,
-					LeaseTTL:  s.LeaseTTL.Duration,
-					NodeTTL:   s.NodeTTL.Duration,
-					Placement: popts,
+					Holder:       holder,
+					Interval:     s.DispatchInterval.Duration,
+					LeaseTTL:     s.LeaseTTL.Duration,
+					NodeTTL:      s.NodeTTL.Duration,
+					Placement:    popts,
+					OnPremPrices: cl.OnPremPricePerGPUHour,
 				},
+				Cloud:     clouds.Registry,
+				Join:      joinConfig(a.cfg),
+				Reconcile: cloud.ReconcilerConfig{Interval: cl.ReconcileInterval.Duration, Grace: cl.OrphanGrace.Duration},
 			})
 		},
 	}

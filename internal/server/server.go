@@ -17,8 +17,10 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/gangwayhq/gangway/internal/capacity"
+	"github.com/gangwayhq/gangway/internal/cloud"
 	"github.com/gangwayhq/gangway/internal/dispatch"
 	"github.com/gangwayhq/gangway/internal/metrics"
+	"github.com/gangwayhq/gangway/providers"
 	"github.com/gangwayhq/gangway/workflows"
 	"github.com/gangwayhq/gangway/workflows/activities"
 )
@@ -30,7 +32,14 @@ type Options struct {
 	// MetricsAddr is where /metrics is served ("" = not served).
 	MetricsAddr string
 	Dispatch    dispatch.Config
-	Log         *slog.Logger
+	// Cloud is the providers bursts rent from (nil: none); the burst
+	// activities launch through it, the dispatch loop reads its offers
+	// (unless Dispatch.Cloud is set) and the reconciler terminates the
+	// orphans it finds there. Join is what launched instances' agents get.
+	Cloud     *cloud.Registry
+	Join      providers.Join
+	Reconcile cloud.ReconcilerConfig
+	Log       *slog.Logger
 	// Ready, if set, is called once the worker polls and metrics listen.
 	Ready func(metricsAddr string)
 }
@@ -54,6 +63,8 @@ func Run(ctx context.Context, o Options) error {
 
 	w := worker.New(o.Temporal, workflows.TaskQueue, worker.Options{})
 	Register(w, o.View, log)
+	cloudMetrics := metrics.NewCloud(reg)
+	(&activities.Cloud{Providers: o.Cloud, Nodes: o.View, Join: o.Join, Metrics: cloudMetrics, Log: log}).Register(w)
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("start worker: %w", err)
 	}
@@ -79,6 +90,21 @@ func Run(ctx context.Context, o Options) error {
 	}
 	if o.Ready != nil {
 		o.Ready(addr)
+	}
+	if len(o.Cloud.Names()) > 0 {
+		if o.Dispatch.Cloud == nil {
+			o.Dispatch.Cloud = o.Cloud
+		}
+		rc := o.Reconcile
+		rc.Nodes, rc.Metrics, rc.Log = o.View, cloudMetrics, log
+		rec := cloud.NewReconciler(o.Cloud, cloud.TemporalJobs{Client: o.Temporal}, rc)
+		rctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_ = rec.Run(rctx)
+		}()
+		defer func() { cancel(); <-done }()
 	}
 	loop := dispatch.New(o.Dispatch, o.View, dispatch.TemporalWorkflows{Client: o.Temporal})
 	return loop.Run(ctx)

@@ -1,0 +1,197 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	compute "cloud.google.com/go/compute/apiv1"
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"google.golang.org/api/option"
+
+	"github.com/gangwayhq/gangway/internal/cloud"
+	"github.com/gangwayhq/gangway/providers"
+	"github.com/gangwayhq/gangway/providers/aws"
+	"github.com/gangwayhq/gangway/providers/fake"
+	"github.com/gangwayhq/gangway/providers/gcp"
+)
+
+// fakeTick is how often a fake cloud moves to the wall clock's time, so
+// boots, notices and reclaims happen on time without a call to it.
+const fakeTick = 250 * time.Millisecond
+
+// cloudSetup is the cloud a server rents from: the providers' registry,
+// the fake clouds among them (which need ticking), and what to close.
+type cloudSetup struct {
+	Registry *cloud.Registry
+	Fakes    []*fake.Provider
+	closers  []func() error
+}
+
+// Close releases the providers' clients.
+func (s *cloudSetup) Close() error {
+	var errs []error
+	for _, c := range s.closers {
+		errs = append(errs, c())
+	}
+	return errors.Join(errs...)
+}
+
+// RunFakes ticks every fake cloud until ctx ends.
+func (s *cloudSetup) RunFakes(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, f := range s.Fakes {
+		wg.Go(func() { _ = f.Run(ctx, fakeTick) })
+	}
+	wg.Wait()
+}
+
+// fakeHooks are the callbacks of fake clouds: the stand-in for the boot
+// script a real instance runs (see fakeAgents).
+type fakeHooks struct {
+	OnRunning    func(providers.Instance)
+	OnNotice     func(fake.Notice)
+	OnTerminated func(providers.Instance)
+}
+
+// buildCloud builds the configured providers. ctx bounds loading cloud
+// credentials only.
+func buildCloud(ctx context.Context, c CloudConfig, hooks fakeHooks, log *slog.Logger) (*cloudSetup, error) {
+	s := &cloudSetup{}
+	var ps []providers.Provider
+	for i, pc := range c.Providers {
+		p, err := s.build(ctx, pc, hooks, log.With("provider", pc.name()))
+		if err != nil {
+			_ = s.Close()
+			return nil, fmt.Errorf("cloud.providers[%d] (%s): %w", i, pc.name(), err)
+		}
+		ps = append(ps, p)
+	}
+	reg, err := cloud.NewRegistry(ps, cloud.RegistryOptions{OffersTTL: c.OffersTTL.Duration, Log: log})
+	if err != nil {
+		_ = s.Close()
+		return nil, err
+	}
+	s.Registry = reg
+	return s, nil
+}
+
+func (s *cloudSetup) build(ctx context.Context, pc ProviderConfig, hooks fakeHooks, log *slog.Logger) (providers.Provider, error) {
+	switch pc.Type {
+	case providerAWS:
+		return buildAWS(ctx, pc, log)
+	case providerGCP:
+		p, closeFn, err := buildGCP(ctx, pc, log)
+		if closeFn != nil {
+			s.closers = append(s.closers, closeFn)
+		}
+		return p, err
+	case providerFake:
+		f, err := buildFake(pc, hooks, log)
+		if err != nil {
+			return nil, err
+		}
+		s.Fakes = append(s.Fakes, f)
+		return f, nil
+	}
+	return nil, fmt.Errorf("unknown type %q", pc.Type)
+}
+
+func buildAWS(ctx context.Context, pc ProviderConfig, log *slog.Logger) (providers.Provider, error) {
+	cfg, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithRegion(pc.Region))
+	if err != nil {
+		return nil, fmt.Errorf("aws credentials: %w", err)
+	}
+	client := ec2.NewFromConfig(cfg, func(o *ec2.Options) {
+		if pc.Endpoint != "" {
+			o.BaseEndpoint = awssdk.String(pc.Endpoint)
+			o.Credentials = awssdk.AnonymousCredentials{}
+		}
+	})
+	opts := aws.Options{Name: pc.name(), Region: pc.Region, Zones: pc.Zones, Subnets: pc.Subnets, ImageID: pc.Image,
+		SecurityGroupIDs: pc.SecurityGroupIDs, KeyName: pc.KeyName, InstanceProfile: pc.InstanceProfile, Log: log}
+	for _, t := range pc.InstanceTypes {
+		opts.InstanceTypes = append(opts.InstanceTypes, aws.InstanceType{Name: t.Name, GPUModel: t.GPUModel, GPUs: t.GPUs,
+			OnDemandPrice: t.OnDemandPrice, InterruptionRate: t.InterruptionRate})
+	}
+	return aws.New(client, opts)
+}
+
+func buildGCP(ctx context.Context, pc ProviderConfig, log *slog.Logger) (providers.Provider, func() error, error) {
+	var copts []option.ClientOption
+	if pc.Endpoint != "" {
+		copts = append(copts, option.WithEndpoint(pc.Endpoint), option.WithoutAuthentication())
+	}
+	client, err := compute.NewInstancesRESTClient(ctx, copts...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("gcp client: %w", err)
+	}
+	opts := gcp.Options{Name: pc.name(), Project: pc.Project, Zones: pc.Zones, Image: pc.Image, DiskSizeGB: pc.DiskSizeGB,
+		Network: pc.Network, Subnetwork: pc.Subnetwork, ServiceAccount: pc.ServiceAccount, Log: log}
+	for _, t := range pc.InstanceTypes {
+		opts.MachineTypes = append(opts.MachineTypes, gcp.MachineType{Name: t.Name, GPUModel: t.GPUModel, GPUs: t.GPUs,
+			Accelerator: t.Accelerator, InterruptionRate: t.InterruptionRate})
+	}
+	for _, pr := range pc.Prices {
+		opts.Prices = append(opts.Prices, gcp.Price{MachineType: pr.MachineType, Region: pr.Region, Spot: pr.Spot, OnDemand: pr.OnDemand})
+	}
+	p, err := gcp.New(client, opts)
+	return p, client.Close, err
+}
+
+func buildFake(pc ProviderConfig, hooks fakeHooks, log *slog.Logger) (*fake.Provider, error) {
+	now := time.Now()
+	opts := fake.Options{Name: pc.name(), BootDelay: pc.BootDelay.Duration, NoticeLead: pc.NoticeLead.Duration,
+		TraceStart: now.Add(-pc.TraceOffset.Duration), Log: log,
+		OnRunning: hooks.OnRunning, OnNotice: hooks.OnNotice, OnTerminated: hooks.OnTerminated}
+	for i, pl := range pc.Pools {
+		p := fake.Pool{Name: pl.Name, Zone: pl.Zone, InstanceType: pl.InstanceType, GPUModel: pl.GPUModel, GPUs: pl.GPUs,
+			CapacityType: providers.CapacityType(pl.CapacityType), PricePerHour: pl.PricePerHour,
+			MaxInstances: pl.MaxInstances, TraceScale: pl.TraceScale, InterruptionRate: pl.InterruptionRate}
+		if pl.Trace != "" {
+			tr, err := fake.LoadTrace(pl.Trace)
+			if err != nil {
+				return nil, fmt.Errorf("pools[%d].trace: %w", i, err)
+			}
+			p.Trace = rescalePrices(tr, pl.PricePerHour)
+		}
+		opts.Pools = append(opts.Pools, p)
+	}
+	return fake.New(opts)
+}
+
+// rescalePrices scales a trace's prices so their mean is price (when both
+// are set): the shared traces price a 1 × V100 instance, a pool of
+// 8 × A100 keeps their movement at its own level.
+func rescalePrices(tr *fake.Trace, price float64) *fake.Trace {
+	mean, ok := tr.MeanPrice()
+	if !ok || price <= 0 || mean <= 0 {
+		return tr
+	}
+	out := *tr
+	out.Prices = make([]float64, len(tr.Prices))
+	for i, p := range tr.Prices {
+		out.Prices[i] = p * price / mean
+	}
+	return &out
+}
+
+// joinConfig is what launched instances' agents are given: the join
+// section, with the server's own Temporal and Redis where it names none.
+func joinConfig(c Config) providers.Join {
+	j := c.Cloud.Join
+	out := providers.Join{TemporalAddress: j.TemporalAddress, Namespace: c.Temporal.Namespace, RedisURL: j.RedisURL,
+		Binary: j.Binary, DataDir: j.DataDir, FakeGPUs: j.FakeGPUs, Args: j.Args}
+	if out.TemporalAddress == "" {
+		out.TemporalAddress = c.Temporal.Address
+	}
+	if out.RedisURL == "" {
+		out.RedisURL = c.Redis.URL
+	}
+	return out
+}
