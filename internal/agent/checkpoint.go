@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gangwayhq/gangway"
@@ -39,13 +40,6 @@ import (
 // the marker itself.
 const CompleteMarker = "COMPLETE"
 
-// ErrTypeRestoreFailed is the application error type RunTask returns when
-// it cannot restore the checkpoint the attempt resumes from (the store is
-// unreachable, the checkpoint is missing or corrupt, the agent has no
-// store). Not the user's fault: the job is requeued without spending a
-// retry. It has the same value as workflows.ErrTypeRestoreFailed.
-const ErrTypeRestoreFailed = "RestoreFailed"
-
 // Defaults for the checkpoint settings of Config.
 const (
 	defaultCheckpointPoll = time.Second
@@ -68,8 +62,9 @@ type CheckpointTransfer struct {
 	Bytes int64
 	// Duration is how long the transfer took.
 	Duration time.Duration
-	// Final is true for a save made after the process stopped: the
-	// checkpoint a preemption, a drain, a fault or a notice asked for.
+	// Final is true for a save that began after the process was sent its
+	// stop signal: the checkpoint a preemption, a drain, a fault or a
+	// notice asked for.
 	Final bool
 	Err   error
 }
@@ -115,8 +110,8 @@ func (d taskDirs) prepare() error {
 	return nil
 }
 
-// restore fills dirs.resume with checkpoint in.ResumeFrom. Its errors are
-// ErrTypeRestoreFailed material.
+// restore fills dirs.resume with checkpoint in.ResumeFrom. RunTask reports
+// its errors as workflows.ErrTypeRestoreFailed: not the user's fault.
 func (a *Agent) restore(ctx context.Context, in workflows.RunTaskInput, dirs taskDirs, log *slog.Logger) error {
 	store := a.cfg.Checkpoints
 	if store == nil {
@@ -160,6 +155,10 @@ type uploader struct {
 
 	seq int // orders checkpoints taken over, oldest first
 
+	// stopping is set once the process is asked to stop: what it saves
+	// from then on is its final checkpoint.
+	stopping atomic.Bool
+
 	mu       sync.Mutex
 	newest   workflows.CheckpointRef
 	lastTook time.Duration // the last save's duration, to reserve time for the final one
@@ -181,6 +180,13 @@ func (a *Agent) newUploader(in workflows.RunTaskInput, dirs taskDirs, log *slog.
 		}
 	}
 	return u
+}
+
+// markStopping records that the process was sent its stop signal.
+func (u *uploader) markStopping() {
+	if u != nil {
+		u.stopping.Store(true)
+	}
 }
 
 // progress is what the task's heartbeats carry.
@@ -221,7 +227,7 @@ func (u *uploader) start(ctx context.Context) {
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				u.poll(ctx, false)
+				u.poll(ctx, u.stopping.Load())
 			}
 		}
 	}()

@@ -183,7 +183,7 @@ func TestRunTaskRestoreFails(t *testing.T) {
 			in := h.rank0(`touch "$PIDFILE"`, 0)
 			in.ResumeFrom = tc.resumeFrom
 			_, err := h.run(in)
-			msg := appError(t, err, ErrTypeRestoreFailed).Message()
+			msg := appError(t, err, workflows.ErrTypeRestoreFailed).Message()
 			for _, part := range tc.wantIn {
 				if !strings.Contains(msg, part) {
 					t.Errorf("message %q does not contain %q", msg, part)

@@ -71,7 +71,7 @@ func (a *Agent) RunTask(ctx context.Context, in workflows.RunTaskInput) (workflo
 				return res, ctx.Err()
 			}
 			log.Error("cannot resume", "error", err)
-			return res, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeRestoreFailed, err)
+			return res, temporal.NewNonRetryableApplicationError(err.Error(), workflows.ErrTypeRestoreFailed, err)
 		}
 		resumeDir = dirs.resume
 	}
@@ -213,6 +213,7 @@ func (a *Agent) supervise(ctx context.Context, cmd *exec.Cmd, in workflows.RunTa
 func (a *Agent) stop(cmd *exec.Cmd, in workflows.RunTaskInput, up *uploader, done <-chan error, shutdown bool) error {
 	pgid := cmd.Process.Pid
 	sig := signalByName(in.StopSignal)
+	up.markStopping()
 	_ = syscall.Kill(-pgid, sig)
 	grace := max(in.GracePeriod, time.Second)
 	if shutdown {
