@@ -70,7 +70,7 @@ func newStack(t *testing.T) *stack {
 func (s *stack) startWorker(t *testing.T) {
 	t.Helper()
 	w := worker.New(s.tc, workflows.TaskQueue, worker.Options{})
-	server.Register(w, s.view, slog.New(slog.DiscardHandler))
+	server.Register(w, server.Deps{View: s.view, Log: slog.New(slog.DiscardHandler)})
 	if err := w.Start(); err != nil {
 		t.Fatalf("start worker: %v", err)
 	}

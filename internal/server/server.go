@@ -16,6 +16,9 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/gangwayhq/gangway"
+	"github.com/gangwayhq/gangway/checkpoint"
+	"github.com/gangwayhq/gangway/internal/accounting"
 	"github.com/gangwayhq/gangway/internal/capacity"
 	"github.com/gangwayhq/gangway/internal/cloud"
 	"github.com/gangwayhq/gangway/internal/dispatch"
@@ -39,16 +42,62 @@ type Options struct {
 	Cloud     *cloud.Registry
 	Join      providers.Join
 	Reconcile cloud.ReconcilerConfig
-	Log       *slog.Logger
+	// Ledger records usage (nil: usage is counted in metrics only);
+	// TeamLimits are the teams' cloud budgets and price caps, checked
+	// against the ledger's month-to-date spend.
+	Ledger     *accounting.Ledger
+	TeamLimits map[string]accounting.TeamLimit
+	// Checkpoints is the store agents upload to; the workflow asks it for
+	// the checkpoint a moved job resumes from (nil: jobs start over).
+	Checkpoints checkpoint.Store
+	Log         *slog.Logger
 	// Ready, if set, is called once the worker polls and metrics listen.
 	Ready func(metricsAddr string)
 }
 
-// Register registers JobWorkflow and the server-side activities on w.
-func Register(w worker.Registry, view *capacity.View, log *slog.Logger) {
-	w.RegisterWorkflowWithOptions(workflows.JobWorkflow, workflow.RegisterOptions{Name: workflows.WorkflowName})
-	(&activities.Activities{Capacity: view, Log: log}).Register(w)
+// Deps are what the server-side activities use. Only View is required.
+type Deps struct {
+	View        *capacity.View
+	Ledger      activities.UsageLedger
+	Checkpoints activities.CheckpointStore
+	Cloud       *cloud.Registry
+	Join        providers.Join
+	// Metrics; nil ones are created on a private registry.
+	Usage       *metrics.Usage
+	CloudMetric *metrics.Cloud
+	Log         *slog.Logger
 }
+
+// Register registers JobWorkflow and every server-side activity on w.
+func Register(w worker.Registry, d Deps) {
+	if d.Log == nil {
+		d.Log = slog.New(slog.DiscardHandler)
+	}
+	if d.Ledger == nil {
+		d.Ledger = noLedger{}
+	}
+	if d.Usage == nil {
+		d.Usage = metrics.NewUsage(prometheus.NewRegistry())
+	}
+	if d.CloudMetric == nil {
+		d.CloudMetric = metrics.NewCloud(prometheus.NewRegistry())
+	}
+	w.RegisterWorkflowWithOptions(workflows.JobWorkflow, workflow.RegisterOptions{Name: workflows.WorkflowName})
+	(&activities.Activities{Capacity: d.View, Log: d.Log}).Register(w)
+	(&activities.Usage{Ledger: d.Ledger, Metrics: d.Usage, Log: d.Log}).Register(w)
+	(&activities.Checkpoints{Store: d.Checkpoints}).Register(w)
+	ca := &activities.Cloud{Nodes: d.View, Join: d.Join, Metrics: d.CloudMetric, Log: d.Log}
+	if d.Cloud != nil {
+		ca.Providers = d.Cloud
+	}
+	ca.Register(w)
+}
+
+// noLedger stands in when no ledger is configured: every segment is new,
+// so the usage metrics still count.
+type noLedger struct{}
+
+func (noLedger) Record(context.Context, gangway.UsageSegment) (bool, error) { return true, nil }
 
 // Run serves until ctx is done.
 func Run(ctx context.Context, o Options) error {
@@ -62,9 +111,16 @@ func Run(ctx context.Context, o Options) error {
 	o.Dispatch.Log = log
 
 	w := worker.New(o.Temporal, workflows.TaskQueue, worker.Options{})
-	Register(w, o.View, log)
 	cloudMetrics := metrics.NewCloud(reg)
-	(&activities.Cloud{Providers: o.Cloud, Nodes: o.View, Join: o.Join, Metrics: cloudMetrics, Log: log}).Register(w)
+	d := Deps{View: o.View, Checkpoints: o.Checkpoints, Cloud: o.Cloud, Join: o.Join,
+		Usage: metrics.NewUsage(reg), CloudMetric: cloudMetrics, Log: log}
+	if o.Ledger != nil {
+		d.Ledger = o.Ledger
+		if len(o.TeamLimits) > 0 && o.Dispatch.Budgets == nil {
+			o.Dispatch.Budgets = accounting.Budgets{Ledger: o.Ledger, Teams: o.TeamLimits}
+		}
+	}
+	Register(w, d)
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("start worker: %w", err)
 	}
