@@ -70,6 +70,10 @@ type Config struct {
 	// notice package); nil: none. An interruption or maintenance notice
 	// signals the workflow of every task running here to preempt it.
 	Notices <-chan Notice
+
+	// GPU turns on GPU health (faults fence GPUs and move their jobs) and
+	// reclaim (zombies, orphaned tasks, idle jobs); see health.go.
+	GPU GPUConfig
 }
 
 // Agent runs one node.
@@ -85,6 +89,8 @@ type Agent struct {
 	notices noticeState // notices seen, preempt signals sent
 	// recordHeartbeat is activity.RecordHeartbeat unless a test watches.
 	recordHeartbeat func(ctx context.Context, details ...any)
+
+	gpu gpuState // GPU health and reclaim (health.go, reclaim.go)
 }
 
 // New returns an agent for cfg.Node.
@@ -113,7 +119,8 @@ func (a *Agent) Run(ctx context.Context, tc client.Client) error {
 	if err := os.MkdirAll(a.cfg.DataDir, 0o755); err != nil {
 		return fmt.Errorf("agent data dir: %w", err)
 	}
-	if err := a.cap.RegisterNode(ctx, a.cfg.Node, time.Now()); err != nil {
+	lifted := a.restoreGPUHealth(ctx)
+	if err := a.cap.RegisterNode(ctx, a.nodeView(), time.Now()); err != nil {
 		return fmt.Errorf("register node %s: %w", a.cfg.Node.ID, err)
 	}
 	w := worker.New(tc, workflows.NodeTaskQueue(a.cfg.Node.ID), worker.Options{
@@ -126,11 +133,12 @@ func (a *Agent) Run(ctx context.Context, tc client.Client) error {
 		// cancels prompt (the default waits up to 0.8 × HeartbeatTimeout).
 		MaxHeartbeatThrottleInterval: time.Second,
 	})
-	w.RegisterActivityWithOptions(a.RunTask, activity.RegisterOptions{Name: workflows.ActivityRunTask})
+	w.RegisterActivityWithOptions(a.runTaskTracked, activity.RegisterOptions{Name: workflows.ActivityRunTask})
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("start worker for node %s: %w", a.cfg.Node.ID, err)
 	}
 	defer w.Stop()
+	defer a.startGPUWatch(ctx, tc, lifted)()
 	if a.cfg.Notices != nil {
 		go a.watchNotices(ctx, tc)
 	}
@@ -155,7 +163,10 @@ func (a *Agent) heartbeat(ctx context.Context) {
 	err := a.cap.Heartbeat(ctx, a.cfg.Node.ID, now)
 	if errors.Is(err, capacity.ErrNotFound) {
 		a.log.Warn("node missing from the view; registering again")
-		err = a.cap.RegisterNode(ctx, a.cfg.Node, now)
+		err = a.cap.RegisterNode(ctx, a.nodeView(), now)
+	}
+	if err == nil {
+		a.heartbeatDone(now)
 	}
 	if err != nil && ctx.Err() == nil {
 		a.log.Warn("heartbeat failed", "error", err)
@@ -172,6 +183,9 @@ func (a *Agent) claim(gpus []int, task string) error {
 		}
 		if other, ok := a.busy[g]; ok {
 			return fmt.Errorf("GPU %d on node %s is already running %s", g, a.cfg.Node.ID, other)
+		}
+		if why := a.fencedReason(g); why != "" {
+			return fmt.Errorf("GPU %d on node %s is fenced: %s", g, a.cfg.Node.ID, why)
 		}
 	}
 	for _, g := range gpus {
