@@ -39,7 +39,7 @@ Protocols:
   scale the cost of one full placement cycle on synthetic fleets and
         queues, from 1,000 to 10,000 nodes and jobs.`,
 	}
-	cmd.AddCommand(newReplayFGDCmd(), newReplayTraceCmd(), newReplayScaleCmd())
+	cmd.AddCommand(newReplayFGDCmd(), newReplayTraceCmd(), newReplayScaleCmd(), newReplaySpotCmd())
 	return cmd
 }
 
