@@ -103,8 +103,8 @@ func TestRejectedBeforeStarting(t *testing.T) {
 			args:         []string{"server", "--lease-ttl", "100ms"},
 			wantErrParts: []string{"server.leaseTTL"},
 		},
-		"agent without fake GPUs": {
-			args:         []string{"agent", "--node-id", "node-1"},
+		"agent with bad fake GPUs": {
+			args:         []string{"agent", "--node-id", "node-1", "--fake-gpus", "9xH100"},
 			wantErrParts: []string{"agent.fakeGPUs"},
 		},
 		"demo-train with no steps": {

@@ -122,10 +122,17 @@ type AgentConfig struct {
 	Pool              string           `yaml:"pool"`
 	Addr              string           `yaml:"addr"`
 	DataDir           string           `yaml:"dataDir"`
-	FakeGPUs          string           `yaml:"fakeGPUs"` // e.g. "8xH100"
+	FakeGPUs          string           `yaml:"fakeGPUs"` // e.g. "8xH100"; "" reads the GPUs with NVML
 	HeartbeatInterval gangway.Duration `yaml:"heartbeatInterval"`
 	// Notices picks the cloud preemption-notice watcher: auto, aws, gcp or none.
 	Notices string `yaml:"notices"`
+	// MetricsAddr serves the per-GPU metrics ("" = off).
+	MetricsAddr string `yaml:"metricsAddr"`
+	// SampleInterval, ZombieGrace and IdleReport tune GPU health and
+	// reclaim (agent.GPUConfig).
+	SampleInterval gangway.Duration `yaml:"sampleInterval"`
+	ZombieGrace    gangway.Duration `yaml:"zombieGrace"`
+	IdleReport     gangway.Duration `yaml:"idleReport"`
 }
 
 func defaultConfig() Config {
@@ -153,6 +160,10 @@ func defaultConfig() Config {
 			DataDir:           "/var/lib/gangway",
 			HeartbeatInterval: gangway.Duration{Duration: 2 * time.Second},
 			Notices:           "auto",
+			MetricsAddr:       ":9091",
+			SampleInterval:    gangway.Duration{Duration: agent.DefaultSampleInterval},
+			ZombieGrace:       gangway.Duration{Duration: agent.DefaultZombieGrace},
+			IdleReport:        gangway.Duration{Duration: agent.DefaultIdleReport},
 		},
 		Checkpoint: CheckpointConfig{Store: "file:///var/lib/gangway/checkpoints"},
 		Cloud:      defaultCloudConfig(),
@@ -304,10 +315,19 @@ func (c Config) Validate(server, agentCmd bool) error {
 		if a.DataDir == "" {
 			bad("agent.dataDir", "must not be empty")
 		}
-		if a.FakeGPUs == "" {
-			bad("agent.fakeGPUs", "required until NVML inventory lands: give a synthetic inventory such as 8xH100")
-		} else if _, _, err := parseFakeGPUs(a.FakeGPUs); err != nil {
-			bad("agent.fakeGPUs", "%v", err)
+		if a.FakeGPUs != "" {
+			if _, _, err := parseFakeGPUs(a.FakeGPUs); err != nil {
+				bad("agent.fakeGPUs", "%v", err)
+			}
+		}
+		for _, d := range []struct {
+			field string
+			d     time.Duration
+		}{{"agent.sampleInterval", a.SampleInterval.Duration}, {"agent.zombieGrace", a.ZombieGrace.Duration},
+			{"agent.idleReport", a.IdleReport.Duration}} {
+			if d.d <= 0 {
+				bad(d.field, "must be positive, got %v", d.d)
+			}
 		}
 		if a.HeartbeatInterval.Duration <= 0 {
 			bad("agent.heartbeatInterval", "must be positive, got %v", a.HeartbeatInterval.Duration)

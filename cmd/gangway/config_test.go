@@ -106,7 +106,6 @@ func TestExampleConfigLoadsAndValidates(t *testing.T) {
 				t.Fatalf("load %s: %v", exampleConfig, err)
 			}
 			want := defaultConfig()
-			want.Agent.FakeGPUs = "8xH100"
 			if tc.wantChanges != nil {
 				tc.wantChanges(&want)
 			}
@@ -435,10 +434,14 @@ func TestValidate(t *testing.T) {
 			agent:    true,
 			wantErrs: []string{"agent.dataDir: must not be empty"},
 		},
-		"no fake GPUs": {
-			change:   func(c *Config) { c.Agent.FakeGPUs = "" },
+		"no fake GPUs: NVML's": {
+			change: func(c *Config) { c.Agent.FakeGPUs = "" },
+			agent:  true,
+		},
+		"no zombie grace": {
+			change:   func(c *Config) { c.Agent.ZombieGrace.Duration = 0 },
 			agent:    true,
-			wantErrs: []string{"agent.fakeGPUs: required until NVML inventory lands: give a synthetic inventory such as 8xH100"},
+			wantErrs: []string{"agent.zombieGrace: must be positive, got 0s"},
 		},
 		"fake GPUs backwards": {
 			change:   func(c *Config) { c.Agent.FakeGPUs = "H100x8" },
@@ -473,7 +476,7 @@ func TestValidate(t *testing.T) {
 				c.Temporal.Address = ""
 				c.Log.Level = "loud"
 				c.Server.NodeTTL.Duration = -time.Second
-				c.Agent.FakeGPUs = ""
+				c.Agent.SampleInterval.Duration = 0
 			},
 			server: true,
 			agent:  true,
@@ -481,7 +484,7 @@ func TestValidate(t *testing.T) {
 				`temporal.address: want host:port, got ""`,
 				`log.level: want debug, info, warn or error, got "loud"`,
 				"server.nodeTTL: must be positive, got -1s",
-				"agent.fakeGPUs: required until NVML inventory lands: give a synthetic inventory such as 8xH100",
+				"agent.sampleInterval: must be positive, got 0s",
 			},
 		},
 	}

@@ -278,21 +278,29 @@ With --follow, keep printing until the job ends or Ctrl-C.`,
 
 func newNodesCmd(a *app) *cobra.Command {
 	var output string
+	var allGPUs bool
 	cmd := &cobra.Command{
 		Use:   "nodes",
 		Short: "List nodes, their GPUs, state, heartbeat age and the jobs on them",
-		Args:  cobra.NoArgs,
+		Long: `List nodes, their GPUs, state, heartbeat age and the jobs on them; then, GPU
+by GPU, the ones fenced by a hardware fault, flaky or with a fault on record,
+with the job on each and the last fault (--gpus: every GPU).`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.withConns(cmd, output, func(ctx context.Context, c conns) error {
 				nodes, err := c.view.Nodes(ctx)
 				if err != nil {
 					return err
 				}
+				health, err := c.view.AllGPUHealth(ctx)
+				if err != nil {
+					return err
+				}
 				if output == "json" {
-					return printJSON(cmd.OutOrStdout(), nodes)
+					return printJSON(cmd.OutOrStdout(), withHealth(nodes, health))
 				}
 				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "NODE\tPOOL\tMODEL\tGPUS\tFREE\tSTATE\tHEARTBEAT\tJOBS")
+				fmt.Fprintln(tw, "NODE\tPOOL\tMODEL\tGPUS\tFREE\tFENCED\tSTATE\tHEARTBEAT\tJOBS")
 				for _, n := range nodes {
 					jobs := map[string]bool{}
 					for _, j := range n.Allocated {
@@ -303,15 +311,19 @@ func newNodesCmd(a *app) *cobra.Command {
 						names = append(names, j)
 					}
 					sort.Strings(names)
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s ago\t%s\n", n.Node.ID, n.Node.Pool, n.Node.Model(),
-						len(n.Node.GPUs), len(n.FreeGPUs()), n.State, time.Since(n.LastHeartbeat).Round(time.Second),
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s ago\t%s\n", n.Node.ID, n.Node.Pool, n.Node.Model(),
+						len(n.Node.GPUs), len(n.FreeGPUs()), fencedGPUs(n), n.State, time.Since(n.LastHeartbeat).Round(time.Second),
 						strings.Join(names, ","))
 				}
-				return tw.Flush()
+				if err := tw.Flush(); err != nil {
+					return err
+				}
+				return printGPUHealth(cmd.OutOrStdout(), nodes, health, allGPUs, time.Now())
 			})
 		},
 	}
 	outputFlag(cmd, &output)
+	cmd.Flags().BoolVar(&allGPUs, "gpus", false, "list every GPU, not only the fenced, flaky or faulted ones")
 	return cmd
 }
 

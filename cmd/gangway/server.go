@@ -90,6 +90,7 @@ within the lease TTL when it dies.`,
 }
 
 func newAgentCmd(a *app) *cobra.Command {
+	var inventoryOnly bool
 	cmd := &cobra.Command{
 		Use:   "agent",
 		Short: "Run the node agent: register GPUs, heartbeat, run gang members",
@@ -97,10 +98,30 @@ func newAgentCmd(a *app) *cobra.Command {
 activities from the node's task queue (node/<node-id>): each gang member is a
 child process group with CUDA_VISIBLE_DEVICES and the GANGWAY_* variables set.
 
-Inventory is synthetic for now (--fake-gpus 8xH100); NVML inventory replaces it.`,
+The GPUs are read with NVML (index, UUID, model, memory, MIG devices, NVLink
+domains, NUMA, driver and CUDA versions) and watched: a GPU that reports a
+hardware Xid, an uncorrectable ECC error or falls off the bus is fenced and its
+jobs move; processes that hold a GPU without a task, and tasks whose job is
+gone, are killed after --zombie-grace; jobs idle past their idle policy are
+released. Per-GPU metrics are served on --metrics-addr. Without an NVIDIA
+driver give a synthetic inventory (--fake-gpus 8xH100). --inventory-only
+prints the inventory and topology as JSON and exits.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := a.setup(cmd, false, true); err != nil {
+				return err
+			}
+			ac := a.cfg.Agent
+			gpus, err := openAgentGPUs(ac, nvmlLibrary(), a.log)
+			if err != nil {
+				return err
+			}
+			defer gpus.close()
+			if inventoryOnly {
+				return printInventory(cmd.OutOrStdout(), gpus)
+			}
+			reg := newAgentRegistry()
+			if err := serveAgentMetrics(cmd.Context(), ac.MetricsAddr, reg, a.log); err != nil {
 				return err
 			}
 			c, err := a.connect(cmd.Context())
@@ -108,9 +129,7 @@ Inventory is synthetic for now (--fake-gpus 8xH100); NVML inventory replaces it.
 				return err
 			}
 			defer c.Close()
-			ac := a.cfg.Agent
-			gpus, model, _ := parseFakeGPUs(ac.FakeGPUs)
-			node := agent.FakeNode(ac.NodeID, ac.Pool, ac.Addr, gpus, model)
+			node := gpus.node
 			store, err := openCheckpointStore(cmd.Context(), a.cfg.Checkpoint)
 			if err != nil {
 				return err
@@ -121,7 +140,8 @@ Inventory is synthetic for now (--fake-gpus 8xH100); NVML inventory replaces it.
 			}
 			ag := agent.New(agent.Config{Node: node, DataDir: ac.DataDir,
 				HeartbeatInterval: ac.HeartbeatInterval.Duration, Log: a.log,
-				Checkpoints: store, Notices: notices}, c.view)
+				Checkpoints: store, Notices: notices,
+				GPU: agentGPUConfig(ac, gpus, reg)}, c.view)
 			return ag.Run(cmd.Context(), c.temporal)
 		},
 	}
@@ -130,7 +150,10 @@ Inventory is synthetic for now (--fake-gpus 8xH100); NVML inventory replaces it.
 	f.StringVar(&a.cfg.Agent.Pool, "pool", a.cfg.Agent.Pool, "pool this node belongs to")
 	f.StringVar(&a.cfg.Agent.Addr, "addr", a.cfg.Agent.Addr, "address other gang members reach this node at")
 	f.StringVar(&a.cfg.Agent.DataDir, "data-dir", a.cfg.Agent.DataDir, "task logs and checkpoint directories")
-	f.StringVar(&a.cfg.Agent.FakeGPUs, "fake-gpus", a.cfg.Agent.FakeGPUs, "synthetic inventory, e.g. 8xH100")
+	f.StringVar(&a.cfg.Agent.FakeGPUs, "fake-gpus", a.cfg.Agent.FakeGPUs, "synthetic inventory instead of NVML's, e.g. 8xH100")
+	f.BoolVar(&inventoryOnly, "inventory-only", false, "print the GPU inventory and topology as JSON and exit")
+	f.StringVar(&a.cfg.Agent.MetricsAddr, "metrics-addr", a.cfg.Agent.MetricsAddr, "listen address for per-GPU /metrics (empty: off)")
+	f.DurationVar(&a.cfg.Agent.ZombieGrace.Duration, "zombie-grace", a.cfg.Agent.ZombieGrace.Duration, "how long a process may hold a GPU without a task before it is killed")
 	f.DurationVar(&a.cfg.Agent.HeartbeatInterval.Duration, "heartbeat-interval", a.cfg.Agent.HeartbeatInterval.Duration, "node heartbeat period")
 	f.StringVar(&a.cfg.Agent.Notices, "notices", a.cfg.Agent.Notices, "cloud preemption notices to watch: auto, aws, gcp or none")
 	f.StringVar(&a.cfg.Checkpoint.Store, "checkpoint-store", a.cfg.Checkpoint.Store, "checkpoint store: file:///path (shared storage) or s3://bucket/prefix")

@@ -16,6 +16,12 @@
 // before RunTask returns. Cloud notices (package notice) become preempt
 // signals to the workflows of the jobs running on the node.
 //
-// Inventory here is synthetic (ParseFleet, `--fake-gpus`), used by `gangway
-// dev` and tests; NVML inventory plugs in behind the same gangway.Node.
+// The node's inventory comes from package gpuinfo (NVML on a GPU node), or is
+// synthetic (ParseFleet, `--fake-gpus`) for `gangway dev` and tests. With a
+// GPU source (Config.GPU) the agent also watches its GPUs (health.go): a
+// hardware fault fences the GPU in the view and moves its jobs (StopTasks
+// with GPUFault), an application Xid fails only the job on it; and reclaims
+// them (reclaim.go): processes holding a GPU without a task and tasks whose
+// workflow is gone are killed after a grace period, and jobs idle past their
+// idle policy are released.
 package agent

@@ -1,0 +1,47 @@
+package main
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/gangwayhq/gangway"
+	"github.com/gangwayhq/gangway/internal/capacity"
+)
+
+func TestPrintGPUHealth(t *testing.T) {
+	now := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
+	node := gangway.Node{ID: "n1", GPUs: []gangway.GPU{
+		{Index: 0, UUID: "GPU-a", Healthy: true},
+		{Index: 1, UUID: "GPU-b", Healthy: false, Flakiness: 1},
+		{Index: 2, UUID: "GPU-c", Healthy: true},
+	}}
+	nodes := []capacity.NodeStatus{{Node: node, Allocated: map[int]gangway.JobID{2: "notebook"}}}
+	health := map[string]map[int]capacity.GPUHealth{"n1": {
+		1: {Node: "n1", GPU: 1, FencedAt: now.Add(-2 * time.Minute), Fences: 1, LastFault: &capacity.GPUEvent{
+			Kind: "xid", Xid: 79, Meaning: "GPU has fallen off the bus", Blame: "gpu", Jobs: []gangway.JobID{"train"}, At: now.Add(-2 * time.Minute)}},
+		2: {Node: "n1", GPU: 2, Healthy: true, LastFault: &capacity.GPUEvent{
+			Kind: "xid", Xid: 13, Meaning: "graphics engine exception", Blame: "app", At: now.Add(-time.Hour)}},
+	}}
+	var buf bytes.Buffer
+	if err := printGPUHealth(&buf, nodes, health, false, now); err != nil {
+		t.Fatal(err)
+	}
+	want := `
+GPU   UUID   HEALTH           FLAKINESS  JOB       LAST FAULT
+n1/1  GPU-b  fenced 2m0s ago  1.00       -         Xid 79 (GPU has fallen off the bus) 2m0s ago, blamed the GPU; jobs train
+n1/2  GPU-c  healthy          0.00       notebook  Xid 13 (graphics engine exception) 1h0m0s ago, blamed the application
+`
+	if diff := cmp.Diff(want, buf.String()); diff != "" {
+		t.Errorf("output (-want +got):\n%s", diff)
+	}
+	buf.Reset()
+	if err := printGPUHealth(&buf, nodes, nil, true, now); err != nil {
+		t.Fatal(err)
+	}
+	if got := bytes.Count(buf.Bytes(), []byte("\nn1/")); got != 3 {
+		t.Errorf("--gpus listed %d GPUs, want 3:\n%s", got, buf.String())
+	}
+}
