@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"maps"
+	"math"
 	"net"
 	"net/url"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/gangwayhq/gangway"
+	"github.com/gangwayhq/gangway/internal/accounting"
 	"github.com/gangwayhq/gangway/providers"
 )
 
@@ -432,4 +434,22 @@ func gcpRegion(zone string) string {
 		return zone[:i]
 	}
 	return zone
+}
+
+// teamLimits are the teams' cloud limits as the ledger's budgets apply
+// them. A budget of 0 (nothing may be spent) becomes the smallest positive
+// budget, since the ledger reads 0 as no budget.
+func (c CloudConfig) teamLimits() map[string]accounting.TeamLimit {
+	if len(c.Teams) == 0 {
+		return nil
+	}
+	out := make(map[string]accounting.TeamLimit, len(c.Teams))
+	for team, t := range c.Teams {
+		l := accounting.TeamLimit{MaxPricePerGPUHour: t.MaxPricePerGPUHour}
+		if t.MonthlyBudget != nil {
+			l.MonthlyBudget = max(*t.MonthlyBudget, math.SmallestNonzeroFloat64)
+		}
+		out[team] = l
+	}
+	return out
 }

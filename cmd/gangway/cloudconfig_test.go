@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +13,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/gangwayhq/gangway"
+	"github.com/gangwayhq/gangway/internal/accounting"
+	"github.com/gangwayhq/gangway/placement"
 	"github.com/gangwayhq/gangway/providers"
 )
 
@@ -362,4 +367,42 @@ func TestOnDemandPrices(t *testing.T) {
 	if got := onDemandPrices(defaultConfig()); len(got) != 0 {
 		t.Errorf("no providers: %v", got)
 	}
+}
+
+func TestTeamLimits(t *testing.T) {
+	zero, some := 0.0, 5000.0
+	c := CloudConfig{Teams: map[string]TeamCloudConfig{
+		"nlp":     {MonthlyBudget: &some, MaxPricePerGPUHour: 2},
+		"vision":  {MaxPricePerGPUHour: 1.5},
+		"interns": {MonthlyBudget: &zero},
+	}}
+	got := c.teamLimits()
+	want := map[string]accounting.TeamLimit{
+		"nlp":     {MonthlyBudget: 5000, MaxPricePerGPUHour: 2},
+		"vision":  {MaxPricePerGPUHour: 1.5},
+		"interns": {MonthlyBudget: math.SmallestNonzeroFloat64},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("teamLimits (-want +got):\n%s", diff)
+	}
+	// A budget of 0 leaves nothing to spend; no budget leaves no limit.
+	policies, err := accounting.Budgets{Ledger: noSegments{}, Teams: got}.TeamPolicies(t.Context(), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := policies["interns"]; p.BudgetLeft <= 0 || p.BudgetLeft > 1e-300 {
+		t.Errorf("interns: budget left %v, want nothing (but a budget)", p.BudgetLeft)
+	}
+	if p := policies["vision"]; p.BudgetLeft != placement.NoBudget {
+		t.Errorf("vision: budget left %v, want none set", p.BudgetLeft)
+	}
+	if (CloudConfig{}).teamLimits() != nil {
+		t.Error("no teams: want nil limits")
+	}
+}
+
+type noSegments struct{}
+
+func (noSegments) Segments(context.Context, time.Time, time.Time) ([]gangway.UsageSegment, error) {
+	return nil, nil
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/client"
+	"github.com/gangwayhq/gangway/internal/accounting"
 	"github.com/gangwayhq/gangway/internal/agent"
 	"github.com/gangwayhq/gangway/internal/cloud"
 	"github.com/gangwayhq/gangway/internal/devstack"
@@ -159,6 +160,8 @@ func runDev(ctx context.Context, a *app, o devOptions, shapes []agent.NodeShape,
 			Dispatch: dispatch.Config{Holder: "dev", Interval: 250 * time.Millisecond, LeaseTTL: 2 * time.Second, Placement: popts,
 				OnPremPrices: cc.OnPremPricePerGPUHour},
 			Cloud: clouds.Registry, Join: joinConfig(a.cfg),
+			Ledger:     accounting.New(c.redis, accounting.Options{Prefix: a.cfg.Redis.Prefix}),
+			TeamLimits: cc.teamLimits(),
 			// Instances of a finished demo job are gone within seconds.
 			Reconcile: cloud.ReconcilerConfig{Interval: 10 * time.Second, Grace: time.Minute},
 			Ready:     func(addr string) { metricsAddr <- addr },
@@ -386,7 +389,7 @@ func printSummary(out io.Writer, ids []string, statuses map[string]client.JobSta
 	sort.Strings(ids)
 	ok := true
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "JOB\tTEAM\tGANG\tPHASE\tWAIT\tRUN\tGPU-S\tATTEMPTS\tPOOL\tNODES")
+	fmt.Fprintln(tw, "JOB\tTEAM\tGANG\tPHASE\tWAIT\tRUN\tGPU-S\tCOST\tATTEMPTS\tPOOL\tNODES")
 	for _, id := range ids {
 		st := statuses[id]
 		gang, nodes, pool := "", "", ""
@@ -405,8 +408,8 @@ func printSummary(out io.Writer, ids []string, statuses map[string]client.JobSta
 		if st.Phase != gangway.PhaseSucceeded {
 			ok = false
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%.0f\t%d\t%s\t%s\n", id, st.Team, gang, st.Phase,
-			round(st.WaitTime), round(st.RunTime), st.GPUSeconds, st.Attempt, pool, nodes)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%.0f\t$%.4f\t%d\t%s\t%s\n", id, st.Team, gang, st.Phase,
+			round(st.WaitTime), round(st.RunTime), st.GPUSeconds, st.Dollars, st.Attempt, pool, nodes)
 	}
 	tw.Flush()
 	return ok

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 
+	"github.com/gangwayhq/gangway/internal/accounting"
 	"github.com/gangwayhq/gangway/internal/agent"
 	"github.com/gangwayhq/gangway/internal/cloud"
 	"github.com/gangwayhq/gangway/internal/dispatch"
@@ -70,9 +71,11 @@ within the lease TTL when it dies.`,
 					Placement:    popts,
 					OnPremPrices: cl.OnPremPricePerGPUHour,
 				},
-				Cloud:     clouds.Registry,
-				Join:      joinConfig(a.cfg),
-				Reconcile: cloud.ReconcilerConfig{Interval: cl.ReconcileInterval.Duration, Grace: cl.OrphanGrace.Duration},
+				Cloud:      clouds.Registry,
+				Join:       joinConfig(a.cfg),
+				Reconcile:  cloud.ReconcilerConfig{Interval: cl.ReconcileInterval.Duration, Grace: cl.OrphanGrace.Duration},
+				Ledger:     accounting.New(c.redis, accounting.Options{Prefix: a.cfg.Redis.Prefix}),
+				TeamLimits: cl.teamLimits(),
 			})
 		},
 	}
