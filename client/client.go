@@ -224,7 +224,8 @@ func (c *Client) Drain(ctx context.Context, nodeID string) ([]gangway.JobID, err
 		if !slices.ContainsFunc(a.Members, func(m gangway.Member) bool { return m.NodeID == nodeID }) {
 			continue
 		}
-		req := workflows.PreemptRequest{Attempt: a.Attempt, Reason: "node " + nodeID + " is being drained"}
+		req := workflows.PreemptRequest{Attempt: a.Attempt, Reason: "node " + nodeID + " is being drained",
+			Cause: workflows.CauseDrain, NodeID: nodeID}
 		if err := c.t.SignalWorkflow(ctx, a.JobID, "", workflows.SignalPreempt, req); err != nil {
 			var nf *serviceerror.NotFound
 			if errors.As(err, &nf) {
