@@ -2,15 +2,19 @@ package cloud_test
 
 import (
 	"errors"
+	"log/slog"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/gangwayhq/gangway/internal/cloud"
 	"github.com/gangwayhq/gangway/internal/devstack/devstacktest"
+	"github.com/gangwayhq/gangway/providers"
 	"github.com/gangwayhq/gangway/workflows"
 )
 
@@ -31,7 +35,8 @@ func TestTemporalJobs(t *testing.T) {
 		t.Skip("starts a Temporal dev server")
 	}
 	srv := devstacktest.Temporal(t)
-	c, err := client.Dial(client.Options{HostPort: srv.Addr, Namespace: srv.Namespace})
+	c, err := client.Dial(client.Options{HostPort: srv.Addr, Namespace: srv.Namespace,
+		Logger: log.NewStructuredLogger(slog.New(slog.DiscardHandler))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,5 +83,24 @@ func TestTemporalJobs(t *testing.T) {
 	}
 	if _, _, err := jobs.Attempt(ctx, "no-such-job"); !errors.Is(err, cloud.ErrUnknownJob) {
 		t.Errorf("unknown job: err %v, want ErrUnknownJob", err)
+	}
+
+	// The reconciler over these workflows: the closed job's instance (its
+	// workflow ended without terminating it, as after a crash), the
+	// unknown job's and the running job's earlier attempt's go; the
+	// running job's current attempt stays.
+	c0 := &clock{now: t0}
+	p := newCloud(t, "c1", c0)
+	launch(t, p, "a100-spot", "closed-job", 3, 1)  // fake-000001
+	launch(t, p, "a100-spot", "no-such-job", 1, 1) // fake-000002
+	launch(t, p, "a100-od", "running-job", 2, 1)   // fake-000003
+	launch(t, p, "a100-od", "running-job", 3, 1)   // fake-000004
+	c0.Advance(time.Hour)
+	reg, _ := cloud.NewRegistry([]providers.Provider{p}, cloud.RegistryOptions{})
+	got := summarize(cloud.NewReconciler(reg, jobs, cloud.ReconcilerConfig{Now: c0.Now}).Reconcile(ctx))
+	want := summary{Instances: 4, Kept: 1, Terminated: []string{"c1/fake-000001 closed-job 3 job-closed",
+		"c1/fake-000002 no-such-job 1 job-unknown", "c1/fake-000003 running-job 2 stale-attempt"}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("reconcile over Temporal (-want +got):\n%s", diff)
 	}
 }
