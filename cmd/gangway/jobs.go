@@ -16,6 +16,7 @@ import (
 
 	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/client"
+	"github.com/gangwayhq/gangway/workflows"
 )
 
 // outputFlag adds --output text|json.
@@ -157,7 +158,11 @@ func printStatus(w io.Writer, output string, st client.JobStatus) error {
 	if st.Assignment != nil {
 		fmt.Fprintf(w, "Placement: %s\n", formatAssignment(*st.Assignment))
 	}
-	fmt.Fprintf(w, "Wait:      %s   Run: %s   GPU-seconds: %.0f\n", round(st.WaitTime), round(st.RunTime), st.GPUSeconds)
+	fmt.Fprintf(w, "Wait:      %s   Run: %s   GPU-seconds: %.0f   Cost: $%.2f\n", round(st.WaitTime), round(st.RunTime), st.GPUSeconds, st.Dollars)
+	if st.LostGPUSeconds > 0 {
+		fmt.Fprintf(w, "Lost:      %.0f GPU-seconds of work redone after restarts\n", st.LostGPUSeconds)
+	}
+	printAttempts(w, st.Attempts)
 	if len(st.Phases) > 0 {
 		fmt.Fprintln(w, "History:")
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -167,6 +172,42 @@ func printStatus(w io.Writer, output string, st client.JobStatus) error {
 		tw.Flush()
 	}
 	return nil
+}
+
+// printAttempts shows where each run went, how it ended and what it
+// resumed from.
+func printAttempts(w io.Writer, attempts []workflows.AttemptRecord) {
+	if len(attempts) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "Runs:")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "  #	POOL	CAPACITY	NODES	RAN	ENDED	RESUMED FROM	LOST GPU-S	COST\n")
+	for _, a := range attempts {
+		ran, ended := "", a.Ended
+		if !a.EndedAt.IsZero() {
+			ran = round(a.EndedAt.Sub(a.StartedAt)).String()
+		}
+		if ended == "" {
+			ended = "running"
+		}
+		if a.By != "" {
+			ended += " by " + a.By
+		}
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\t%.0f\t$%.2f\n", a.Attempt, a.Pool, a.CapacityType,
+			strings.Join(a.Nodes, ","), ran, ended, checkpointName(a.ResumedFrom), a.LostGPUSeconds, a.Dollars)
+	}
+	tw.Flush()
+}
+
+func checkpointName(r *workflows.CheckpointRef) string {
+	switch {
+	case r == nil:
+		return "-"
+	case r.Step != nil:
+		return fmt.Sprintf("step %d (%s)", *r.Step, r.ID)
+	}
+	return r.ID
 }
 
 func formatAssignment(asg gangway.Assignment) string {
