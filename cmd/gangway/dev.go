@@ -144,7 +144,14 @@ func runDev(ctx context.Context, a *app, o devOptions, shapes []agent.NodeShape,
 	if err != nil {
 		return err
 	}
-	agents := newFakeAgents(c.view, c.temporal, agent.Config{DataDir: filepath.Join(dir, "cloud"), HeartbeatInterval: time.Second, Log: log}, log)
+	// Every node, on-prem or cloud, saves to one checkpoint store, as
+	// shared storage would be in production.
+	ckstore, err := openCheckpointStore(ctx, CheckpointConfig{Store: "file://" + filepath.Join(dir, "checkpoints")})
+	if err != nil {
+		return err
+	}
+	agents := newFakeAgents(c.view, c.temporal, agent.Config{DataDir: filepath.Join(dir, "cloud"), HeartbeatInterval: time.Second,
+		Checkpoints: ckstore, Log: log}, log)
 	agents.events = make(chan string, 64)
 	defer agents.Close()
 	clouds, err := buildCloud(ctx, cc, agents.hooks(), log)
@@ -160,8 +167,9 @@ func runDev(ctx context.Context, a *app, o devOptions, shapes []agent.NodeShape,
 			Dispatch: dispatch.Config{Holder: "dev", Interval: 250 * time.Millisecond, LeaseTTL: 2 * time.Second, Placement: popts,
 				OnPremPrices: cc.OnPremPricePerGPUHour},
 			Cloud: clouds.Registry, Join: joinConfig(a.cfg),
-			Ledger:     accounting.New(c.redis, accounting.Options{Prefix: a.cfg.Redis.Prefix}),
-			TeamLimits: cc.teamLimits(),
+			Ledger:      accounting.New(c.redis, accounting.Options{Prefix: a.cfg.Redis.Prefix}),
+			Checkpoints: ckstore,
+			TeamLimits:  cc.teamLimits(),
 			// Instances of a finished demo job are gone within seconds.
 			Reconcile: cloud.ReconcilerConfig{Interval: 10 * time.Second, Grace: time.Minute},
 			Ready:     func(addr string) { metricsAddr <- addr },
@@ -173,7 +181,8 @@ func runDev(ctx context.Context, a *app, o devOptions, shapes []agent.NodeShape,
 	})
 	nodes := agent.FakeFleet("node", "onprem", shapes)
 	for _, n := range nodes {
-		ag := agent.New(agent.Config{Node: n, DataDir: filepath.Join(dir, "nodes", n.ID), HeartbeatInterval: time.Second, Log: log}, c.view)
+		ag := agent.New(agent.Config{Node: n, DataDir: filepath.Join(dir, "nodes", n.ID), HeartbeatInterval: time.Second,
+			Checkpoints: ckstore, Log: log}, c.view)
 		wg.Go(func() {
 			if err := ag.Run(runCtx, c.temporal); err != nil {
 				log.Error("agent stopped", "node", n.ID, "error", err)

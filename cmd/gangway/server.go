@@ -46,9 +46,13 @@ within the lease TTL when it dies.`,
 			}
 			cl := a.cfg.Cloud
 			popts.BurstAfter = cl.BurstAfter.Duration
+			ckstore, err := openCheckpointStore(cmd.Context(), a.cfg.Checkpoint)
+			if err != nil {
+				return err
+			}
 			// Fake providers' instances become in-process agents.
 			agents := newFakeAgents(c.view, c.temporal, agent.Config{
-				DataDir: filepath.Join(os.TempDir(), "gangway-fake-cloud"), Log: a.log}, a.log)
+				DataDir: filepath.Join(os.TempDir(), "gangway-fake-cloud"), Checkpoints: ckstore, Log: a.log}, a.log)
 			defer agents.Close()
 			clouds, err := buildCloud(cmd.Context(), cl, agents.hooks(), a.log)
 			if err != nil {
@@ -71,15 +75,17 @@ within the lease TTL when it dies.`,
 					Placement:    popts,
 					OnPremPrices: cl.OnPremPricePerGPUHour,
 				},
-				Cloud:      clouds.Registry,
-				Join:       joinConfig(a.cfg),
-				Reconcile:  cloud.ReconcilerConfig{Interval: cl.ReconcileInterval.Duration, Grace: cl.OrphanGrace.Duration},
-				Ledger:     accounting.New(c.redis, accounting.Options{Prefix: a.cfg.Redis.Prefix}),
-				TeamLimits: cl.teamLimits(),
+				Cloud:       clouds.Registry,
+				Join:        joinConfig(a.cfg),
+				Reconcile:   cloud.ReconcilerConfig{Interval: cl.ReconcileInterval.Duration, Grace: cl.OrphanGrace.Duration},
+				Ledger:      accounting.New(c.redis, accounting.Options{Prefix: a.cfg.Redis.Prefix}),
+				TeamLimits:  cl.teamLimits(),
+				Checkpoints: ckstore,
 			})
 		},
 	}
 	f := cmd.Flags()
+	f.StringVar(&a.cfg.Checkpoint.Store, "checkpoint-store", a.cfg.Checkpoint.Store, "checkpoint store jobs resume from: file:///dir or s3://bucket/prefix")
 	f.StringVar(&a.cfg.Server.MetricsAddr, "metrics-addr", a.cfg.Server.MetricsAddr, "listen address for /metrics (empty: off)")
 	f.DurationVar(&a.cfg.Server.DispatchInterval.Duration, "dispatch-interval", a.cfg.Server.DispatchInterval.Duration, "time between dispatch cycles")
 	f.DurationVar(&a.cfg.Server.LeaseTTL.Duration, "lease-ttl", a.cfg.Server.LeaseTTL.Duration, "dispatch lease TTL: a dead leader is replaced after this")
