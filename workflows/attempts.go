@@ -41,6 +41,7 @@ func (j *job) endAttempt(ctx workflow.Context, idx int, asg gangway.Assignment, 
 	}
 	rec := &j.st.Attempts[idx]
 	rec.EndedAt, rec.Ended, rec.By, rec.Reason = workflow.Now(ctx), end.cause, end.by, end.reason
+	rec.StopRequestedAt = end.stopAt
 	for _, seg := range j.segments(asg, rec.StartedAt, rec.EndedAt) {
 		j.recordUsage(ctx, seg)
 		rec.Dollars += seg.Dollars()

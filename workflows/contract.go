@@ -353,9 +353,13 @@ type AttemptRecord struct {
 	StartedAt    time.Time `json:"startedAt"`
 	EndedAt      time.Time `json:"endedAt,omitzero"`
 	// Ended is one of the Cause constants; "" while running.
-	Ended  string        `json:"ended,omitempty"`
-	By     gangway.JobID `json:"by,omitempty"`
-	Reason string        `json:"reason,omitempty"`
+	Ended string `json:"ended,omitempty"`
+	// StopRequestedAt is when the scheduler, a person, a GPU fault or a
+	// cloud notice asked the attempt to stop; EndedAt - StopRequestedAt is
+	// how long the checkpoint and shutdown took.
+	StopRequestedAt time.Time     `json:"stopRequestedAt,omitzero"`
+	By              gangway.JobID `json:"by,omitempty"`
+	Reason          string        `json:"reason,omitempty"`
 	// ResumedFrom is the checkpoint the attempt started from; nil for a
 	// fresh start.
 	ResumedFrom *CheckpointRef `json:"resumedFrom,omitempty"`

@@ -104,6 +104,8 @@ type attemptEnd struct {
 	cause  string // Cause* constant
 	reason string
 	by     gangway.JobID
+	// stopAt is when a preempt request arrived (zero otherwise).
+	stopAt time.Time
 }
 
 func (j *job) run(ctx workflow.Context) Status {
@@ -245,11 +247,13 @@ func (j *job) runGang(ctx workflow.Context, asg gangway.Assignment) attemptEnd {
 	var firstErr error
 	var firstRank, done int
 	var preempted *PreemptRequest
+	var stopAt time.Time
 	sel.AddReceive(j.preempt, func(c workflow.ReceiveChannel, _ bool) {
 		var req PreemptRequest
 		c.Receive(ctx, &req)
 		if req.Attempt == asg.Attempt && preempted == nil && firstErr == nil {
 			preempted = &req
+			stopAt = workflow.Now(ctx)
 			cancelGang()
 		}
 	})
@@ -282,6 +286,7 @@ func (j *job) runGang(ctx workflow.Context, asg gangway.Assignment) attemptEnd {
 		end = attemptEnd{out: outcomeCancelled, cause: CauseCancelled, reason: "cancelled while running"}
 	case preempted != nil:
 		end = preemptEnd(*preempted)
+		end.stopAt = stopAt
 	case firstErr == nil:
 		end = attemptEnd{out: outcomeSucceeded, cause: CauseCompleted, reason: "all members exited 0"}
 	default:
