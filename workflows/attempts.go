@@ -4,6 +4,7 @@ import (
 	"slices"
 	"time"
 
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/gangwayhq/gangway"
@@ -25,6 +26,42 @@ func (j *job) startAttempt(asg gangway.Assignment, at time.Time) int {
 	return len(j.st.Attempts) - 1
 }
 
+// recordRecovery reports how long the job took to run again after an
+// infrastructure stop of its previous run.
+func (j *job) recordRecovery(ctx workflow.Context, idx int) {
+	if idx < 1 {
+		return
+	}
+	prev, cur := j.st.Attempts[idx-1], j.st.Attempts[idx]
+	switch prev.Ended {
+	case CausePreempted, CauseNotice, CauseDrain, CauseFault, CauseNodeLost, CauseInfra:
+	default:
+		return
+	}
+	from := prev.StopRequestedAt
+	if from.IsZero() {
+		from = prev.EndedAt
+	}
+	j.recordRun(ctx, RecordRunInput{JobID: j.spec.Name, Team: j.spec.Team, RecoveredCause: prev.Ended,
+		RecoveredAfter: cur.StartedAt.Sub(from)})
+}
+
+// recordRun feeds the run metrics; losing one is not worth failing a job.
+func (j *job) recordRun(ctx workflow.Context, in RecordRunInput) {
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	err := workflow.ExecuteActivity(workflow.WithActivityOptions(dctx, metricsActivity), ActivityRecordRun, in).Get(dctx, nil)
+	if err != nil {
+		workflow.GetLogger(ctx).Warn("record run failed", "error", err)
+	}
+}
+
+// metricsActivity runs activities whose loss only costs a data point.
+var metricsActivity = workflow.ActivityOptions{
+	TaskQueue:           TaskQueue,
+	StartToCloseTimeout: 10 * time.Second,
+	RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 5},
+}
+
 func capacityType(m gangway.Member) string {
 	if m.CapacityType == "" {
 		return gangway.CapacityOnPrem
@@ -42,6 +79,7 @@ func (j *job) endAttempt(ctx workflow.Context, idx int, asg gangway.Assignment, 
 	rec := &j.st.Attempts[idx]
 	rec.EndedAt, rec.Ended, rec.By, rec.Reason = workflow.Now(ctx), end.cause, end.by, end.reason
 	rec.StopRequestedAt = end.stopAt
+	defer func() { j.recordRun(ctx, RecordRunInput{JobID: j.spec.Name, Team: j.spec.Team, Ended: rec}) }()
 	for _, seg := range j.segments(asg, rec.StartedAt, rec.EndedAt) {
 		j.recordUsage(ctx, seg)
 		rec.Dollars += seg.Dollars()

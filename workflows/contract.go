@@ -31,6 +31,7 @@ const (
 	// Accounting and checkpoints.
 	ActivityRecordUsage      = "RecordUsage"      // RecordUsageInput
 	ActivityLatestCheckpoint = "LatestCheckpoint" // LatestCheckpointInput → CheckpointRef (ID "" when none)
+	ActivityRecordRun        = "RecordRun"        // RecordRunInput: run metrics
 )
 
 // Signal and query names.
@@ -174,6 +175,20 @@ type TerminateInput struct {
 // segment again (same job, attempt, pool and start) is a no-op.
 type RecordUsageInput struct {
 	Segment gangway.UsageSegment `json:"segment"`
+}
+
+// RecordRunInput reports a run to the metrics: one that ended, or a job
+// running again after its previous run was stopped or lost.
+type RecordRunInput struct {
+	JobID gangway.JobID `json:"jobId"`
+	Team  string        `json:"team"`
+	// Ended is the run that just ended; nil for a recovery.
+	Ended *AttemptRecord `json:"ended,omitempty"`
+	// RecoveredCause is why the previous run stopped, RecoveredAfter the
+	// time from its stop request (or its end, when it was lost) to this
+	// run starting.
+	RecoveredCause string        `json:"recoveredCause,omitempty"`
+	RecoveredAfter time.Duration `json:"recoveredAfter,omitempty"`
 }
 
 // LatestCheckpointInput asks for the job's newest committed checkpoint.

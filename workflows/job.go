@@ -243,6 +243,7 @@ func (j *job) runGang(ctx workflow.Context, asg gangway.Assignment) attemptEnd {
 	defer cancelGang()
 	runStart := workflow.Now(ctx)
 	rec := j.startAttempt(asg, runStart)
+	j.recordRecovery(ctx, rec)
 	sel := workflow.NewSelector(ctx)
 	var firstErr error
 	var firstRank, done int

@@ -27,6 +27,7 @@ type fakeActivities struct {
 	tasks    []RunTaskInput
 	run      func(ctx context.Context, in RunTaskInput) error
 	usage    []gangway.UsageSegment
+	runs     []RecordRunInput
 	// checkpoint is what LatestCheckpoint returns.
 	checkpoint CheckpointRef
 	// Cloud: provision decides a launch's outcome per offer pool.
@@ -71,6 +72,12 @@ func (f *fakeActivities) register(env *testsuite.TestWorkflowEnvironment) {
 		f.usage = append(f.usage, in.Segment)
 		return nil
 	}, activity.RegisterOptions{Name: ActivityRecordUsage})
+	env.RegisterActivityWithOptions(func(_ context.Context, in RecordRunInput) error {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.runs = append(f.runs, in)
+		return nil
+	}, activity.RegisterOptions{Name: ActivityRecordRun})
 	env.RegisterActivityWithOptions(func(_ context.Context, _ LatestCheckpointInput) (CheckpointRef, error) {
 		f.mu.Lock()
 		defer f.mu.Unlock()

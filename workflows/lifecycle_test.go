@@ -85,6 +85,20 @@ func TestJobWorkflowCheckpointResume(t *testing.T) {
 	if len(f.usage) != 2 || sum != st.Dollars || st.Dollars != a1.Dollars+a2.Dollars {
 		t.Errorf("usage %+v sums to $%v; status says $%v (attempts $%v + $%v)", f.usage, sum, st.Dollars, a1.Dollars, a2.Dollars)
 	}
+	// The run metrics hear of both ends and of the recovery: stop asked
+	// at 3 s, running again at 4 s.
+	var ended []string
+	var recovered time.Duration
+	for _, r := range f.runs {
+		if r.Ended != nil {
+			ended = append(ended, r.Ended.Ended)
+		} else if r.RecoveredCause == CauseNotice {
+			recovered = r.RecoveredAfter
+		}
+	}
+	if d := cmp.Diff([]string{CauseNotice, CauseCompleted}, ended); d != "" || recovered != time.Second {
+		t.Errorf("runs reported (-want +got):\n%s; recovery after %v, want 1s", d, recovered)
+	}
 	if want := 2.0 * 4 / 3600 * 1.0; a1.Dollars != want {
 		t.Errorf("attempt 1 cost $%v, want $%v (2 s × 4 GPUs at $1/GPU-h)", a1.Dollars, want)
 	}

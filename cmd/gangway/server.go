@@ -13,6 +13,7 @@ import (
 	"github.com/gangwayhq/gangway/internal/agent"
 	"github.com/gangwayhq/gangway/internal/cloud"
 	"github.com/gangwayhq/gangway/internal/dispatch"
+	"github.com/gangwayhq/gangway/internal/metrics"
 	"github.com/gangwayhq/gangway/internal/server"
 	"github.com/gangwayhq/gangway/placement"
 )
@@ -149,7 +150,7 @@ prints the inventory and topology as JSON and exits.`,
 			}
 			ag := agent.New(agent.Config{Node: node, DataDir: ac.DataDir,
 				HeartbeatInterval: ac.HeartbeatInterval.Duration, Log: a.log,
-				Checkpoints: store, Notices: notices,
+				Checkpoints: store, Notices: notices, CheckpointObserver: checkpointMetrics{metrics.NewCheckpoints(reg)},
 				GPU: agentGPUConfig(ac, gpus, reg)}, c.view)
 			return ag.Run(cmd.Context(), c.temporal)
 		},
@@ -167,4 +168,11 @@ prints the inventory and topology as JSON and exits.`,
 	f.StringVar(&a.cfg.Agent.Notices, "notices", a.cfg.Agent.Notices, "cloud preemption notices to watch: auto, aws, gcp or none")
 	f.StringVar(&a.cfg.Checkpoint.Store, "checkpoint-store", a.cfg.Checkpoint.Store, "checkpoint store: file:///path (shared storage) or s3://bucket/prefix")
 	return cmd
+}
+
+// checkpointMetrics feeds the agent's checkpoint transfers to Prometheus.
+type checkpointMetrics struct{ m *metrics.Checkpoints }
+
+func (c checkpointMetrics) ObserveCheckpoint(t agent.CheckpointTransfer) {
+	c.m.Transfer(t.Op, t.Final, t.Bytes, t.Duration, t.Err != nil)
 }

@@ -28,7 +28,7 @@ import (
 
 // cloudConfig is a server config with a fake cloud: a spot pool whose
 // availability follows trace and an on-demand pool, both 8 × A100.
-func cloudConfig(storeURL, trace string) string {
+func cloudConfig(storeURL, trace, noticeLead string) string {
 	return fmt.Sprintf(`checkpoint:
   store: %s
 cloud:
@@ -41,11 +41,11 @@ cloud:
     - name: fake
       type: fake
       bootDelay: 1s
-      noticeLead: 4s
+      noticeLead: %s
       pools:
         - {name: fake-spot, zone: fake-1a, instanceType: a100x8, gpuModel: A100, gpus: 8, capacityType: spot, pricePerHour: 8, trace: %s}
         - {name: fake-od, zone: fake-1a, instanceType: a100x8, gpuModel: A100, gpus: 8, capacityType: on-demand, pricePerHour: 24}
-`, storeURL, trace)
+`, storeURL, noticeLead, trace)
 }
 
 // TestCloudOnRealServers runs Gangway's cloud half on a real Temporal and
@@ -92,8 +92,15 @@ func TestCloudOnRealServers(t *testing.T) {
 	if err := os.WriteFile(trace, []byte(`{"metadata":{"gap_seconds":2},"data":[`+avail+`]}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// GANGWAY_E2E_CHECKPOINT_SIZE=1073741824 measures the notice path with
+	// a 1 GiB checkpoint, taken only at the stop (a periodic 1 GiB save
+	// every second would swamp the machine), with AWS's 2-minute notice.
+	size, lead := os.Getenv("GANGWAY_E2E_CHECKPOINT_SIZE"), "4s"
+	if size != "" {
+		lead = "2m"
+	}
 	config := filepath.Join(s.logDir, "gangway.yaml")
-	if err := os.WriteFile(config, []byte(cloudConfig(storeURL, trace)), 0o644); err != nil {
+	if err := os.WriteFile(config, []byte(cloudConfig(storeURL, trace, lead)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 
@@ -140,10 +147,7 @@ func TestCloudOnRealServers(t *testing.T) {
 	waitPhase(hog.Name, gangway.PhaseRunning)
 	gang := spec("spot-gang", "nlp", 2, 8, s.bin, 300) // 15 s of work
 	gang.Args = append(gang.Args, "--step-time", "50ms", "--checkpoint-every", "20")
-	// GANGWAY_E2E_CHECKPOINT_SIZE=1073741824 measures the notice path with
-	// a 1 GiB checkpoint (taken only at the stop, as a periodic 1 GiB save
-	// every second would swamp the machine).
-	if size := os.Getenv("GANGWAY_E2E_CHECKPOINT_SIZE"); size != "" {
+	if size != "" {
 		gang.Args = append(gang.Args, "--checkpoint-every", "100000", "--checkpoint-size", size)
 		gang.Checkpoint.GracePeriod = gangway.Duration{Duration: time.Minute}
 	}
@@ -185,9 +189,9 @@ func TestCloudOnRealServers(t *testing.T) {
 	if ms, err := store.List(ctx, gang.Name); err == nil && len(ms) > 0 {
 		t.Logf("checkpoint size %d bytes", ms[len(ms)-1].TotalBytes)
 	}
-	t.Logf("spot notice: stop asked → checkpoint uploaded and gang stopped in %v; → running again on-prem in %v (resumed from step %d)",
+	t.Logf("spot notice: stop asked → checkpoint uploaded and gang stopped in %v; → placed and started on-prem in %v; → training again (restored, %q) in %v",
 		spotRun.EndedAt.Sub(spotRun.StopRequestedAt).Round(time.Millisecond), resumed.StartedAt.Sub(spotRun.StopRequestedAt).Round(time.Millisecond),
-		*resumed.ResumedFrom.Step)
+		fmt.Sprintf("resumed from step %d", *resumed.ResumedFrom.Step), resumedAt(t, ctx, view, gang.Name, resumed.Attempt).Sub(spotRun.StopRequestedAt).Round(time.Millisecond))
 
 	// 2. Overflow: on-prem busy again; three 8-GPU jobs may burst to
 	// on-demand and finish there.
@@ -266,6 +270,23 @@ func stepsInLogs(t *testing.T, ctx context.Context, v *capacity.View, job string
 		}
 	}
 	return total
+}
+
+// resumedAt is when rank 0 of the attempt logged that it resumed: the
+// checkpoint restored and the process training again.
+func resumedAt(t *testing.T, ctx context.Context, v *capacity.View, job string, attempt int) time.Time {
+	t.Helper()
+	lines, err := v.Logs(ctx, job, "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range lines {
+		if l.Rank == 0 && l.Attempt == attempt && strings.Contains(l.Text, "resumed from step") {
+			return l.Time
+		}
+	}
+	t.Fatalf("%s attempt %d never logged that it resumed", job, attempt)
+	return time.Time{}
 }
 
 // freeAddr is a loopback address with a port nothing listens on.

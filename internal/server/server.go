@@ -65,6 +65,7 @@ type Deps struct {
 	// Metrics; nil ones are created on a private registry.
 	Usage       *metrics.Usage
 	CloudMetric *metrics.Cloud
+	Lifecycle   *metrics.Lifecycle
 	Log         *slog.Logger
 }
 
@@ -82,10 +83,14 @@ func Register(w worker.Registry, d Deps) {
 	if d.CloudMetric == nil {
 		d.CloudMetric = metrics.NewCloud(prometheus.NewRegistry())
 	}
+	if d.Lifecycle == nil {
+		d.Lifecycle = metrics.NewLifecycle(prometheus.NewRegistry())
+	}
 	w.RegisterWorkflowWithOptions(workflows.JobWorkflow, workflow.RegisterOptions{Name: workflows.WorkflowName})
 	(&activities.Activities{Capacity: d.View, Log: d.Log}).Register(w)
 	(&activities.Usage{Ledger: d.Ledger, Metrics: d.Usage, Log: d.Log}).Register(w)
 	(&activities.Checkpoints{Store: d.Checkpoints}).Register(w)
+	(&activities.Runs{Metrics: d.Lifecycle}).Register(w)
 	ca := &activities.Cloud{Nodes: d.View, Join: d.Join, Metrics: d.CloudMetric, Log: d.Log}
 	if d.Cloud != nil {
 		ca.Providers = d.Cloud
@@ -113,7 +118,7 @@ func Run(ctx context.Context, o Options) error {
 	w := worker.New(o.Temporal, workflows.TaskQueue, worker.Options{})
 	cloudMetrics := metrics.NewCloud(reg)
 	d := Deps{View: o.View, Checkpoints: o.Checkpoints, Cloud: o.Cloud, Join: o.Join,
-		Usage: metrics.NewUsage(reg), CloudMetric: cloudMetrics, Log: log}
+		Usage: metrics.NewUsage(reg), CloudMetric: cloudMetrics, Lifecycle: metrics.NewLifecycle(reg), Log: log}
 	if o.Ledger != nil {
 		d.Ledger = o.Ledger
 		if len(o.TeamLimits) > 0 && o.Dispatch.Budgets == nil {
