@@ -10,7 +10,10 @@ import (
 
 // TestReplayHistories replays JobWorkflow histories recorded on a real
 // Temporal server (testdata/histories, written by the e2e test with
-// -update-histories): a user retry, a 2 × 8 gang, a cancel while running.
+// -update-histories): a user retry, a 2 × 8 gang, a cancel while running
+// (recorded before attempt records and bursts, so they replay the old path),
+// and newer ones: a burst to spot ended by a notice and resumed on-prem, a
+// burst to on-demand, a preempted checkpointing job, and a lost node.
 // A change to the workflow's command order that is not behind
 // workflow.GetVersion fails here.
 func TestReplayHistories(t *testing.T) {

@@ -204,6 +204,10 @@ func TestCheckpointPathsOnRealServers(t *testing.T) {
 		t.Errorf("%s lost %.1f GPU-seconds; want between %.1f (checkpoint → kill) and %.1f (checkpoint → node lost)",
 			lost.Name, first.LostGPUSeconds, sinceCkpt, maxLost)
 	}
+	if *updateHistories {
+		saveHistory(t, ctx, tc, low.Name)  // preempted, checkpointed, resumed
+		saveHistory(t, ctx, tc, lost.Name) // node lost, resumed from a periodic checkpoint
+	}
 	t.Logf("agent killed %.1fs after the last checkpoint (step %d); found lost after %v; %.1f GPU-seconds lost; resumed on node-1 %v after the kill",
 		killedAt.Sub(first.Checkpoint.At).Seconds(), *first.Checkpoint.Step, first.EndedAt.Sub(killedAt).Round(100*time.Millisecond),
 		first.LostGPUSeconds, last.StartedAt.Sub(killedAt).Round(100*time.Millisecond))
@@ -256,4 +260,3 @@ func startAgentProc(t *testing.T, s *stack, nodeID, storeURL string) *agentProc 
 	})
 	return p
 }
-

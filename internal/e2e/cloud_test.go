@@ -147,12 +147,12 @@ func TestCloudOnRealServers(t *testing.T) {
 	waitPhase(hog.Name, gangway.PhaseRunning)
 	gang := spec("spot-gang", "nlp", 2, 8, s.bin, 300) // 15 s of work
 	gang.Args = append(gang.Args, "--step-time", "50ms", "--checkpoint-every", "20")
+	gang.Checkpoint.Enabled = true
+	gang.Checkpoint.GracePeriod = gangway.Duration{Duration: 3 * time.Second}
 	if size != "" {
 		gang.Args = append(gang.Args, "--checkpoint-every", "100000", "--checkpoint-size", size)
 		gang.Checkpoint.GracePeriod = gangway.Duration{Duration: time.Minute}
 	}
-	gang.Checkpoint.Enabled = true
-	gang.Checkpoint.GracePeriod = gangway.Duration{Duration: 3 * time.Second}
 	gang.Burst = gangway.Burst{Enabled: true, CapacityTypes: []string{gangway.CapacitySpot}}
 	gang.EstimatedRuntime = gangway.Duration{Duration: 15 * time.Second}
 	gang.MaxRuntime = gangway.Duration{Duration: time.Minute}
@@ -245,6 +245,10 @@ func TestCloudOnRealServers(t *testing.T) {
 		}
 	}
 	rec.checkNoDoubleBooking(t)
+	if *updateHistories {
+		saveHistory(t, ctx, tc, gang.Name)    // burst, notice, resume from a checkpoint
+		saveHistory(t, ctx, tc, "overflow-0") // burst to on-demand
+	}
 }
 
 // stepsInLogs adds up the steps rank 0 did over all runs, from the
