@@ -40,8 +40,10 @@ func newRootCmd() *cobra.Command {
 		Use:   "gangway",
 		Short: "Gangway: an elastic GPU job scheduler for on-prem and spot fleets",
 		Long: `Gangway queues GPU training jobs, places gangs all-or-nothing on on-prem
-nodes, and runs each job's lifecycle as a durable Temporal workflow with a
-Redis live view of capacity.
+nodes or bursts them to spot and on-demand cloud capacity when waiting costs
+more, checkpoints and moves them when capacity is reclaimed, and bills every
+GPU-second to a team. Each job's lifecycle is a durable Temporal workflow;
+Redis holds the live view of capacity.
 
 Start everything on one machine with 'gangway dev'; run 'gangway server' and
 'gangway agent' in production; submit with 'gangway submit job.yaml'.`,
