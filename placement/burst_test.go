@@ -57,8 +57,8 @@ func TestBurst(t *testing.T) {
 		},
 		"a short wait does not burst": {
 			fleet: busy(), job: func() placement.Job { return burstJob("j", 1) },
-			opts:  func(o *placement.Options) { o.BurstAfter = 4 * time.Hour },
-			want:  map[gangway.JobID][]string{},
+			opts: func(o *placement.Options) { o.BurstAfter = 4 * time.Hour },
+			want: map[gangway.JobID][]string{},
 		},
 		"a job that fits now is placed, not burst": {
 			fleet: fleet(node("n1").gpus(8, "A100")), job: func() placement.Job { return burstJob("j", 1) },
@@ -70,13 +70,15 @@ func TestBurst(t *testing.T) {
 		},
 		"team price cap rules out everything": {
 			fleet: busy(), job: func() placement.Job { return burstJob("j", 1) },
-			opts:  func(o *placement.Options) { o.Teams = map[string]placement.TeamPolicy{"ml": {MaxPricePerGPUHour: 0.5, BudgetLeft: placement.NoBudget}} },
-			want:  map[gangway.JobID][]string{},
+			opts: func(o *placement.Options) {
+				o.Teams = map[string]placement.TeamPolicy{"ml": {MaxPricePerGPUHour: 0.5, BudgetLeft: placement.NoBudget}}
+			},
+			want: map[gangway.JobID][]string{},
 		},
 		"team budget too small for the job": {
 			fleet: busy(), job: func() placement.Job { return burstJob("j", 2) },
-			opts:  func(o *placement.Options) { o.Teams = map[string]placement.TeamPolicy{"ml": {BudgetLeft: 5}} },
-			want:  map[gangway.JobID][]string{},
+			opts: func(o *placement.Options) { o.Teams = map[string]placement.TeamPolicy{"ml": {BudgetLeft: 5}} },
+			want: map[gangway.JobID][]string{},
 		},
 		"only allowed capacity types": {
 			fleet: busy(), job: func() placement.Job {
