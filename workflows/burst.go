@@ -81,7 +81,12 @@ func (j *job) runOnInstances(ctx workflow.Context, entry gangway.QueueEntry, off
 	asg, ok := j.waitPinnedPlacement(ctx, entry.Attempt)
 	if !ok {
 		j.withdraw(ctx)
-		return cancelled, true
+		if ctx.Err() != nil {
+			return cancelled, true
+		}
+		// The instances went away (or never became schedulable) before
+		// the job was placed on them.
+		return attemptEnd{reason: fmt.Sprintf("not placed on its instances within %s", j.timing.BootTimeout)}, false
 	}
 	for i := range asg.Members {
 		asg.Members[i].CapacityType = offer.CapacityType
@@ -90,11 +95,20 @@ func (j *job) runOnInstances(ctx workflow.Context, entry gangway.QueueEntry, off
 	return j.runPlaced(ctx, asg), true
 }
 
-// waitPinnedPlacement waits for the placement on the job's own instances;
-// a repeated burst signal (from a new dispatch leader) is ignored.
+// waitPinnedPlacement waits up to BootTimeout for the placement on the
+// job's own instances (a spot instance reclaimed in the meantime would
+// leave it waiting forever); a repeated burst signal (from a new dispatch
+// leader) is ignored.
 func (j *job) waitPinnedPlacement(ctx workflow.Context, attempt int) (gangway.Assignment, bool) {
+	wctx, stop := workflow.WithCancel(ctx)
+	defer stop()
+	workflow.Go(wctx, func(gctx workflow.Context) {
+		if workflow.NewTimer(gctx, j.timing.BootTimeout).Get(gctx, nil) == nil {
+			stop()
+		}
+	})
 	for {
-		asg, burst, ok := j.waitPlacement(ctx, attempt)
+		asg, burst, ok := j.waitPlacement(wctx, attempt)
 		if !ok || burst == nil {
 			return asg, ok
 		}

@@ -161,7 +161,12 @@ func phases(st Status) []gangway.Phase {
 
 func runJob(t *testing.T, env *testsuite.TestWorkflowEnvironment, spec gangway.JobSpec) Status {
 	t.Helper()
-	env.ExecuteWorkflow(WorkflowName, JobInput{Spec: spec})
+	return runJobWith(t, env, JobInput{Spec: spec})
+}
+
+func runJobWith(t *testing.T, env *testsuite.TestWorkflowEnvironment, in JobInput) Status {
+	t.Helper()
+	env.ExecuteWorkflow(WorkflowName, in)
 	if !env.IsWorkflowCompleted() {
 		t.Fatal("workflow did not complete")
 	}

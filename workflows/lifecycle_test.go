@@ -190,6 +190,7 @@ func TestJobWorkflowBurst(t *testing.T) {
 		provision func(ProvisionInput) (ProvisionResult, error)
 		awaitErr  func(AwaitNodesInput) error
 		placeOn   []string // pinned placement to signal (attempt 1)
+		placeAt   time.Duration
 		cancelAt  time.Duration
 		runErr    error
 		// want
@@ -229,6 +230,13 @@ func TestJobWorkflowBurst(t *testing.T) {
 			phase:   gangway.PhaseSucceeded, terminated: []string{"spot-a", "od-b"}, launches: 2,
 			firstEnded: CauseCompleted, capacityType: gangway.CapacityOnDemand, pricePerGPUHrs: 3,
 		},
+		"instances never placed: terminated, next offer": {
+			provision: func(in ProvisionInput) (ProvisionResult, error) { return launch(in), nil },
+			placeOn:   []string{"od-b-0", "od-b-1"},
+			placeAt:   45 * time.Second, // after the 30 s boot timeout of the first offer
+			phase:     gangway.PhaseSucceeded, terminated: []string{"spot-a", "od-b"}, launches: 2,
+			firstEnded: CauseCompleted, capacityType: gangway.CapacityOnDemand, pricePerGPUHrs: 3,
+		},
 		"gang failure still terminates": {
 			provision: func(in ProvisionInput) (ProvisionResult, error) { return launch(in), nil },
 			placeOn:   []string{"spot-a-0", "spot-a-1"},
@@ -251,14 +259,18 @@ func TestJobWorkflowBurst(t *testing.T) {
 			f.run = func(context.Context, RunTaskInput) error { return tc.runErr }
 			env.RegisterDelayedCallback(func() { env.SignalWorkflow(SignalBurst, burstRequest(1)) }, time.Second)
 			if tc.placeOn != nil {
-				env.RegisterDelayedCallback(func() { env.SignalWorkflow(SignalPlaced, placeOn(1, tc.placeOn...)) }, 10*time.Second)
+				at := tc.placeAt
+				if at == 0 {
+					at = 10 * time.Second
+				}
+				env.RegisterDelayedCallback(func() { env.SignalWorkflow(SignalPlaced, placeOn(1, tc.placeOn...)) }, at)
 			}
 			if tc.cancelAt > 0 {
 				env.RegisterDelayedCallback(env.CancelWorkflow, tc.cancelAt)
 			}
 			spec := testSpec(2, 8, 0)
 			spec.Burst.Enabled = true
-			st := runJob(t, env, spec)
+			st := runJobWith(t, env, JobInput{Spec: spec, Timing: Timing{BootTimeout: 30 * time.Second}})
 
 			if st.Phase != tc.phase {
 				t.Fatalf("phase %s, want %s (%s)", st.Phase, tc.phase, st.Reason)
