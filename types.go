@@ -80,6 +80,7 @@ type Assignment struct {
 	Team        string        `json:"team,omitempty"`
 	Priority    int           `json:"priority,omitempty"`
 	MaxRuntime  time.Duration `json:"maxRuntime,omitempty"`
+	Runtime     time.Duration `json:"runtime,omitempty"` // expected
 	Preemptible bool          `json:"preemptible,omitempty"`
 	CPUMilli    int64         `json:"cpuMilli,omitempty"` // per member
 	MemMiB      int64         `json:"memMiB,omitempty"`   // per member

@@ -79,13 +79,13 @@ const never = time.Duration(-1)
 // with a deadline, spot offers whose expected duration (interruptions
 // included) would not finish in time are dropped, so it falls back to
 // on-demand when the slack is gone.
-func (se *Session) burst(j *Job, u Unplaced, rs []Reservation) (Burst, bool) {
+func (se *Session) burst(j *Job, u Unplaced, rs []Reservation, ahead int) (Burst, bool) {
 	b := j.Burst
 	if !b.Enabled || len(j.Nodes) > 0 || len(se.opts.Offers) == 0 {
 		return Burst{}, false
 	}
 	now := se.view.now
-	eta := se.onPremETA(j, u, rs)
+	eta := se.onPremETA(j, u, rs, ahead)
 	late := !b.Deadline.IsZero() && (eta == never || now.Add(eta+b.Runtime).After(b.Deadline))
 	if eta != never && eta <= se.opts.BurstAfter && !late {
 		return Burst{}, false
@@ -165,12 +165,16 @@ func (c BurstChoice) pricePerGPUHour(j *Job) float64 {
 
 // onPremETA estimates how long j waits on-prem: until its reservation
 // starts, or until enough of the running jobs that hold GPUs it may use
-// have ended (at their max runtime) to free its GPUs. It is an upper-bound
-// estimate that ignores the queue ahead, which reservations already cover
-// for the largest blocked jobs.
-func (se *Session) onPremETA(j *Job, u Unplaced, rs []Reservation) time.Duration {
-	if !u.Reason.Retry() {
+// have ended (at their expected end: start plus estimated runtime, or max
+// runtime when none was given) to free its GPUs and the ahead GPUs the
+// blocked jobs before it in the queue wait for. A job being preempted for
+// is about to start.
+func (se *Session) onPremETA(j *Job, u Unplaced, rs []Reservation, ahead int) time.Duration {
+	switch {
+	case !u.Reason.Retry():
 		return never
+	case u.Reason == ReasonPreempting:
+		return 0
 	}
 	now := se.view.now
 	for _, r := range rs {
@@ -178,7 +182,7 @@ func (se *Session) onPremETA(j *Job, u Unplaced, rs []Reservation) time.Duration
 			return max(r.Start.Sub(now), 0)
 		}
 	}
-	need := j.Replicas * j.GPUsPerReplica
+	need := j.Replicas*j.GPUsPerReplica + ahead
 	free := 0
 	v := se.view
 	for i := range v.nodes {
@@ -198,7 +202,11 @@ func (se *Session) onPremETA(j *Job, u Unplaced, rs []Reservation) time.Duration
 	}
 	var rels []release
 	for _, r := range se.running {
-		if r.MaxRuntime <= 0 {
+		runtime := r.Runtime
+		if runtime <= 0 {
+			runtime = r.MaxRuntime
+		}
+		if runtime <= 0 {
 			continue
 		}
 		g := 0
@@ -208,7 +216,7 @@ func (se *Session) onPremETA(j *Job, u Unplaced, rs []Reservation) time.Duration
 			}
 		}
 		if g > 0 {
-			rels = append(rels, release{r.Start.Add(r.MaxRuntime), g})
+			rels = append(rels, release{r.Start.Add(runtime), g})
 		}
 	}
 	slices.SortFunc(rels, func(a, b release) int { return a.at.Compare(b.at) })

@@ -121,6 +121,26 @@ func TestBurst(t *testing.T) {
 	}
 }
 
+// TestBurstETA: the on-prem ETA counts running jobs' expected ends and the
+// GPUs the blocked jobs ahead in the queue wait for.
+func TestBurstETA(t *testing.T) {
+	soon := running("r1").on("n1", 0, 1, 2, 3, 4, 5, 6, 7).runtime(4 * time.Hour)
+	soon.r.Runtime = 65 * time.Minute // started an hour ago: ends in 5 minutes
+	late := running("r2").on("n2", 0, 1, 2, 3, 4, 5, 6, 7).runtime(4 * time.Hour)
+	f := fleet(node("n1").gpus(8, "A100"), node("n2").gpus(8, "A100")).with(soon, late)
+	o := placement.Options{Offers: []placement.Offer{spotA100}, BurstAfter: 10 * time.Minute}
+	ahead := job("ahead").gang(1, 8).prio(200).j
+	b := burstJob("b", 1)
+
+	if p := placement.Place(f.build(), []placement.Job{b}, o); len(p.Bursts) != 0 {
+		t.Errorf("b bursts although n1 frees in 5 minutes: %+v", p.Bursts)
+	}
+	p := placement.Place(f.build(), []placement.Job{ahead, b}, o)
+	if len(p.Bursts) != 1 || p.Bursts[0].JobID != "b" || p.Bursts[0].ETA != 3*time.Hour {
+		t.Errorf("bursts %+v; want b with a 3 h ETA (n1 goes to the job ahead)", p.Bursts)
+	}
+}
+
 // TestBurstReason: the burst explains itself in numbers.
 func TestBurstReason(t *testing.T) {
 	f := fleet(node("n1").gpus(8, "A100")).with(running("r1").on("n1", 0, 1, 2, 3, 4, 5, 6, 7).runtime(4 * time.Hour))

@@ -195,6 +195,7 @@ func (se *Session) Place(queue []Job) Plan {
 			continue
 		}
 		u := se.explain(j)
+		ahead := blockedGPUs // GPUs the blocked jobs ahead of j wait for
 		if u.Reason.Retry() && u.Reason != ReasonQuota && se.opts.Preempt && searches < maxPreemptionSearches {
 			searches++
 			if p, ok := se.preempt(j); ok {
@@ -222,8 +223,12 @@ func (se *Session) Place(queue []Job) Plan {
 			blockedPrio = max(blockedPrio, j.Priority)
 		}
 		plan.Unplaced = append(plan.Unplaced, u)
-		if b, ok := se.burst(j, u, plan.Reservations); ok {
+		if b, ok := se.burst(j, u, plan.Reservations, ahead); ok {
 			plan.Bursts = append(plan.Bursts, b)
+			if u.Reason.Retry() {
+				blockedJobs--
+				blockedGPUs -= j.Replicas * j.GPUsPerReplica // it leaves the queue
+			}
 		}
 	}
 	return plan
@@ -233,7 +238,7 @@ func (se *Session) Place(queue []Job) Plan {
 // reservations and preemptions see.
 func (se *Session) started(j *Job, a gangway.Assignment) {
 	r := Running{JobID: j.ID, Team: j.Team, Priority: j.Priority, Preemptible: j.Preemptible,
-		Start: se.view.now, MaxRuntime: j.MaxRuntime, Members: a.Members, CPUMilli: j.CPUMilli, MemMiB: j.MemMiB}
+		Start: se.view.now, MaxRuntime: j.MaxRuntime, Runtime: j.Burst.Runtime, Members: a.Members, CPUMilli: j.CPUMilli, MemMiB: j.MemMiB}
 	if j.Share() {
 		r.GPUMilli = j.GPUMilli
 	}

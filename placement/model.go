@@ -148,10 +148,13 @@ type Running struct {
 	// everything since Start).
 	LastCheckpoint time.Time
 	MaxRuntime     time.Duration
-	Members        []gangway.Member
-	GPUMilli       int   // per GPU when the job runs on shares; 0 = whole
-	CPUMilli       int64 // per member
-	MemMiB         int64 // per member
+	// Runtime is how long the job is expected to run (0: unknown; use
+	// MaxRuntime). Burst ETAs use it; backfill keeps to MaxRuntime.
+	Runtime  time.Duration
+	Members  []gangway.Member
+	GPUMilli int   // per GPU when the job runs on shares; 0 = whole
+	CPUMilli int64 // per member
+	MemMiB   int64 // per member
 }
 
 // GPUs is the number of GPUs (or shares) the allocation holds.

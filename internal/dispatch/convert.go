@@ -37,7 +37,7 @@ func placementSnapshot(s capacity.Snapshot, nodeTTL time.Duration, onPremPrices 
 	for _, a := range s.Allocations {
 		ps.Running = append(ps.Running, placement.Running{
 			JobID: a.JobID, Attempt: a.Attempt, Team: a.Team, Priority: a.Priority, Preemptible: a.Preemptible,
-			Start: a.At, MaxRuntime: a.MaxRuntime, Members: a.Members, CPUMilli: a.CPUMilli, MemMiB: a.MemMiB,
+			Start: a.At, MaxRuntime: a.MaxRuntime, Runtime: a.Runtime, Members: a.Members, CPUMilli: a.CPUMilli, MemMiB: a.MemMiB,
 		})
 	}
 	return ps
@@ -79,6 +79,7 @@ func stamp(asgs []gangway.Assignment, q []gangway.QueueEntry) {
 		if e := byID[asgs[i].JobID]; e != nil {
 			a := &asgs[i]
 			a.Team, a.Priority, a.MaxRuntime, a.Preemptible = e.Team, e.Priority, e.MaxRuntime, e.Preemptible
+			a.Runtime = e.Runtime
 			a.CPUMilli, a.MemMiB = e.CPUMilli, e.MemMiB
 		}
 	}
