@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -112,5 +113,16 @@ func TestFakeFleet(t *testing.T) {
 	}
 	if n := FakeFleet("dev", "local", nil); len(n) != 0 {
 		t.Errorf("FakeFleet of no shapes = %d nodes, want 0", len(n))
+	}
+}
+
+// TestVisibleDevices: whole GPUs go to CUDA by index, MIG devices by UUID.
+func TestVisibleDevices(t *testing.T) {
+	n := FakeNode("n", "onprem", "127.0.0.1", 3, "H100")
+	n.GPUs[2].UUID = "MIG-5d3c1a9e-0000-4000-8000-000000000002"
+	a := New(Config{Node: n}, nil)
+	got := strings.Join(a.visibleDevices([]int{0, 2}), ",")
+	if want := "0,MIG-5d3c1a9e-0000-4000-8000-000000000002"; got != want {
+		t.Errorf("CUDA_VISIBLE_DEVICES = %s, want %s", got, want)
 	}
 }

@@ -270,24 +270,36 @@ func (a *Agent) command(in workflows.RunTaskInput, logPath, ckptDir, resumeDir s
 	// runtime keeps its threads for the life of the process, so in practice
 	// this is "when the agent dies".
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	cmd.Env = append(os.Environ(), taskEnv(in, ckptDir, resumeDir)...)
+	cmd.Env = append(os.Environ(), taskEnv(in, a.visibleDevices(in.GPUs), ckptDir, resumeDir)...)
 	return cmd, out, nil
+}
+
+// visibleDevices names the task's GPUs for CUDA_VISIBLE_DEVICES: a whole
+// GPU by its index, a MIG device by its UUID (CUDA addresses MIG devices
+// only that way).
+func (a *Agent) visibleDevices(gpus []int) []string {
+	out := make([]string, len(gpus))
+	for i, g := range gpus {
+		out[i] = strconv.Itoa(g)
+		if g >= 0 && g < len(a.cfg.Node.GPUs) && strings.HasPrefix(a.cfg.Node.GPUs[g].UUID, "MIG-") {
+			out[i] = a.cfg.Node.GPUs[g].UUID
+		}
+	}
+	return out
 }
 
 // taskEnv is the workload contract of DESIGN.md, plus the user's env. The
 // user's variables come first so Gangway's own always win. resumeDir is ""
 // on a fresh start.
-func taskEnv(in workflows.RunTaskInput, ckptDir, resumeDir string) []string {
+func taskEnv(in workflows.RunTaskInput, devices []string, ckptDir, resumeDir string) []string {
 	var env []string
 	for k, v := range in.Env {
 		env = append(env, k+"="+v)
 	}
-	gpus := make([]string, len(in.GPUs))
-	for i, g := range in.GPUs {
-		gpus[i] = strconv.Itoa(g)
-	}
 	return append(env,
-		"CUDA_VISIBLE_DEVICES="+strings.Join(gpus, ","),
+		// NVML numbers GPUs in PCI bus order; CUDA must count the same way.
+		"CUDA_DEVICE_ORDER=PCI_BUS_ID",
+		"CUDA_VISIBLE_DEVICES="+strings.Join(devices, ","),
 		"GANGWAY_JOB_ID="+in.JobID,
 		"GANGWAY_TEAM="+in.Team,
 		"GANGWAY_NODE_ID="+in.NodeID,
