@@ -157,3 +157,20 @@ func (j *job) latestCheckpoint(ctx workflow.Context) (CheckpointRef, bool) {
 	}
 	return ref, ref.ID != ""
 }
+
+// remaining estimates the run time a job resuming from a checkpoint still
+// needs: its expected runtime less the time its runs have kept (run time
+// minus the time whose work was lost). The burst decision prices the rest
+// of the job, not all of it. At least a minute is left for restore and
+// wind-down.
+func (j *job) remaining() time.Duration {
+	kept := time.Duration(0)
+	for _, a := range j.st.Attempts {
+		if a.EndedAt.IsZero() || a.GPUs == 0 {
+			continue
+		}
+		lost := time.Duration(a.LostGPUSeconds / float64(a.GPUs) * float64(time.Second))
+		kept += max(a.EndedAt.Sub(a.StartedAt)-lost, 0)
+	}
+	return max(j.spec.Runtime()-kept, time.Minute)
+}

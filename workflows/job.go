@@ -116,6 +116,9 @@ func (j *job) run(ctx workflow.Context) Status {
 			j.setPhase(ctx, gangway.PhaseRequeued, j.st.Reason)
 		}
 		entry := j.spec.QueueEntry(attempt, j.st.SubmittedAt, workflow.Now(ctx))
+		if j.resume != nil {
+			entry.Runtime = j.remaining()
+		}
 		if !j.enqueue(ctx, entry) {
 			return j.cancelled(ctx, "cancelled while queueing")
 		}

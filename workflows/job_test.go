@@ -26,6 +26,7 @@ type fakeActivities struct {
 	released []int // attempts
 	tasks    []RunTaskInput
 	run      func(ctx context.Context, in RunTaskInput) error
+	entries  []gangway.QueueEntry
 	usage    []gangway.UsageSegment
 	runs     []RecordRunInput
 	// checkpoint is what LatestCheckpoint returns.
@@ -43,6 +44,7 @@ func (f *fakeActivities) register(env *testsuite.TestWorkflowEnvironment) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		f.enqueued = append(f.enqueued, in.Entry.Attempt)
+		f.entries = append(f.entries, in.Entry)
 		return nil
 	}, activity.RegisterOptions{Name: ActivityEnqueue})
 	env.RegisterActivityWithOptions(func(_ context.Context, _ DequeueInput) error {

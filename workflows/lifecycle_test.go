@@ -77,6 +77,11 @@ func TestJobWorkflowCheckpointResume(t *testing.T) {
 	if a2.Ended != CauseCompleted || a2.ResumedFrom == nil || a2.ResumedFrom.ID != "ck-1" || a2.CapacityType != gangway.CapacityOnPrem {
 		t.Errorf("attempt 2 = %+v; want completed on-prem, resumed from ck-1", a2)
 	}
+	// The requeued entry asks for what is left: 24 h less the second the
+	// first run kept (2 s run, 1 s lost).
+	if got := f.entries[len(f.entries)-1].Runtime; got != 24*time.Hour-time.Second {
+		t.Errorf("requeued with runtime %v, want 23h59m59s", got)
+	}
 	// The ledger gets one segment per attempt; its dollars are the job's.
 	sum := 0.0
 	for _, seg := range f.usage {
