@@ -274,6 +274,9 @@ type DequeueInput struct {
 type ReleaseInput struct {
 	JobID   gangway.JobID `json:"jobId"`
 	Attempt int           `json:"attempt"`
+	// LostNodes are nodes the attempt found lost: they get no new work
+	// until they heartbeat again, so the requeued job does not land there.
+	LostNodes []string `json:"lostNodes,omitempty"`
 }
 
 // RunTaskInput is one gang member's task, sent to its node's task queue.

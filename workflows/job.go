@@ -106,6 +106,8 @@ type attemptEnd struct {
 	by     gangway.JobID
 	// stopAt is when a preempt request arrived (zero otherwise).
 	stopAt time.Time
+	// lostNode is the node a member was lost on.
+	lostNode string
 }
 
 func (j *job) run(ctx workflow.Context) Status {
@@ -161,7 +163,7 @@ func (j *job) runPlaced(ctx workflow.Context, asg gangway.Assignment) attemptEnd
 	j.setPhase(ctx, gangway.PhasePlaced, placedReason(asg))
 	j.setPhase(ctx, gangway.PhaseRunning, placedReason(asg))
 	end := j.runGang(ctx, asg)
-	j.release(ctx, asg.Attempt)
+	j.release(ctx, asg.Attempt, end.lostNode)
 	return end
 }
 
@@ -331,10 +333,10 @@ func classify(err error, rank int, asg gangway.Assignment) attemptEnd {
 	if errors.As(err, &te) {
 		switch te.TimeoutType() {
 		case enumspb.TIMEOUT_TYPE_HEARTBEAT:
-			return attemptEnd{out: outcomeInfraFailure, cause: CauseNodeLost,
+			return attemptEnd{out: outcomeInfraFailure, cause: CauseNodeLost, lostNode: node,
 				reason: fmt.Sprintf("node lost: %s stopped heartbeating", where)}
 		case enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START:
-			return attemptEnd{out: outcomeInfraFailure, cause: CauseNodeLost,
+			return attemptEnd{out: outcomeInfraFailure, cause: CauseNodeLost, lostNode: node,
 				reason: fmt.Sprintf("node lost: no agent picked up %s", where)}
 		case enumspb.TIMEOUT_TYPE_START_TO_CLOSE, enumspb.TIMEOUT_TYPE_SCHEDULE_TO_CLOSE:
 			return attemptEnd{out: outcomeFatal, cause: CauseTimeout, reason: fmt.Sprintf("%s exceeded maxRuntime", where)}
@@ -386,12 +388,17 @@ func resumeID(r *CheckpointRef) string {
 	return r.ID
 }
 
-// release frees the attempt's GPUs. It runs on a disconnected context so it
-// happens even when the workflow is being cancelled.
-func (j *job) release(ctx workflow.Context, attempt int) {
+// release frees the attempt's GPUs and reports a lost node. It runs on a
+// disconnected context so it happens even when the workflow is being
+// cancelled.
+func (j *job) release(ctx workflow.Context, attempt int, lostNode string) {
+	in := ReleaseInput{JobID: j.spec.Name, Attempt: attempt}
+	if lostNode != "" && j.v1 {
+		in.LostNodes = []string{lostNode}
+	}
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
 	err := workflow.ExecuteActivity(workflow.WithActivityOptions(dctx, serverActivity),
-		ActivityRelease, ReleaseInput{JobID: j.spec.Name, Attempt: attempt}).Get(dctx, nil)
+		ActivityRelease, in).Get(dctx, nil)
 	if err != nil {
 		// Release retries without limit, so this is only reachable if the
 		// activity is misregistered; the reconciler frees the GPUs then.
@@ -417,7 +424,7 @@ func (j *job) withdraw(ctx workflow.Context) {
 	if err != nil {
 		workflow.GetLogger(ctx).Error("dequeue failed", "error", err)
 	}
-	j.release(ctx, j.st.Attempt)
+	j.release(ctx, j.st.Attempt, "")
 }
 
 func (j *job) finish(ctx workflow.Context, p gangway.Phase, reason string) Status {

@@ -20,15 +20,16 @@ import (
 // fakeActivities stands in for the Redis view and the agents. run decides
 // what each RunTask does.
 type fakeActivities struct {
-	mu       sync.Mutex
-	enqueued []int // attempts
-	dequeued int
-	released []int // attempts
-	tasks    []RunTaskInput
-	run      func(ctx context.Context, in RunTaskInput) error
-	entries  []gangway.QueueEntry
-	usage    []gangway.UsageSegment
-	runs     []RecordRunInput
+	mu        sync.Mutex
+	enqueued  []int // attempts
+	dequeued  int
+	released  []int // attempts
+	tasks     []RunTaskInput
+	run       func(ctx context.Context, in RunTaskInput) error
+	entries   []gangway.QueueEntry
+	lostNodes []string
+	usage     []gangway.UsageSegment
+	runs      []RecordRunInput
 	// checkpoint is what LatestCheckpoint returns.
 	checkpoint CheckpointRef
 	// Cloud: provision decides a launch's outcome per offer pool.
@@ -57,6 +58,7 @@ func (f *fakeActivities) register(env *testsuite.TestWorkflowEnvironment) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		f.released = append(f.released, in.Attempt)
+		f.lostNodes = append(f.lostNodes, in.LostNodes...)
 		return 0, nil
 	}, activity.RegisterOptions{Name: ActivityRelease})
 	env.RegisterActivityWithOptions(func(ctx context.Context, in RunTaskInput) (RunTaskResult, error) {

@@ -97,6 +97,17 @@ func (v *View) SetNodeState(ctx context.Context, nodeID, state string) error {
 	return nil
 }
 
+// ForgetHeartbeat makes a node look silent until its next heartbeat: a job
+// found the node lost (its task stopped heartbeating), so no new work goes
+// there while a live agent's next heartbeat, which only moves time forward,
+// restores it at once. An unknown node is not an error.
+func (v *View) ForgetHeartbeat(ctx context.Context, nodeID string) error {
+	if err := forgetHeartbeatScript.Run(ctx, v.rdb, []string{v.k.nodes, v.k.heartbeat}, nodeID).Err(); err != nil {
+		return fmt.Errorf("forget heartbeat of %s: %w", nodeID, err)
+	}
+	return nil
+}
+
 // RemoveNode drops a node from the view (a terminated cloud instance). It
 // returns ErrNodeBusy while a job still holds one of its GPUs, and
 // ErrNotFound if the node is unknown.

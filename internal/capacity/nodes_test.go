@@ -209,3 +209,26 @@ func TestFleetNodesIncludesCordoned(t *testing.T) {
 		t.Errorf("FleetNodes() mismatch (-want +got):\n%s", diff)
 	}
 }
+
+// TestForgetHeartbeat: a node a job found lost looks silent until it
+// heartbeats again; an unknown node is no error.
+func TestForgetHeartbeat(t *testing.T) {
+	rdb := startRedis(t)
+	ctx := t.Context()
+	v := world(t, rdb, []gangway.Node{node("n1", 4)})
+	must(t, v.Heartbeat(ctx, "n1", t0.Add(time.Minute)))
+	beat := func() time.Time {
+		nodes, err := v.Nodes(ctx)
+		must(t, err)
+		return nodes[0].LastHeartbeat
+	}
+	must(t, v.ForgetHeartbeat(ctx, "n1"))
+	if got := beat(); got.After(time.UnixMilli(0)) {
+		t.Fatalf("heartbeat after forgetting = %v, want the epoch", got)
+	}
+	must(t, v.Heartbeat(ctx, "n1", t0.Add(2*time.Minute)))
+	if got := beat(); !got.Equal(t0.Add(2 * time.Minute)) {
+		t.Errorf("heartbeat after the next beat = %v, want %v", got, t0.Add(2*time.Minute))
+	}
+	must(t, v.ForgetHeartbeat(ctx, "nobody"))
+}

@@ -91,6 +91,8 @@ var (
 	registerLua string
 	//go:embed scripts/heartbeat.lua
 	heartbeatLua string
+	//go:embed scripts/forget_heartbeat.lua
+	forgetHeartbeatLua string
 	//go:embed scripts/set_state.lua
 	setStateLua string
 	//go:embed scripts/remove_node.lua
@@ -108,16 +110,17 @@ var (
 	//go:embed scripts/lease_release.lua
 	leaseReleaseLua string
 
-	registerScript     = redis.NewScript(registerLua)
-	heartbeatScript    = redis.NewScript(heartbeatLua)
-	setStateScript     = redis.NewScript(setStateLua)
-	removeNodeScript   = redis.NewScript(removeNodeLua)
-	enqueueScript      = redis.NewScript(enqueueLua)
-	readScript         = redis.NewScript(readLua)
-	commitScript       = redis.NewScript(commitLua)
-	releaseScript      = redis.NewScript(releaseLua)
-	leaseAcquireScript = redis.NewScript(leaseAcquireLua)
-	leaseReleaseScript = redis.NewScript(leaseReleaseLua)
+	registerScript        = redis.NewScript(registerLua)
+	heartbeatScript       = redis.NewScript(heartbeatLua)
+	forgetHeartbeatScript = redis.NewScript(forgetHeartbeatLua)
+	setStateScript        = redis.NewScript(setStateLua)
+	removeNodeScript      = redis.NewScript(removeNodeLua)
+	enqueueScript         = redis.NewScript(enqueueLua)
+	readScript            = redis.NewScript(readLua)
+	commitScript          = redis.NewScript(commitLua)
+	releaseScript         = redis.NewScript(releaseLua)
+	leaseAcquireScript    = redis.NewScript(leaseAcquireLua)
+	leaseReleaseScript    = redis.NewScript(leaseReleaseLua)
 )
 
 // gpuField is the P:gpus field for one GPU.

@@ -81,9 +81,9 @@ func TestCheckpointPathsOnRealServers(t *testing.T) {
 		nodes, err := view.FleetNodes(ctx)
 		return err == nil && len(nodes) == 2
 	})
-	// A node silent for 2 s gets no new work, so the job found lost (after
-	// the 3 s heartbeat timeout) is not placed on the dead node again.
-	s.startServer("--preempt", "--min-runtime", "0s", "--checkpoint-store", storeURL, "--node-ttl", "2s")
+	// The node TTL (5 s) is longer than the jobs' heartbeat timeout (3 s):
+	// the job found lost must still not be placed on the dead node again.
+	s.startServer("--preempt", "--min-runtime", "0s", "--checkpoint-store", storeURL)
 
 	cl := client.New(tc, view)
 	timing := client.SubmitOptions{Timing: workflows.Timing{HeartbeatTimeout: 3 * time.Second, StartTimeout: 30 * time.Second}}

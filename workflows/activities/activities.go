@@ -17,6 +17,7 @@ type Capacity interface {
 	Enqueue(ctx context.Context, e gangway.QueueEntry) (bool, error)
 	Dequeue(ctx context.Context, jobID gangway.JobID) error
 	Release(ctx context.Context, jobID gangway.JobID, attempt int) (int, error)
+	ForgetHeartbeat(ctx context.Context, nodeID string) error
 }
 
 // Activities holds the dependencies of the server-side activities.
@@ -51,8 +52,16 @@ func (a *Activities) Dequeue(ctx context.Context, in workflows.DequeueInput) err
 	return nil
 }
 
-// Release frees the GPUs the job holds for attempts up to in.Attempt.
+// Release frees the GPUs the job holds for attempts up to in.Attempt, after
+// making the nodes it found lost look silent, so the requeued job is not
+// placed there before the node heartbeats again.
 func (a *Activities) Release(ctx context.Context, in workflows.ReleaseInput) (int, error) {
+	for _, n := range in.LostNodes {
+		if err := a.Capacity.ForgetHeartbeat(ctx, n); err != nil {
+			return 0, fmt.Errorf("release %s attempt %d: %w", in.JobID, in.Attempt, err)
+		}
+		a.Log.Info("node reported lost", "node", n, "job_id", in.JobID, "attempt", in.Attempt)
+	}
 	n, err := a.Capacity.Release(ctx, in.JobID, in.Attempt)
 	if err != nil {
 		return 0, fmt.Errorf("release %s attempt %d: %w", in.JobID, in.Attempt, err)
