@@ -86,9 +86,10 @@ func TestCloudOnRealServers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Spot is there for the first 12 s after the server starts, then gone.
+	// Spot is there for the first 20 s after the server starts, then gone:
+	// room for a slow machine to get the gang running on spot first.
 	trace := filepath.Join(s.logDir, "spot.json")
-	avail := strings.Repeat("2,", 6) + strings.TrimSuffix(strings.Repeat("0,", 600), ",")
+	avail := strings.Repeat("2,", 10) + strings.TrimSuffix(strings.Repeat("0,", 600), ",")
 	if err := os.WriteFile(trace, []byte(`{"metadata":{"gap_seconds":2},"data":[`+avail+`]}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +146,7 @@ func TestCloudOnRealServers(t *testing.T) {
 	hog.MaxRuntime = gangway.Duration{Duration: 15 * time.Second}
 	submit(hog)
 	waitPhase(hog.Name, gangway.PhaseRunning)
-	gang := spec("spot-gang", "nlp", 2, 8, s.bin, 300) // 15 s of work
+	gang := spec("spot-gang", "nlp", 2, 8, s.bin, 600) // 30 s of work: it outlives the spot
 	gang.Args = append(gang.Args, "--step-time", "50ms", "--checkpoint-every", "20")
 	gang.Checkpoint.Enabled = true
 	gang.Checkpoint.GracePeriod = gangway.Duration{Duration: 3 * time.Second}
@@ -154,7 +155,7 @@ func TestCloudOnRealServers(t *testing.T) {
 		gang.Checkpoint.GracePeriod = gangway.Duration{Duration: time.Minute}
 	}
 	gang.Burst = gangway.Burst{Enabled: true, CapacityTypes: []string{gangway.CapacitySpot}}
-	gang.EstimatedRuntime = gangway.Duration{Duration: 15 * time.Second}
+	gang.EstimatedRuntime = gangway.Duration{Duration: 30 * time.Second}
 	gang.MaxRuntime = gangway.Duration{Duration: time.Minute}
 	submit(gang)
 
@@ -183,8 +184,8 @@ func TestCloudOnRealServers(t *testing.T) {
 	}
 	// Invariant 5 with a notice: the final checkpoint is taken at the stop,
 	// so every step is done exactly once.
-	if steps := stepsInLogs(t, ctx, view, gang.Name); steps != 300 {
-		t.Errorf("%s did %d steps over its runs, want exactly 300", gang.Name, steps)
+	if steps := stepsInLogs(t, ctx, view, gang.Name); steps != 600 {
+		t.Errorf("%s did %d steps over its runs, want exactly 600", gang.Name, steps)
 	}
 	if ms, err := store.List(ctx, gang.Name); err == nil && len(ms) > 0 {
 		t.Logf("checkpoint size %d bytes", ms[len(ms)-1].TotalBytes)
