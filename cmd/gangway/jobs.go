@@ -376,7 +376,8 @@ func newWhyCmd(a *app) *cobra.Command {
 		Long: `Print the job's phase and, while it waits, the dispatch loop's last reason
 for not placing it — typed, with numbers: quota, fragmentation, GPU model
 unavailable, reserved GPUs, a reservation of its own with its start time,
-preemption in progress, or never fits.`,
+preemption in progress, or never fits. A job renting cloud capacity says
+why it burst: its on-prem ETA against the expected cost of the offer.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.withConns(cmd, output, func(ctx context.Context, c conns) error {
@@ -395,6 +396,8 @@ preemption in progress, or never fits.`,
 				}
 				fmt.Fprintf(w, "Job %s (team %s) is %s%s, attempt %d.\n", st.JobID, st.Team, st.Phase, since, st.Attempt)
 				switch {
+				case st.Phase == gangway.PhaseProvisioning:
+					fmt.Fprintf(w, "Why: launching cloud instances for it: %s\n", st.Reason)
 				case st.Phase == gangway.PhaseQueued || st.Phase == gangway.PhaseRequeued || st.Phase == gangway.PhaseSubmitted:
 					if st.Waiting == "" {
 						fmt.Fprintln(w, "Why: not yet considered by the dispatch loop (it runs every cycle; is a gangway server up?)")
