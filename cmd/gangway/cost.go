@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/csv"
 	"fmt"
 	"io"
@@ -12,7 +11,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 
 	"github.com/gangwayhq/gangway/internal/accounting"
@@ -145,20 +143,6 @@ func checkCostOutput(v string) error {
 		return nil
 	}
 	return fmt.Errorf("--output: want table, csv or json, got %q", v)
-}
-
-// dialRedis connects to the Redis in the config; cost needs nothing else.
-func dialRedis(ctx context.Context, rc RedisConfig) (*redis.Client, error) {
-	opts, err := redis.ParseURL(rc.URL)
-	if err != nil {
-		return nil, fmt.Errorf("redis url: %w", err)
-	}
-	rdb := redis.NewClient(opts)
-	if err := rdb.Ping(ctx).Err(); err != nil {
-		_ = rdb.Close()
-		return nil, fmt.Errorf("redis at %s: %w", rc.URL, err)
-	}
-	return rdb, nil
 }
 
 func printCost(w io.Writer, output string, sum accounting.Summary) error {

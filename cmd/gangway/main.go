@@ -97,14 +97,9 @@ func (a *app) connect(ctx context.Context) (conns, error) {
 }
 
 func dial(ctx context.Context, tc TemporalConfig, rc RedisConfig, log *slog.Logger) (conns, error) {
-	opts, err := redis.ParseURL(rc.URL)
+	rdb, err := dialRedis(ctx, rc)
 	if err != nil {
-		return conns{}, fmt.Errorf("redis url: %w", err)
-	}
-	rdb := redis.NewClient(opts)
-	if err := rdb.Ping(ctx).Err(); err != nil {
-		rdb.Close()
-		return conns{}, fmt.Errorf("redis at %s: %w", rc.URL, err)
+		return conns{}, err
 	}
 	t, err := tclient.DialContext(ctx, tclient.Options{
 		HostPort:  tc.Address,
@@ -116,6 +111,20 @@ func dial(ctx context.Context, tc TemporalConfig, rc RedisConfig, log *slog.Logg
 		return conns{}, fmt.Errorf("temporal at %s: %w", tc.Address, err)
 	}
 	return conns{temporal: t, redis: rdb, view: capacity.New(rdb, capacity.Options{Prefix: rc.Prefix})}, nil
+}
+
+// dialRedis connects to the Redis view and checks it answers.
+func dialRedis(ctx context.Context, rc RedisConfig) (*redis.Client, error) {
+	opts, err := redis.ParseURL(rc.URL)
+	if err != nil {
+		return nil, fmt.Errorf("redis url: %w", err)
+	}
+	rdb := redis.NewClient(opts)
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		_ = rdb.Close()
+		return nil, fmt.Errorf("redis at %s: %w", rc.URL, err)
+	}
+	return rdb, nil
 }
 
 // temporalLogger keeps the SDK's chatty info logs out of the way: only its

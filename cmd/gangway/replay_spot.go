@@ -23,6 +23,7 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 
+	"github.com/gangwayhq/gangway/internal/sim"
 	"github.com/gangwayhq/gangway/internal/spotpolicy"
 	"github.com/gangwayhq/gangway/providers/fake"
 )
@@ -464,8 +465,7 @@ var spotCSVHeader = []string{"trace", "spot_availability", "policy", "jobs", "co
 
 // writeSummaryCSV writes one row per trace and policy, then the mean rows
 // (trace "mean").
-func (r *spotReplay) writeSummaryCSV(w io.Writer) error {
-	cw := csv.NewWriter(w)
+func (r *spotReplay) writeSummaryCSV(cw *csv.Writer) {
 	_ = cw.Write(spotCSVHeader)
 	ff := func(x float64) string { return strconv.FormatFloat(x, 'f', 6, 64) }
 	row := func(trace, avail string, s *spotStats) {
@@ -481,13 +481,10 @@ func (r *spotReplay) writeSummaryCSV(w io.Writer) error {
 	for i := range r.Mean {
 		row("mean", "", &r.Mean[i])
 	}
-	cw.Flush()
-	return cw.Error()
 }
 
 // writeRunsCSV writes every job's run under every policy.
-func (r *spotReplay) writeRunsCSV(w io.Writer) error {
-	cw := csv.NewWriter(w)
+func (r *spotReplay) writeRunsCSV(cw *csv.Writer) {
 	_ = cw.Write([]string{"trace", "start_hours", "policy", "cost_dollars", "met_deadline", "finished", "finish_hours",
 		"spot_hours", "on_demand_hours", "changeovers", "preemptions"})
 	ff := func(x float64) string { return strconv.FormatFloat(x, 'f', 6, 64) }
@@ -500,8 +497,6 @@ func (r *spotReplay) writeRunsCSV(w io.Writer) error {
 			}
 		}
 	}
-	cw.Flush()
-	return cw.Error()
 }
 
 // WriteCSV writes spot.csv (the per-trace table, as --output csv prints
@@ -512,29 +507,16 @@ func (r *spotReplay) WriteCSV(dir string) ([]string, error) {
 	}
 	var files []string
 	for _, f := range []struct {
-		name  string
-		write func(io.Writer) error
+		name string
+		fill func(*csv.Writer)
 	}{{"spot.csv", r.writeSummaryCSV}, {"spot-runs.csv", r.writeRunsCSV}} {
 		name := filepath.Join(dir, f.name)
-		if err := writeFileWith(name, f.write); err != nil {
+		if err := sim.WriteCSVFile(name, f.fill); err != nil {
 			return files, err
 		}
 		files = append(files, name)
 	}
 	return files, nil
-}
-
-func writeFileWith(name string, write func(io.Writer) error) (err error) {
-	fh, err := os.Create(name)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if cerr := fh.Close(); err == nil {
-			err = cerr
-		}
-	}()
-	return write(fh)
 }
 
 // WritePlot draws cost relative to on-demand, one bar per policy for
@@ -593,4 +575,9 @@ func (r *spotReplay) WritePlot(file string) error {
 // formats print text.
 type spotCSVText struct{ *spotReplay }
 
-func (c spotCSVText) WriteText(w io.Writer) error { return c.writeSummaryCSV(w) }
+func (c spotCSVText) WriteText(w io.Writer) error {
+	cw := csv.NewWriter(w)
+	c.writeSummaryCSV(cw)
+	cw.Flush()
+	return cw.Error()
+}

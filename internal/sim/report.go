@@ -237,7 +237,7 @@ func (r *FGDResult) WriteCSV(dir string) ([]string, error) {
 }
 
 func writeSeries(name string, run *Run) error {
-	return writeCSVFile(name, func(w *csv.Writer) {
+	return WriteCSVFile(name, func(w *csv.Writer) {
 		_ = w.Write([]string{"arrival", "placed", "failed", "arrived_gpu_milli", "arrived_pct", "unallocated_gpu_pct", "frag_gpu_pct"})
 		c := float64(run.CapacityMilli)
 		ff := func(x float64) string { return strconv.FormatFloat(x, 'f', 4, 64) }

@@ -258,12 +258,12 @@ func (r *TraceResult) WriteCSV(dir string) ([]string, error) {
 	for i := range r.Runs {
 		run := &r.Runs[i]
 		name := filepath.Join(dir, fmt.Sprintf("trace-%s.csv", run.Policy))
-		if err := writeCSVFile(name, func(w *csv.Writer) { writeTraceSeries(w, run) }); err != nil {
+		if err := WriteCSVFile(name, func(w *csv.Writer) { writeTraceSeries(w, run) }); err != nil {
 			return files, err
 		}
 		files = append(files, name)
 		name = filepath.Join(dir, fmt.Sprintf("trace-%s-waits.csv", run.Policy))
-		if err := writeCSVFile(name, func(w *csv.Writer) {
+		if err := WriteCSVFile(name, func(w *csv.Writer) {
 			_ = w.Write([]string{"rank", "wait_seconds"})
 			for k, x := range run.Waits {
 				_ = w.Write([]string{strconv.Itoa(k + 1), strconv.FormatFloat(x, 'f', 3, 64)})
@@ -291,7 +291,9 @@ func writeTraceSeries(w *csv.Writer, run *TraceRun) {
 	}
 }
 
-func writeCSVFile(name string, fill func(*csv.Writer)) (err error) {
+// WriteCSVFile creates name and writes the CSV fill produces to it; a
+// write or close error is returned.
+func WriteCSVFile(name string, fill func(*csv.Writer)) (err error) {
 	f, err := os.Create(name)
 	if err != nil {
 		return err
