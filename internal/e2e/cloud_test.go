@@ -14,15 +14,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/gangwayhq/gangway"
-	"github.com/gangwayhq/gangway/checkpoint"
 	"github.com/gangwayhq/gangway/client"
 	"github.com/gangwayhq/gangway/internal/accounting"
 	"github.com/gangwayhq/gangway/internal/agent"
 	"github.com/gangwayhq/gangway/internal/capacity"
-	"github.com/gangwayhq/gangway/internal/devstack/devstacktest"
 	"github.com/gangwayhq/gangway/workflows"
 )
 
@@ -65,27 +61,12 @@ func TestCloudOnRealServers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real servers and runs real processes")
 	}
-	s := &stack{t: t, bin: buildGangway(t), temporal: devstacktest.Temporal(t), redis: devstacktest.Redis(t),
-		logDir: t.TempDir(), servers: map[int]*serverProc{}}
-	t.Cleanup(s.stopAll)
+	s := newStack(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
+	tc, rdb, view := s.tc, s.rdb, s.view
 
-	tc := dialTemporal(t, s.temporal.Addr)
-	opts, _ := redis.ParseURL(s.redis.URL)
-	rdb := redis.NewClient(opts)
-	t.Cleanup(func() { rdb.Close() })
-	view := capacity.New(rdb, capacity.Options{})
-
-	storeDir := filepath.Join(s.logDir, "checkpoints")
-	if err := os.MkdirAll(storeDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	storeURL := "file://" + storeDir
-	store, err := checkpoint.Open(ctx, storeURL, checkpoint.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	storeURL, store := s.checkpointStore(ctx)
 	// Spot is there for the first 20 s after the server starts, then gone:
 	// room for a slow machine to get the gang running on spot first.
 	trace := filepath.Join(s.logDir, "spot.json")

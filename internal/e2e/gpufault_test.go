@@ -6,20 +6,14 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/gangwayhq/gangway"
-	"github.com/gangwayhq/gangway/checkpoint"
 	"github.com/gangwayhq/gangway/client"
 	"github.com/gangwayhq/gangway/internal/agent"
-	"github.com/gangwayhq/gangway/internal/capacity"
-	"github.com/gangwayhq/gangway/internal/devstack/devstacktest"
 	"github.com/gangwayhq/gangway/internal/gpuinfo"
 	"github.com/gangwayhq/gangway/workflows"
 )
@@ -35,38 +29,13 @@ func TestGPUFaultOnRealServers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real servers and runs real processes")
 	}
-	s := &stack{t: t, bin: buildGangway(t), temporal: devstacktest.Temporal(t), redis: devstacktest.Redis(t),
-		logDir: t.TempDir(), servers: map[int]*serverProc{}}
-	t.Cleanup(func() {
-		s.stopAll()
-		if t.Failed() {
-			logs, _ := filepath.Glob(filepath.Join(s.logDir, "*.log"))
-			for _, l := range logs {
-				data, _ := os.ReadFile(l)
-				t.Logf("%s:\n%s", filepath.Base(l), tail(string(data), 4000))
-			}
-		}
-	})
+	s := newStack(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
+	tc, view := s.tc, s.view
 
-	tc := dialTemporal(t, s.temporal.Addr)
-	opts, _ := redis.ParseURL(s.redis.URL)
-	rdb := redis.NewClient(opts)
-	t.Cleanup(func() { rdb.Close() })
-	view := capacity.New(rdb, capacity.Options{})
-
-	// One checkpoint store, shared by the agents and the server, as a
-	// directory every node mounts would be.
-	ckptDir := filepath.Join(s.logDir, "checkpoints")
-	if err := os.MkdirAll(ckptDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	storeURL := "file://" + ckptDir
-	store, err := checkpoint.Open(ctx, storeURL, checkpoint.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// One checkpoint store, shared by the agents and the server.
+	storeURL, store := s.checkpointStore(ctx)
 	config := filepath.Join(s.logDir, "gangway.yaml")
 	if err := os.WriteFile(config, []byte("checkpoint:\n  store: "+storeURL+"\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -169,7 +138,7 @@ func TestGPUFaultOnRealServers(t *testing.T) {
 	}
 	// Invariant 5: the fault cost at most the steps since the last
 	// checkpoint (every 10 steps) that rank 0 had to do again.
-	if steps := stepsDone(t, filepath.Join(s.logDir, "*", "logs", gang.Name)); steps < 200 || steps > 210 {
+	if steps := stepsInLogs(t, ctx, view, gang.Name); steps < 200 || steps > 210 {
 		t.Errorf("rank 0's runs did %d steps in all, want 200 to 210 (200 once, plus at most the 10 since the last checkpoint)", steps)
 	}
 
@@ -203,32 +172,4 @@ func TestGPUFaultOnRealServers(t *testing.T) {
 		t.Errorf("GPU events %q, want %q", seen, want)
 	}
 	rec.checkNoDoubleBooking(t)
-}
-
-// stepsDone adds up the steps demo-train's runs report in a job's rank-0
-// logs ("done: steps S..N", "stopped: steps S..K"); dir may be a glob
-// (every node's log directory of the job).
-func stepsDone(t *testing.T, dir string) int {
-	t.Helper()
-	logs, _ := filepath.Glob(filepath.Join(dir, "attempt-*-rank-0.log"))
-	total := 0
-	for _, l := range logs {
-		data, err := os.ReadFile(l)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, line := range strings.Split(string(data), "\n") {
-			_, r, ok := strings.Cut(line, "steps ")
-			if !ok || !(strings.HasPrefix(line, "done:") || strings.HasPrefix(line, "stopped:")) {
-				continue
-			}
-			from, to, _ := strings.Cut(r, "..")
-			a, _ := strconv.Atoi(from)
-			b, _ := strconv.Atoi(to)
-			if b >= a {
-				total += b - a + 1
-			}
-		}
-	}
-	return total
 }

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/gangwayhq/gangway"
+	"github.com/gangwayhq/gangway/checkpoint"
 	"github.com/gangwayhq/gangway/client"
 	"github.com/gangwayhq/gangway/internal/agent"
 	"github.com/gangwayhq/gangway/internal/capacity"
@@ -66,9 +67,57 @@ type stack struct {
 	temporal *devstack.Temporal
 	redis    *devstack.Redis
 	logDir   string
+	// Clients of the stack's servers.
+	tc   tclient.Client
+	rdb  *redis.Client
+	view *capacity.View
 
 	mu      sync.Mutex
 	servers map[int]*serverProc // by pid
+}
+
+// newStack starts a Temporal dev server and a redis-server for the test,
+// builds gangway, and connects a Temporal client and the Redis view. The
+// servers stop when the test ends; a failed test prints the tail of every
+// log in logDir.
+func newStack(t *testing.T) *stack {
+	s := &stack{t: t, bin: buildGangway(t), temporal: devstacktest.Temporal(t), redis: devstacktest.Redis(t),
+		logDir: t.TempDir(), servers: map[int]*serverProc{}}
+	t.Cleanup(func() {
+		s.stopAll()
+		if t.Failed() {
+			logs, _ := filepath.Glob(filepath.Join(s.logDir, "*.log"))
+			for _, l := range logs {
+				data, _ := os.ReadFile(l)
+				t.Logf("%s:\n%s", filepath.Base(l), tail(string(data), 4000))
+			}
+		}
+	})
+	s.tc = dialTemporal(t, s.temporal.Addr)
+	opts, err := redis.ParseURL(s.redis.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.rdb = redis.NewClient(opts)
+	t.Cleanup(func() { s.rdb.Close() })
+	s.view = capacity.New(s.rdb, capacity.Options{})
+	return s
+}
+
+// checkpointStore is the file:// store every node of the stack shares, as
+// a directory all nodes mount would be.
+func (s *stack) checkpointStore(ctx context.Context) (string, checkpoint.Store) {
+	s.t.Helper()
+	dir := filepath.Join(s.logDir, "checkpoints")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		s.t.Fatal(err)
+	}
+	url := "file://" + dir
+	store, err := checkpoint.Open(ctx, url, checkpoint.Options{})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return url, store
 }
 
 func (s *stack) startServer(extra ...string) *serverProc {
@@ -211,26 +260,10 @@ func TestLifecycleOnRealServers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real servers and runs real processes")
 	}
-	s := &stack{t: t, bin: buildGangway(t), temporal: devstacktest.Temporal(t), redis: devstacktest.Redis(t),
-		logDir: t.TempDir(), servers: map[int]*serverProc{}}
-	t.Cleanup(func() {
-		s.stopAll()
-		if t.Failed() {
-			logs, _ := filepath.Glob(filepath.Join(s.logDir, "*.log"))
-			for _, l := range logs {
-				data, _ := os.ReadFile(l)
-				t.Logf("%s:\n%s", filepath.Base(l), tail(string(data), 4000))
-			}
-		}
-	})
+	s := newStack(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
-
-	tc := dialTemporal(t, s.temporal.Addr)
-	opts, _ := redis.ParseURL(s.redis.URL)
-	rdb := redis.NewClient(opts)
-	t.Cleanup(func() { rdb.Close() })
-	view := capacity.New(rdb, capacity.Options{})
+	tc, view := s.tc, s.view
 
 	rec := &record{}
 	var agents sync.WaitGroup

@@ -8,13 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/client"
 	"github.com/gangwayhq/gangway/internal/agent"
-	"github.com/gangwayhq/gangway/internal/capacity"
-	"github.com/gangwayhq/gangway/internal/devstack/devstacktest"
 	"github.com/gangwayhq/gangway/workflows"
 )
 
@@ -28,17 +24,10 @@ func TestPreemptionOnRealServers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real servers and runs real processes")
 	}
-	s := &stack{t: t, bin: buildGangway(t), temporal: devstacktest.Temporal(t), redis: devstacktest.Redis(t),
-		logDir: t.TempDir(), servers: map[int]*serverProc{}}
-	t.Cleanup(s.stopAll)
+	s := newStack(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-
-	tc := dialTemporal(t, s.temporal.Addr)
-	opts, _ := redis.ParseURL(s.redis.URL)
-	rdb := redis.NewClient(opts)
-	t.Cleanup(func() { rdb.Close() })
-	view := capacity.New(rdb, capacity.Options{})
+	tc, view := s.tc, s.view
 
 	rec := &record{}
 	actx, stopAgent := context.WithCancel(ctx)
