@@ -1,6 +1,7 @@
 package placement
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -108,15 +109,7 @@ func (se *Session) burst(j *Job, u Unplaced, rs []Reservation, ahead int) (Burst
 	if len(choices) == 0 {
 		return Burst{}, false
 	}
-	slices.SortStableFunc(choices, func(a, b BurstChoice) int {
-		switch {
-		case a.ExpectedCost < b.ExpectedCost:
-			return -1
-		case a.ExpectedCost > b.ExpectedCost:
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(choices, func(a, b BurstChoice) int { return cmp.Compare(a.ExpectedCost, b.ExpectedCost) })
 	best := choices[0]
 	wait := "never fits on-prem"
 	if eta != never {

@@ -85,24 +85,25 @@ func (j *job) endAttempt(ctx workflow.Context, idx int, asg gangway.Assignment, 
 		rec.Dollars += seg.Dollars()
 		j.st.Dollars += seg.Dollars()
 	}
-	if !j.spec.Checkpoint.Enabled || end.out == outcomeSucceeded || end.out == outcomeCancelled {
-		if end.out == outcomeInfraFailure {
-			j.lose(rec, rec.StartedAt) // nothing saved: the whole attempt is redone
-		}
-		return
-	}
-	if ref, ok := j.latestCheckpoint(ctx); ok {
-		rec.Checkpoint, j.resume = &ref, &ref
-	}
+	// A run followed by another (the infrastructure stopped it, or the
+	// job's own failure spends a retry) resumes from the newest checkpoint:
+	// the work since it is redone, or the whole run when there is none.
+	// Checkpoint times come from the agents' clocks. A job that does not
+	// checkpoint starts over after its own failure by design; that is not
+	// counted as lost.
 	if end.out != outcomeInfraFailure && end.out != outcomeUserFailure {
 		return
 	}
-	// Work since the newest checkpoint is redone. Checkpoint times come
-	// from the agents' clocks; one taken before this attempt (or none)
-	// means the whole attempt is lost.
 	since := rec.StartedAt
-	if rec.Checkpoint != nil && rec.Checkpoint.At.After(since) {
-		since = rec.Checkpoint.At
+	if j.spec.Checkpoint.Enabled {
+		if ref, ok := j.latestCheckpoint(ctx); ok {
+			rec.Checkpoint, j.resume = &ref, &ref
+			if ref.At.After(since) {
+				since = ref.At
+			}
+		}
+	} else if end.out == outcomeUserFailure {
+		return
 	}
 	j.lose(rec, since)
 }
