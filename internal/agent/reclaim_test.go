@@ -16,26 +16,12 @@ import (
 	"github.com/gangwayhq/gangway/internal/capacity"
 	"github.com/gangwayhq/gangway/internal/gpuinfo"
 	"github.com/gangwayhq/gangway/internal/metrics"
+	"github.com/gangwayhq/gangway/internal/testclock"
 	"github.com/gangwayhq/gangway/workflows"
 )
 
 // clock is a fake clock the test moves.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
+type clock = testclock.Clock
 
 // procs is a fake process table: whose each PID is, and what was killed.
 type procs struct {
@@ -111,7 +97,7 @@ var t0 = time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
 
 func newReclaimer(t *testing.T) *reclaimer {
 	node := FakeNode("n1", "onprem", "127.0.0.1", 4, "H100")
-	r := &reclaimer{src: gpuinfo.NewSynthetic(node.GPUs), clock: &clock{now: t0}, procs: &procs{owner: map[int]ProcessOwner{}},
+	r := &reclaimer{src: gpuinfo.NewSynthetic(node.GPUs), clock: testclock.New(t0), procs: &procs{owner: map[int]ProcessOwner{}},
 		log: &eventLog{}, stops: &stops{}, reg: prometheus.NewRegistry(), alive: map[gangway.JobID]error{}}
 	r.a = New(Config{Node: node, GPU: GPUConfig{Source: r.src, View: r.log, Processes: r.procs, Now: r.clock.Now,
 		Metrics: metrics.NewGPU(r.reg), ZombieGrace: 5 * time.Minute, IdleReport: 30 * time.Minute}}, &fakeCapacity{})
@@ -121,7 +107,7 @@ func newReclaimer(t *testing.T) *reclaimer {
 
 func (r *reclaimer) tick(t *testing.T, after time.Duration) {
 	t.Helper()
-	r.clock.advance(after)
+	r.clock.Advance(after)
 	r.a.gpuTick(t.Context(), func(_ context.Context, job gangway.JobID, _ int) (bool, error) {
 		switch err := r.alive[job]; err {
 		case nil:

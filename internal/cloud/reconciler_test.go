@@ -18,6 +18,7 @@ import (
 	"github.com/gangwayhq/gangway/internal/capacity"
 	"github.com/gangwayhq/gangway/internal/cloud"
 	"github.com/gangwayhq/gangway/internal/metrics"
+	"github.com/gangwayhq/gangway/internal/testclock"
 	"github.com/gangwayhq/gangway/providers"
 	"github.com/gangwayhq/gangway/providers/fake"
 )
@@ -25,22 +26,7 @@ import (
 var t0 = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 
 // clock is a settable clock shared by the fake cloud and the reconciler.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
+type clock = testclock.Clock
 
 // job is what fakeJobs answers for one job.
 type job struct {
@@ -227,7 +213,7 @@ func TestReconcile(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			c := &clock{now: t0}
+			c := testclock.New(t0)
 			p := newCloud(t, "c1", c)
 			jobs := &fakeJobs{jobs: tc.setup(t, p)}
 			c.Advance(tc.age)
@@ -260,7 +246,7 @@ func TestReconcile(t *testing.T) {
 // TestReconcileSparedThenTerminated follows one orphan through the grace
 // period: spared while young, terminated once older.
 func TestReconcileSparedThenTerminated(t *testing.T) {
-	c := &clock{now: t0}
+	c := testclock.New(t0)
 	p := newCloud(t, "c1", c)
 	launch(t, p, "a100-spot", "gone", 1, 1)
 	reg, _ := cloud.NewRegistry([]providers.Provider{p}, cloud.RegistryOptions{})
@@ -283,7 +269,7 @@ func TestReconcileSparedThenTerminated(t *testing.T) {
 // TestReconcileProviderFailure checks that one provider failing to list
 // neither stops the others nor lets nodes be swept on partial knowledge.
 func TestReconcileProviderFailure(t *testing.T) {
-	c := &clock{now: t0}
+	c := testclock.New(t0)
 	good, bad := newCloud(t, "good", c), newCloud(t, "bad", c)
 	launch(t, good, "a100-spot", "gone", 1, 1)
 	launch(t, bad, "a100-spot", "gone", 1, 1)
@@ -315,7 +301,7 @@ func TestReconcileProviderFailure(t *testing.T) {
 }
 
 func TestReconcileMetrics(t *testing.T) {
-	c := &clock{now: t0}
+	c := testclock.New(t0)
 	p := newCloud(t, "c1", c)
 	launch(t, p, "a100-spot", "live", 1, 2)
 	launch(t, p, "a100-od", "gone", 1, 1)
@@ -384,7 +370,7 @@ func cloudNode(id string, owner gangway.JobID, heartbeat time.Time) capacity.Nod
 }
 
 func TestReconcileSweepsNodesOfGoneInstances(t *testing.T) {
-	c := &clock{now: t0}
+	c := testclock.New(t0)
 	p := newCloud(t, "c1", c)
 	ids := launch(t, p, "a100-spot", "live", 1, 1)
 	c.Advance(time.Hour)
@@ -411,7 +397,7 @@ func TestReconcileSweepsNodesOfGoneInstances(t *testing.T) {
 }
 
 func TestRunReconcilesUntilCancelled(t *testing.T) {
-	c := &clock{now: t0}
+	c := testclock.New(t0)
 	p := newCloud(t, "c1", c)
 	launch(t, p, "a100-spot", "gone", 1, 1)
 	c.Advance(time.Hour)

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/gangwayhq/gangway/internal/cloud"
+	"github.com/gangwayhq/gangway/internal/testclock"
 	"github.com/gangwayhq/gangway/providers"
 	"github.com/gangwayhq/gangway/providers/fake"
 )
@@ -34,7 +35,7 @@ func pools(offers []providers.Offer) []string {
 }
 
 func TestRegistryOffers(t *testing.T) {
-	c := &clock{now: t0}
+	c := testclock.New(t0)
 	// Given out of order: the registry sorts by name.
 	bc, ac := newCloud(t, "b-cloud", c), newCloud(t, "a-cloud", c)
 	cb, ca := &counting{Provider: bc}, &counting{Provider: ac}
@@ -84,7 +85,7 @@ func TestRegistryOffers(t *testing.T) {
 }
 
 func TestRegistryLookups(t *testing.T) {
-	c := &clock{now: t0}
+	c := testclock.New(t0)
 	p := newCloud(t, "fake", c)
 	if _, err := cloud.NewRegistry([]providers.Provider{p, newCloud(t, "fake", c)}, cloud.RegistryOptions{}); err == nil || !strings.Contains(err.Error(), `"fake" given twice`) {
 		t.Errorf("duplicate names: err %v", err)

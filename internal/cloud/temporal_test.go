@@ -14,6 +14,7 @@ import (
 
 	"github.com/gangwayhq/gangway/internal/cloud"
 	"github.com/gangwayhq/gangway/internal/devstack/devstacktest"
+	"github.com/gangwayhq/gangway/internal/testclock"
 	"github.com/gangwayhq/gangway/providers"
 	"github.com/gangwayhq/gangway/workflows"
 )
@@ -89,7 +90,7 @@ func TestTemporalJobs(t *testing.T) {
 	// workflow ended without terminating it, as after a crash), the
 	// unknown job's and the running job's earlier attempt's go; the
 	// running job's current attempt stays.
-	c0 := &clock{now: t0}
+	c0 := testclock.New(t0)
 	p := newCloud(t, "c1", c0)
 	launch(t, p, "a100-spot", "closed-job", 3, 1)  // fake-000001
 	launch(t, p, "a100-spot", "no-such-job", 1, 1) // fake-000002

@@ -13,28 +13,13 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/gangwayhq/gangway/internal/testclock"
 	"github.com/gangwayhq/gangway/providers"
 	"github.com/gangwayhq/gangway/providers/fake"
 	"github.com/gangwayhq/gangway/providers/providertest"
 )
 
-// clock is a manual clock.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
+type clock = testclock.Clock
 
 var t0 = time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC)
 
@@ -55,7 +40,7 @@ func (c controller) Reset()              { c.p.ClearFaults() }
 func TestConformance(t *testing.T) {
 	od := v100
 	od.CapacityType, od.PricePerHour = providers.OnDemand, 3.06
-	p, err := fake.New(fake.Options{Pools: []fake.Pool{v100, od}, BootDelay: time.Minute, Clock: &clock{now: t0}})
+	p, err := fake.New(fake.Options{Pools: []fake.Pool{v100, od}, BootDelay: time.Minute, Clock: testclock.New(t0)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +59,7 @@ func TestBootAndNotices(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			clk := &clock{now: t0}
+			clk := testclock.New(t0)
 			// One tick per minute: available for 5 minutes, then gone for 3.
 			trace := &fake.Trace{Name: "test", Gap: time.Minute, Available: []int{1, 1, 1, 1, 1, 0, 0, 0}}
 			pool := v100
@@ -115,7 +100,7 @@ func TestBootAndNotices(t *testing.T) {
 				t.Errorf("second launch: %v, want ErrNoCapacity", err)
 			}
 			for range 16 {
-				clk.Add(30 * time.Second)
+				clk.Advance(30 * time.Second)
 				p.Tick()
 			}
 			if _, ok := p.Notice(id); !ok {
@@ -139,7 +124,7 @@ func TestBootAndNotices(t *testing.T) {
 }
 
 func TestPreemptAndPrices(t *testing.T) {
-	clk := &clock{now: t0}
+	clk := testclock.New(t0)
 	trace := &fake.Trace{Gap: time.Hour, Available: []int{1, 1}, Prices: []float64{0.5, 0.7}}
 	pool := v100
 	pool.Trace, pool.TraceScale = trace, 4
@@ -180,12 +165,12 @@ func TestPreemptAndPrices(t *testing.T) {
 	if err := p.Preempt("nope"); !errors.Is(err, providers.ErrNotFound) {
 		t.Errorf("Preempt(unknown) = %v, want ErrNotFound", err)
 	}
-	clk.Add(fake.GCPNoticeLead)
+	clk.Advance(fake.GCPNoticeLead)
 	live, _ := p.ListByTag(ctx, providers.TagJob, "j")
 	if len(live) != 3 {
 		t.Errorf("%d live after one preemption, want 3", len(live))
 	}
-	clk.Add(time.Hour)
+	clk.Advance(time.Hour)
 	if got := price(); got != 0.7 {
 		t.Errorf("price at tick 1 = %v, want 0.7", got)
 	}
@@ -194,14 +179,14 @@ func TestPreemptAndPrices(t *testing.T) {
 		t.Errorf("launch above max price: %v, want non-retryable ErrPriceTooLow", err)
 	}
 	// The trace wraps: tick 2 is tick 0 again.
-	clk.Add(time.Hour)
+	clk.Advance(time.Hour)
 	if got := price(); got != 0.5 {
 		t.Errorf("price at tick 2 = %v, want 0.5 (wrapped)", got)
 	}
 }
 
 func TestSetCapacity(t *testing.T) {
-	p, err := fake.New(fake.Options{Pools: []fake.Pool{v100}, Clock: &clock{now: t0}})
+	p, err := fake.New(fake.Options{Pools: []fake.Pool{v100}, Clock: testclock.New(t0)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,7 +306,7 @@ func TestLoadSharedTraces(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clk := &clock{now: t0}
+	clk := testclock.New(t0)
 	pool := v100
 	pool.Trace = tr
 	notices := 0
@@ -333,7 +318,7 @@ func TestLoadSharedTraces(t *testing.T) {
 	offers, _ := p.Offers(ctx)
 	launched := 0
 	for step := range 24 * 60 {
-		clk.Add(time.Minute)
+		clk.Advance(time.Minute)
 		req := providers.LaunchRequest{Offer: offers[0], Count: 1, Token: providers.Token("day", step), JobID: "day", Attempt: step}
 		if live, _ := p.ListByTag(ctx, providers.TagJob, "day"); len(live) == 0 {
 			if _, err := p.Launch(ctx, req); err == nil {
