@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/gangwayhq/gangway"
@@ -13,12 +14,17 @@ import (
 	"github.com/gangwayhq/gangway/workflows"
 )
 
+// budgetsTTL is how long the loop reuses the teams' budgets: they come
+// from the month's ledger, which changes only as runs end.
+const budgetsTTL = 15 * time.Second
+
 // placementOptions are the configured options plus what changes between
-// cycles: the cloud's offers and the teams' budgets. A cloud or budget
-// error only turns bursting off for the cycle.
-func (l *Loop) placementOptions(ctx context.Context, now time.Time) placement.Options {
+// cycles: the cloud's offers and the teams' budgets, read only when a
+// queued job may burst. A cloud or budget error only turns bursting off
+// for the cycle.
+func (l *Loop) placementOptions(ctx context.Context, now time.Time, queue []gangway.QueueEntry) placement.Options {
 	o := l.cfg.Placement
-	if l.cfg.Cloud == nil {
+	if l.cfg.Cloud == nil || !slices.ContainsFunc(queue, func(e gangway.QueueEntry) bool { return e.Burst.Enabled && len(e.Nodes) == 0 }) {
 		return o
 	}
 	offers, err := l.cfg.Cloud.Offers(ctx)
@@ -27,12 +33,15 @@ func (l *Loop) placementOptions(ctx context.Context, now time.Time) placement.Op
 		return o
 	}
 	if l.cfg.Budgets != nil {
-		teams, err := l.cfg.Budgets.TeamPolicies(ctx, now)
-		if err != nil {
-			l.log.Warn("team budgets unavailable; no bursts this cycle", "error", err)
-			return o
+		if l.teams == nil || now.Sub(l.teamsAt) >= budgetsTTL {
+			teams, err := l.cfg.Budgets.TeamPolicies(ctx, now)
+			if err != nil {
+				l.log.Warn("team budgets unavailable; no bursts this cycle", "error", err)
+				return o
+			}
+			l.teams, l.teamsAt = teams, now
 		}
-		o.Teams = teams
+		o.Teams = l.teams
 	}
 	o.Offers = placementOffers(offers)
 	return o

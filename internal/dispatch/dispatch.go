@@ -98,6 +98,9 @@ type Loop struct {
 	preempted map[gangway.JobID]time.Time
 	// bursts are burst requests committed but not yet delivered.
 	bursts map[gangway.JobID]workflows.BurstRequest
+	// teams caches the team budgets read at teamsAt.
+	teams   map[string]placement.TeamPolicy
+	teamsAt time.Time
 }
 
 // preemptResignal is how long a victim may take to stop before it is asked
@@ -271,7 +274,7 @@ func (l *Loop) cycle(ctx context.Context, res *CycleResult) (string, error) {
 			return metrics.ResultError, fmt.Errorf("snapshot: %w", err)
 		}
 		ps := placementSnapshot(snap, l.cfg.NodeTTL, l.cfg.OnPremPrices)
-		plan := l.cfg.Placer.Place(ps, placementJobs(snap.Queue), l.placementOptions(ctx, snap.Now))
+		plan := l.cfg.Placer.Place(ps, placementJobs(snap.Queue), l.placementOptions(ctx, snap.Now, snap.Queue))
 		l.observe(ps, snap.Queue, plan)
 		l.preempt(ctx, plan.Preemptions)
 		l.burst(ctx, plan.Bursts)
