@@ -47,17 +47,11 @@ type Burst struct {
 	// Pools lists the cloud pools the job may burst to; empty means any.
 	Pools []string `yaml:"pools,omitempty" json:"pools,omitempty"`
 	// CapacityTypes lists "spot" and/or "on-demand"; empty means both.
-	CapacityTypes []string `yaml:"capacityTypes,omitempty" json:"capacityTypes,omitempty"`
+	CapacityTypes []CapacityType `yaml:"capacityTypes,omitempty" json:"capacityTypes,omitempty"`
 	// MaxPricePerGPUHour caps what the job pays, in dollars; 0 means no cap
 	// beyond the team's.
 	MaxPricePerGPUHour float64 `yaml:"maxPricePerGPUHour,omitempty" json:"maxPricePerGPUHour,omitempty"`
 }
-
-// Capacity types a burst may use.
-const (
-	CapacitySpot     = "spot"
-	CapacityOnDemand = "on-demand"
-)
 
 // Idle actions.
 const (
@@ -89,20 +83,12 @@ type Gang struct {
 	Topology Topology `yaml:"topology,omitempty" json:"topology,omitzero"`
 }
 
-// Topology levels a gang can be kept within, innermost first.
-const (
-	TopologyNVLink = "nvlink" // GPUs sharing NVLink/NVSwitch (a rack-scale domain spans nodes)
-	TopologyNode   = "node"
-	TopologyRack   = "rack"
-	TopologyBlock  = "block"
-)
-
 // Topology is a gang's locality constraint: all replicas within one group
 // of Level. Required waits until that is possible; otherwise it is a
 // preference the scheduler drops when it cannot be met.
 type Topology struct {
-	Level    string `yaml:"level,omitempty" json:"level,omitempty"`
-	Required bool   `yaml:"required,omitempty" json:"required,omitempty"`
+	Level    Level `yaml:"level,omitempty" json:"level,omitempty"`
+	Required bool  `yaml:"required,omitempty" json:"required,omitempty"`
 }
 
 // Checkpoint holds the job's checkpoint settings (docs/checkpointing.md).

@@ -282,11 +282,11 @@ func TestValidate(t *testing.T) {
 		"env names":                {change: func(s *JobSpec) { s.Env = map[string]string{"_X": "", "lower_1": "v", "A": "="} }},
 		"quantities":               {change: func(s *JobSpec) { s.Gang.CPU, s.Gang.Memory = "500m", "512Mi" }},
 		"preemptible, NVLink required": {change: func(s *JobSpec) {
-			s.Preemptible, s.Gang.Topology = true, Topology{Level: TopologyNVLink, Required: true}
+			s.Preemptible, s.Gang.Topology = true, Topology{Level: LevelNVLink, Required: true}
 		}},
-		"rack preferred": {change: func(s *JobSpec) { s.Gang.Topology = Topology{Level: TopologyRack} }},
+		"rack preferred": {change: func(s *JobSpec) { s.Gang.Topology = Topology{Level: LevelRack} }},
 		"burst with a deadline": {change: func(s *JobSpec) {
-			s.Burst = Burst{Enabled: true, Pools: []string{"aws-spot"}, CapacityTypes: []string{CapacitySpot}, MaxPricePerGPUHour: 2.5}
+			s.Burst = Burst{Enabled: true, Pools: []string{"aws-spot"}, CapacityTypes: []CapacityType{CapacitySpot}, MaxPricePerGPUHour: 2.5}
 			s.EstimatedRuntime.Duration, s.Deadline.Duration = time.Hour, 3*time.Hour
 		}},
 		"idle checkpoint-and-release": {change: func(s *JobSpec) {
@@ -299,7 +299,7 @@ func TestValidate(t *testing.T) {
 		},
 		"bad burst": {
 			change: func(s *JobSpec) {
-				s.Burst = Burst{Enabled: true, Pools: []string{"AWS"}, CapacityTypes: []string{"reserved"}, MaxPricePerGPUHour: -1}
+				s.Burst = Burst{Enabled: true, Pools: []string{"AWS"}, CapacityTypes: []CapacityType{"reserved"}, MaxPricePerGPUHour: -1}
 			},
 			wantProblems: []FieldError{
 				{"burst.pools[0]", `must be a pool name (a DNS label), got "AWS"`},
@@ -796,7 +796,7 @@ func TestQueueEntry(t *testing.T) {
 	s.EstimatedRuntime.Duration = 10 * time.Hour
 	s.Deadline.Duration = 48 * time.Hour
 	s.Checkpoint.Enabled, s.Checkpoint.Interval.Duration = true, 30*time.Minute
-	s.Burst = Burst{Enabled: true, CapacityTypes: []string{CapacitySpot}}
+	s.Burst = Burst{Enabled: true, CapacityTypes: []CapacityType{CapacitySpot}}
 	submitted := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
 	enqueued := submitted.Add(time.Hour)
 
@@ -808,7 +808,7 @@ func TestQueueEntry(t *testing.T) {
 		CPUMilli: 96000, MemMiB: 1500 * 1024, Pools: []string{"onprem-a"},
 		MaxRuntime: 72 * time.Hour, Runtime: 10 * time.Hour,
 		Deadline:       submitted.Add(48 * time.Hour),
-		Burst:          Burst{Enabled: true, CapacityTypes: []string{CapacitySpot}},
+		Burst:          Burst{Enabled: true, CapacityTypes: []CapacityType{CapacitySpot}},
 		Checkpointable: true, CheckpointInterval: 30 * time.Minute,
 		SubmittedAt: submitted, EnqueuedAt: enqueued,
 	}

@@ -194,11 +194,9 @@ func (s JobSpec) Validate() error {
 		}
 		return ""
 	})
-	switch g.Topology.Level {
-	case "", TopologyNVLink, TopologyNode, TopologyRack, TopologyBlock:
-	default:
+	if g.Topology.Level.Rank() < 0 {
 		p.add("gang.topology.level", "must be one of %s, %s, %s, %s, got %q",
-			TopologyNVLink, TopologyNode, TopologyRack, TopologyBlock, g.Topology.Level)
+			LevelNVLink, LevelNode, LevelRack, LevelBlock, string(g.Topology.Level))
 	}
 	if g.Topology.Required && g.Topology.Level == "" {
 		p.add("gang.topology.required", "needs gang.topology.level")
@@ -238,7 +236,7 @@ func (s JobSpec) Validate() error {
 	}
 
 	poolName := func(pool string) string {
-		if !isDNSLabel(pool) {
+		if !IsDNSLabel(pool) {
 			return fmt.Sprintf("must be a pool name (a DNS label), got %q", pool)
 		}
 		return ""
@@ -264,9 +262,9 @@ func (s JobSpec) validateTimes(p *problems) {
 func (s JobSpec) validateBurst(p *problems, poolName func(string) string) {
 	b := s.Burst
 	checkList(p, "burst.pools", b.Pools, poolName)
-	checkList(p, "burst.capacityTypes", b.CapacityTypes, func(c string) string {
-		if c != CapacitySpot && c != CapacityOnDemand {
-			return fmt.Sprintf("must be %q or %q, got %q", CapacitySpot, CapacityOnDemand, c)
+	checkList(p, "burst.capacityTypes", b.CapacityTypes, func(c CapacityType) string {
+		if !c.Cloud() {
+			return fmt.Sprintf("must be %q or %q, got %q", CapacitySpot, CapacityOnDemand, string(c))
 		}
 		return ""
 	})
@@ -304,14 +302,14 @@ func checkLabel(p *problems, field, v string) {
 		p.add(field, "required")
 	case len(v) > 63:
 		p.add(field, "must be at most 63 characters, got %d", len(v))
-	case !isDNSLabel(v):
+	case !IsDNSLabel(v):
 		p.add(field, "must be a DNS label (lowercase letters, digits and '-', starting and ending with a letter or digit), got %q", v)
 	}
 }
 
 // checkList reports each element bad() describes, and each duplicate.
-func checkList(p *problems, field string, list []string, bad func(string) string) {
-	seen := make(map[string]int, len(list))
+func checkList[S ~string](p *problems, field string, list []S, bad func(S) string) {
+	seen := make(map[S]int, len(list))
 	for i, v := range list {
 		elem := fmt.Sprintf("%s[%d]", field, i)
 		if msg := bad(v); msg != "" {
@@ -325,10 +323,6 @@ func checkList(p *problems, field string, list []string, bad func(string) string
 		seen[v] = i
 	}
 }
-
-var dnsLabelRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
-
-func isDNSLabel(s string) bool { return dnsLabelRE.MatchString(s) }
 
 var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 

@@ -63,8 +63,8 @@ type Member struct {
 	Addr string `json:"addr,omitempty"`
 	// CapacityType ("on-prem", "spot", "on-demand") and PricePerGPUHour
 	// are what the member's GPUs cost, for the ledger.
-	CapacityType    string  `json:"capacityType,omitempty"`
-	PricePerGPUHour float64 `json:"pricePerGPUHour,omitempty"`
+	CapacityType    CapacityType `json:"capacityType,omitempty"`
+	PricePerGPUHour float64      `json:"pricePerGPUHour,omitempty"`
 }
 
 // Assignment is what the dispatch loop hands a job: one member per replica,
@@ -140,7 +140,7 @@ type Node struct {
 	// placed on it. "" for shared (on-prem) nodes.
 	Owner JobID `json:"owner,omitempty"`
 	// CapacityType is "spot" or "on-demand" for cloud nodes, "" on-prem.
-	CapacityType string `json:"capacityType,omitempty"`
+	CapacityType CapacityType `json:"capacityType,omitempty"`
 	// Driver and CUDA versions reported by NVML ("" when synthetic).
 	DriverVersion string `json:"driverVersion,omitempty"`
 	CUDAVersion   string `json:"cudaVersion,omitempty"`
@@ -209,15 +209,12 @@ type UsageSegment struct {
 	Project string `json:"project,omitempty"`
 	Pool    string `json:"pool"`
 	// CapacityType is "on-prem", "spot" or "on-demand".
-	CapacityType    string    `json:"capacityType"`
-	GPUs            int       `json:"gpus"`
-	Start           time.Time `json:"start"`
-	End             time.Time `json:"end"`
-	PricePerGPUHour float64   `json:"pricePerGPUHour"`
+	CapacityType    CapacityType `json:"capacityType"`
+	GPUs            int          `json:"gpus"`
+	Start           time.Time    `json:"start"`
+	End             time.Time    `json:"end"`
+	PricePerGPUHour float64      `json:"pricePerGPUHour"`
 }
-
-// CapacityOnPrem is the capacity type of on-prem pools in usage records.
-const CapacityOnPrem = "on-prem"
 
 // GPUSeconds is the segment's GPU time.
 func (u UsageSegment) GPUSeconds() float64 { return u.End.Sub(u.Start).Seconds() * float64(u.GPUs) }

@@ -11,22 +11,11 @@ import (
 	"github.com/gangwayhq/gangway/internal/spotpolicy"
 )
 
-// Offer is cloud capacity a job may rent: an instance type in a pool at a
-// capacity type, with its price now.
-type Offer struct {
-	Provider, Pool, Region, Zone, InstanceType, GPUModel string
-	GPUsPerInstance                                      int
-	CapacityType                                         string // gangway.CapacitySpot or CapacityOnDemand
-	PricePerHour                                         float64
-	// InterruptionRate is per instance-hour (0 for on-demand).
-	InterruptionRate float64
-}
-
 // BurstPolicy is a job's own cloud policy, from its spec.
 type BurstPolicy struct {
 	Enabled            bool
 	Pools              []string
-	CapacityTypes      []string
+	CapacityTypes      []gangway.CapacityType
 	MaxPricePerGPUHour float64
 	// Runtime is the expected length of one run; Deadline when it must
 	// have finished (zero: none).
@@ -53,20 +42,10 @@ const NoBudget = -1.0
 type Burst struct {
 	JobID   gangway.JobID
 	Attempt int
-	Offers  []BurstChoice
+	Offers  []gangway.BurstOffer
 	// ETA is the on-prem wait the burst avoids (-1: never fits on-prem).
 	ETA    time.Duration
 	Reason string
-}
-
-// BurstChoice is one offer for one job: Count instances, one per replica.
-type BurstChoice struct {
-	Offer
-	Count int
-	// ExpectedCost and ExpectedDuration are to completion, counting the
-	// work the offer's interruptions are expected to redo.
-	ExpectedCost     float64
-	ExpectedDuration time.Duration
 }
 
 // never is the ETA of a job that cannot run on-prem at all.
@@ -95,7 +74,7 @@ func (se *Session) burst(j *Job, u Unplaced, rs []Reservation, ahead int) (Burst
 	if !ok {
 		team = TeamPolicy{BudgetLeft: NoBudget}
 	}
-	var choices []BurstChoice
+	var choices []gangway.BurstOffer
 	for _, o := range se.opts.Offers {
 		c, ok := se.choose(j, o, team)
 		if !ok {
@@ -109,14 +88,14 @@ func (se *Session) burst(j *Job, u Unplaced, rs []Reservation, ahead int) (Burst
 	if len(choices) == 0 {
 		return Burst{}, false
 	}
-	slices.SortStableFunc(choices, func(a, b BurstChoice) int { return cmp.Compare(a.ExpectedCost, b.ExpectedCost) })
+	slices.SortStableFunc(choices, func(a, b gangway.BurstOffer) int { return cmp.Compare(a.ExpectedCost, b.ExpectedCost) })
 	best := choices[0]
 	wait := "never fits on-prem"
 	if eta != never {
 		wait = "on-prem ETA " + eta.Round(time.Second).String()
 	}
 	reason := fmt.Sprintf("%s; %s in %s costs $%.2f expected (%d×%s at $%.2f/GPU-h)", wait,
-		best.CapacityType, best.Pool, best.ExpectedCost, best.Count, best.InstanceType, best.pricePerGPUHour(j))
+		best.CapacityType, best.Pool, best.ExpectedCost, best.Count, best.InstanceType, pricePerGPUHour(best.Offer, j))
 	if late {
 		reason += fmt.Sprintf("; the deadline %s needs it", b.Deadline.UTC().Format(time.RFC3339))
 	}
@@ -124,17 +103,17 @@ func (se *Session) burst(j *Job, u Unplaced, rs []Reservation, ahead int) (Burst
 }
 
 // choose prices offer o for j, or rules it out.
-func (se *Session) choose(j *Job, o Offer, team TeamPolicy) (BurstChoice, bool) {
+func (se *Session) choose(j *Job, o gangway.Offer, team TeamPolicy) (gangway.BurstOffer, bool) {
 	b := j.Burst
 	if o.GPUsPerInstance < j.GPUsPerReplica || j.GPUsPerReplica == 0 ||
 		!allowed(b.Pools, o.Pool) || !allowed(b.CapacityTypes, o.CapacityType) || !allowed(j.Models, o.GPUModel) {
-		return BurstChoice{}, false
+		return gangway.BurstOffer{}, false
 	}
-	c := BurstChoice{Offer: o, Count: j.Replicas}
-	price := c.pricePerGPUHour(j)
+	c := gangway.BurstOffer{Offer: o, Count: j.Replicas}
+	price := pricePerGPUHour(o, j)
 	if (b.MaxPricePerGPUHour > 0 && price > b.MaxPricePerGPUHour) ||
 		(team.MaxPricePerGPUHour > 0 && price > team.MaxPricePerGPUHour) {
-		return BurstChoice{}, false
+		return gangway.BurstOffer{}, false
 	}
 	runtime := b.Runtime
 	if runtime <= 0 {
@@ -145,15 +124,15 @@ func (se *Session) choose(j *Job, o Offer, team TeamPolicy) (BurstChoice, bool) 
 	so := spotpolicy.Offer{CapacityType: o.CapacityType, PricePerGPUHour: price, InterruptionRate: o.InterruptionRate}
 	c.ExpectedCost, c.ExpectedDuration = spotpolicy.ExpectedCost(so, work), spotpolicy.ExpectedDuration(so, work)
 	if math.IsInf(c.ExpectedCost, 1) || (team.BudgetLeft != NoBudget && c.ExpectedCost > team.BudgetLeft) {
-		return BurstChoice{}, false
+		return gangway.BurstOffer{}, false
 	}
 	return c, true
 }
 
-// pricePerGPUHour is what each GPU the job uses costs: a replica takes a
+// pricePerGPUHour is what each GPU the job uses on o costs: a replica takes a
 // whole instance, so GPUs it leaves idle are paid for too.
-func (c BurstChoice) pricePerGPUHour(j *Job) float64 {
-	return c.PricePerHour / float64(j.GPUsPerReplica)
+func pricePerGPUHour(o gangway.Offer, j *Job) float64 {
+	return o.PricePerHour / float64(j.GPUsPerReplica)
 }
 
 // onPremETA estimates how long j waits on-prem: until its reservation

@@ -11,9 +11,9 @@ import (
 )
 
 var (
-	spotA100 = placement.Offer{Provider: "fake", Pool: "fake-spot", Zone: "z1", InstanceType: "a2-8", GPUModel: "A100",
+	spotA100 = gangway.Offer{Provider: "fake", Pool: "fake-spot", Zone: "z1", InstanceType: "a2-8", GPUModel: "A100",
 		GPUsPerInstance: 8, CapacityType: gangway.CapacitySpot, PricePerHour: 8, InterruptionRate: 0.1}
-	odA100 = placement.Offer{Provider: "fake", Pool: "fake-od", Zone: "z1", InstanceType: "a2-8", GPUModel: "A100",
+	odA100 = gangway.Offer{Provider: "fake", Pool: "fake-od", Zone: "z1", InstanceType: "a2-8", GPUModel: "A100",
 		GPUsPerInstance: 8, CapacityType: gangway.CapacityOnDemand, PricePerHour: 24}
 )
 
@@ -40,7 +40,7 @@ func TestBurst(t *testing.T) {
 	busy := func() *fleetBuilder {
 		return fleet(node("n1").gpus(8, "A100")).with(running("r1").on("n1", 0, 1, 2, 3, 4, 5, 6, 7).runtime(4 * time.Hour))
 	}
-	opts := placement.Options{Offers: []placement.Offer{odA100, spotA100}, BurstAfter: 10 * time.Minute}
+	opts := placement.Options{Offers: []gangway.Offer{odA100, spotA100}, BurstAfter: 10 * time.Minute}
 	tests := map[string]struct {
 		fleet *fleetBuilder
 		job   func() placement.Job
@@ -83,7 +83,7 @@ func TestBurst(t *testing.T) {
 		"only allowed capacity types": {
 			fleet: busy(), job: func() placement.Job {
 				j := burstJob("j", 1)
-				j.Burst.CapacityTypes = []string{gangway.CapacityOnDemand}
+				j.Burst.CapacityTypes = []gangway.CapacityType{gangway.CapacityOnDemand}
 				return j
 			},
 			want: map[gangway.JobID][]string{"j": {"fake-od"}},
@@ -128,7 +128,7 @@ func TestBurstETA(t *testing.T) {
 	soon.r.Runtime = 65 * time.Minute // started an hour ago: ends in 5 minutes
 	late := running("r2").on("n2", 0, 1, 2, 3, 4, 5, 6, 7).runtime(4 * time.Hour)
 	f := fleet(node("n1").gpus(8, "A100"), node("n2").gpus(8, "A100")).with(soon, late)
-	o := placement.Options{Offers: []placement.Offer{spotA100}, BurstAfter: 10 * time.Minute}
+	o := placement.Options{Offers: []gangway.Offer{spotA100}, BurstAfter: 10 * time.Minute}
 	ahead := job("ahead").gang(1, 8).prio(200).j
 	b := burstJob("b", 1)
 
@@ -145,7 +145,7 @@ func TestBurstETA(t *testing.T) {
 func TestBurstReason(t *testing.T) {
 	f := fleet(node("n1").gpus(8, "A100")).with(running("r1").on("n1", 0, 1, 2, 3, 4, 5, 6, 7).runtime(4 * time.Hour))
 	p := placement.Place(f.build(), []placement.Job{burstJob("j", 1)},
-		placement.Options{Offers: []placement.Offer{spotA100}, BurstAfter: time.Minute})
+		placement.Options{Offers: []gangway.Offer{spotA100}, BurstAfter: time.Minute})
 	if len(p.Bursts) != 1 {
 		t.Fatalf("bursts %+v, want one", p.Bursts)
 	}

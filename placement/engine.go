@@ -40,7 +40,7 @@ type Options struct {
 	// BurstAfter is how long the on-prem wait must be before renting pays
 	// off; Teams caps what each team may pay; RestartOverhead is the boot
 	// and restore time of a cloud restart (burst.go).
-	Offers          []Offer
+	Offers          []gangway.Offer
 	BurstAfter      time.Duration
 	Teams           map[string]TeamPolicy
 	RestartOverhead time.Duration
@@ -461,7 +461,7 @@ func (se *Session) feasibleNode(j *Job, i int) bool {
 	return true
 }
 
-func allowed(list []string, v string) bool { return len(list) == 0 || slices.Contains(list, v) }
+func allowed[S ~string](list []S, v S) bool { return len(list) == 0 || slices.Contains(list, v) }
 
 // jobEnd is when j would finish if started now (zero: unknown, never
 // before a reservation).

@@ -68,7 +68,7 @@ type Node struct {
 	Model string // GPU model; nodes are homogeneous ("" for CPU-only nodes)
 	// CapacityType is "on-prem", "spot" or "on-demand"; price is per
 	// GPU-hour.
-	CapacityType    string
+	CapacityType    gangway.CapacityType
 	PricePerGPUHour float64
 	Rack, Block     string
 	// Owner is the job a cloud node was launched for; only that job is

@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/gangwayhq/gangway"
 )
 
 // Provider is one cloud (or the fake) as Gangway rents from it.
@@ -20,7 +22,7 @@ type Provider interface {
 
 	// Offers lists what can be launched now: one offer per zone, instance
 	// type and capacity type, with the current price. It launches nothing.
-	Offers(ctx context.Context) ([]Offer, error)
+	Offers(ctx context.Context) ([]gangway.Offer, error)
 
 	// Launch starts req.Count instances of req.Offer, tagged with the job,
 	// attempt, token and pool, each booting the agent with req.Join.
@@ -67,49 +69,9 @@ const (
 	TagPool    = "gangway-pool"
 )
 
-// CapacityType is how an instance is rented. The strings match the capacity
-// types of placement's nodes.
-type CapacityType string
-
-// Capacity types.
-const (
-	Spot     CapacityType = "spot"
-	OnDemand CapacityType = "on-demand"
-)
-
-// Offer is something a provider can launch: an instance type in a zone at a
-// capacity type, with its price now.
-type Offer struct {
-	Provider string
-	// Pool names the offer as placement and accounting see it (a DNS label,
-	// see PoolName); instances launched from it join this pool.
-	Pool         string
-	Region       string
-	Zone         string
-	InstanceType string
-	GPUModel     string
-	GPUs         int // per instance
-	CapacityType CapacityType
-	// PricePerHour is per instance, in dollars: the live spot price, or the
-	// on-demand list price.
-	PricePerHour float64
-	// InterruptionRate is the observed rate at which the cloud reclaims
-	// running instances, in interruptions per instance-hour (0 for
-	// on-demand). The burst decision turns it into expected restarts.
-	InterruptionRate float64
-}
-
-// PricePerGPUHour is the offer's price per GPU-hour.
-func (o Offer) PricePerGPUHour() float64 {
-	if o.GPUs == 0 {
-		return o.PricePerHour
-	}
-	return o.PricePerHour / float64(o.GPUs)
-}
-
 // LaunchRequest asks a provider for instances for one attempt of one job.
 type LaunchRequest struct {
-	Offer Offer
+	Offer gangway.Offer
 	Count int
 	// MinCount is the fewest instances worth having; 0 means Count (a gang
 	// needs all of its members or none).
@@ -152,8 +114,8 @@ func (r LaunchRequest) Validate() error {
 		return fmt.Errorf("%w: jobID is required", ErrInvalid)
 	case r.Offer.InstanceType == "":
 		return fmt.Errorf("%w: offer.instanceType is required", ErrInvalid)
-	case r.Offer.CapacityType != Spot && r.Offer.CapacityType != OnDemand:
-		return fmt.Errorf("%w: offer.capacityType must be %q or %q, got %q", ErrInvalid, Spot, OnDemand, r.Offer.CapacityType)
+	case !r.Offer.CapacityType.Cloud():
+		return fmt.Errorf("%w: offer.capacityType must be %q or %q, got %q", ErrInvalid, gangway.CapacitySpot, gangway.CapacityOnDemand, r.Offer.CapacityType)
 	case r.MaxPricePerHour < 0:
 		return fmt.Errorf("%w: maxPricePerHour must not be negative, got %v", ErrInvalid, r.MaxPricePerHour)
 	}
@@ -204,7 +166,7 @@ type Instance struct {
 	Pool         string
 	Zone         string
 	InstanceType string
-	CapacityType CapacityType
+	CapacityType gangway.CapacityType
 	GPUModel     string
 	GPUs         int
 	State        State
@@ -221,7 +183,7 @@ var labelRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 // PoolName is the default pool of an offer: provider, zone, instance type
 // and capacity type folded into one DNS label, such as
 // "aws-us-east-1a-p3-2xlarge-spot".
-func PoolName(provider, zone, instanceType string, ct CapacityType) string {
+func PoolName(provider, zone, instanceType string, ct gangway.CapacityType) string {
 	var b strings.Builder
 	dash := false
 	for _, r := range strings.ToLower(strings.Join([]string{provider, zone, instanceType, string(ct)}, "-")) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/providers"
 )
 
@@ -79,14 +80,14 @@ func TestRetryableAndReason(t *testing.T) {
 func TestPoolName(t *testing.T) {
 	tests := map[string]struct {
 		provider, zone, instanceType string
-		ct                           providers.CapacityType
+		ct                           gangway.CapacityType
 		want                         string
 	}{
-		"aws":        {"aws", "us-east-1a", "p3.2xlarge", providers.Spot, "aws-us-east-1a-p3-2xlarge-spot"},
-		"gcp":        {"gcp", "us-central1-a", "a2-highgpu-1g", providers.OnDemand, "gcp-us-central1-a-a2-highgpu-1g-on-demand"},
-		"odd chars":  {"My Cloud", "Zone_1", "X..Y", providers.Spot, "my-cloud-zone-1-x-y-spot"},
-		"long":       {"aws", strings.Repeat("z", 70), "t", providers.Spot, strings.TrimRight(("aws-" + strings.Repeat("z", 70))[:63], "-")},
-		"no trailer": {"aws", "a", "b-", providers.Spot, "aws-a-b-spot"},
+		"aws":        {"aws", "us-east-1a", "p3.2xlarge", gangway.CapacitySpot, "aws-us-east-1a-p3-2xlarge-spot"},
+		"gcp":        {"gcp", "us-central1-a", "a2-highgpu-1g", gangway.CapacityOnDemand, "gcp-us-central1-a-a2-highgpu-1g-on-demand"},
+		"odd chars":  {"My Cloud", "Zone_1", "X..Y", gangway.CapacitySpot, "my-cloud-zone-1-x-y-spot"},
+		"long":       {"aws", strings.Repeat("z", 70), "t", gangway.CapacitySpot, strings.TrimRight(("aws-" + strings.Repeat("z", 70))[:63], "-")},
+		"no trailer": {"aws", "a", "b-", gangway.CapacitySpot, "aws-a-b-spot"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -98,7 +99,7 @@ func TestPoolName(t *testing.T) {
 }
 
 func TestLaunchRequestValidate(t *testing.T) {
-	good := providers.LaunchRequest{Offer: providers.Offer{InstanceType: "p3.2xlarge", CapacityType: providers.Spot},
+	good := providers.LaunchRequest{Offer: gangway.Offer{InstanceType: "p3.2xlarge", CapacityType: gangway.CapacitySpot},
 		Count: 2, Token: providers.Token("j", 1), JobID: "j", Attempt: 1}
 	tests := map[string]struct {
 		mutate  func(*providers.LaunchRequest)

@@ -62,7 +62,7 @@ var metricsActivity = workflow.ActivityOptions{
 	RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 5},
 }
 
-func capacityType(m gangway.Member) string {
+func capacityType(m gangway.Member) gangway.CapacityType {
 	if m.CapacityType == "" {
 		return gangway.CapacityOnPrem
 	}

@@ -58,7 +58,7 @@ func (j *job) runBurst(ctx workflow.Context, entry gangway.QueueEntry, req Burst
 // pinned to them and runs it there once placed. ran is false when the
 // instances never became usable (end.reason says why); the caller then
 // tries the next offer.
-func (j *job) runOnInstances(ctx workflow.Context, entry gangway.QueueEntry, offer BurstOffer, nodes []string) (end attemptEnd, ran bool) {
+func (j *job) runOnInstances(ctx workflow.Context, entry gangway.QueueEntry, offer gangway.BurstOffer, nodes []string) (end attemptEnd, ran bool) {
 	cancelled := attemptEnd{out: outcomeCancelled, cause: CauseCancelled, reason: "cancelled while provisioning"}
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		TaskQueue:           TaskQueue,

@@ -89,49 +89,23 @@ const (
 // attempt: the offers in order of preference, each tried until one gives
 // Count instances whose agents register.
 type BurstRequest struct {
-	Attempt int          `json:"attempt"`
-	Offers  []BurstOffer `json:"offers"`
+	Attempt int                  `json:"attempt"`
+	Offers  []gangway.BurstOffer `json:"offers"`
 	// Reason is the placement engine's explanation ("on-prem ETA 3h10m;
 	// spot costs $4.10 expected").
 	Reason string `json:"reason"`
-}
-
-// BurstOffer is one cloud offer a burst may use.
-type BurstOffer struct {
-	Provider         string  `json:"provider"`
-	Pool             string  `json:"pool"`
-	Region           string  `json:"region,omitempty"`
-	Zone             string  `json:"zone"`
-	InstanceType     string  `json:"instanceType"`
-	GPUModel         string  `json:"gpuModel"`
-	GPUsPerInstance  int     `json:"gpusPerInstance"`
-	CapacityType     string  `json:"capacityType"`
-	PricePerHour     float64 `json:"pricePerHour"` // per instance
-	InterruptionRate float64 `json:"interruptionRate,omitempty"`
-	// Count is how many instances the gang needs.
-	Count int `json:"count"`
-	// ExpectedCost is the placement engine's estimate to completion, in dollars.
-	ExpectedCost float64 `json:"expectedCost,omitempty"`
-}
-
-// PricePerGPUHour is the offer's price per GPU-hour.
-func (o BurstOffer) PricePerGPUHour() float64 {
-	if o.GPUsPerInstance == 0 {
-		return o.PricePerHour
-	}
-	return o.PricePerHour / float64(o.GPUsPerInstance)
 }
 
 // ProvisionInput launches the instances of one burst attempt. Token is
 // derived from job and attempt (and the offer's index) in the workflow, so
 // a retried activity never launches twice.
 type ProvisionInput struct {
-	JobID   gangway.JobID `json:"jobId"`
-	Attempt int           `json:"attempt"`
-	Team    string        `json:"team"`
-	Project string        `json:"project,omitempty"`
-	Token   string        `json:"token"`
-	Offer   BurstOffer    `json:"offer"`
+	JobID   gangway.JobID      `json:"jobId"`
+	Attempt int                `json:"attempt"`
+	Team    string             `json:"team"`
+	Project string             `json:"project,omitempty"`
+	Token   string             `json:"token"`
+	Offer   gangway.BurstOffer `json:"offer"`
 	// MaxPricePerHour caps a spot price per instance (0: the cloud's default).
 	MaxPricePerHour float64 `json:"maxPricePerHour,omitempty"`
 }
@@ -363,13 +337,13 @@ type Status struct {
 
 // AttemptRecord is one run of the gang.
 type AttemptRecord struct {
-	Attempt      int       `json:"attempt"`
-	Pool         string    `json:"pool"`
-	CapacityType string    `json:"capacityType"`
-	Nodes        []string  `json:"nodes"`
-	GPUs         int       `json:"gpus"`
-	StartedAt    time.Time `json:"startedAt"`
-	EndedAt      time.Time `json:"endedAt,omitzero"`
+	Attempt      int                  `json:"attempt"`
+	Pool         string               `json:"pool"`
+	CapacityType gangway.CapacityType `json:"capacityType"`
+	Nodes        []string             `json:"nodes"`
+	GPUs         int                  `json:"gpus"`
+	StartedAt    time.Time            `json:"startedAt"`
+	EndedAt      time.Time            `json:"endedAt,omitzero"`
 	// Ended is one of the Cause constants; "" while running.
 	Ended string `json:"ended,omitempty"`
 	// StopRequestedAt is when the scheduler, a person, a GPU fault or a

@@ -14,7 +14,7 @@ import (
 )
 
 // priced places every member in pool p at price $ per GPU-hour.
-func priced(a gangway.Assignment, pool, ct string, price float64) gangway.Assignment {
+func priced(a gangway.Assignment, pool string, ct gangway.CapacityType, price float64) gangway.Assignment {
 	for i := range a.Members {
 		a.Members[i].Pool, a.Members[i].CapacityType, a.Members[i].PricePerGPUHour = pool, ct, price
 	}
@@ -159,11 +159,11 @@ func TestJobWorkflowEndsByCause(t *testing.T) {
 
 // burstRequest offers two pools in order.
 func burstRequest(attempt int) BurstRequest {
-	return BurstRequest{Attempt: attempt, Reason: "on-prem ETA 3h; spot is cheaper", Offers: []BurstOffer{
-		{Provider: "fake", Pool: "spot-a", Zone: "z1", InstanceType: "p4", GPUModel: "A100", GPUsPerInstance: 8,
-			CapacityType: gangway.CapacitySpot, PricePerHour: 8, Count: 2},
-		{Provider: "fake", Pool: "od-b", Zone: "z2", InstanceType: "p4", GPUModel: "A100", GPUsPerInstance: 8,
-			CapacityType: gangway.CapacityOnDemand, PricePerHour: 24, Count: 2},
+	return BurstRequest{Attempt: attempt, Reason: "on-prem ETA 3h; spot is cheaper", Offers: []gangway.BurstOffer{
+		{Offer: gangway.Offer{Provider: "fake", Pool: "spot-a", Zone: "z1", InstanceType: "p4", GPUModel: "A100", GPUsPerInstance: 8,
+			CapacityType: gangway.CapacitySpot, PricePerHour: 8}, Count: 2},
+		{Offer: gangway.Offer{Provider: "fake", Pool: "od-b", Zone: "z2", InstanceType: "p4", GPUModel: "A100", GPUsPerInstance: 8,
+			CapacityType: gangway.CapacityOnDemand, PricePerHour: 24}, Count: 2},
 	}}
 }
 
@@ -203,7 +203,7 @@ func TestJobWorkflowBurst(t *testing.T) {
 		terminated     []string // tokens' pools, in order
 		launches       int
 		firstEnded     string
-		capacityType   string
+		capacityType   gangway.CapacityType
 		pricePerGPUHrs float64
 	}{
 		"spot launches, runs, is terminated": {

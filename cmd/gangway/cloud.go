@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"google.golang.org/api/option"
 
+	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/internal/cloud"
 	"github.com/gangwayhq/gangway/providers"
 	"github.com/gangwayhq/gangway/providers/aws"
@@ -151,7 +152,7 @@ func buildFake(pc ProviderConfig, hooks fakeHooks, log *slog.Logger) (*fake.Prov
 		OnRunning: hooks.OnRunning, OnNotice: hooks.OnNotice, OnTerminated: hooks.OnTerminated}
 	for i, pl := range pc.Pools {
 		p := fake.Pool{Name: pl.Name, Zone: pl.Zone, InstanceType: pl.InstanceType, GPUModel: pl.GPUModel, GPUs: pl.GPUs,
-			CapacityType: providers.CapacityType(pl.CapacityType), PricePerHour: pl.PricePerHour,
+			CapacityType: gangway.CapacityType(pl.CapacityType), PricePerHour: pl.PricePerHour,
 			MaxInstances: pl.MaxInstances, TraceScale: pl.TraceScale, InterruptionRate: pl.InterruptionRate}
 		if pl.Trace != "" {
 			tr, err := fake.LoadTrace(pl.Trace)

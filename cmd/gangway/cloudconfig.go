@@ -344,7 +344,7 @@ func (p ProviderConfig) validateFake(field string, bad func(field, format string
 			bad(f+".gpus", "must be 1 to 8, got %d", pl.GPUs)
 		case pl.GPUModel == "":
 			bad(f+".gpuModel", "is required")
-		case pl.CapacityType != string(providers.Spot) && pl.CapacityType != string(providers.OnDemand):
+		case pl.CapacityType != string(gangway.CapacitySpot) && pl.CapacityType != string(gangway.CapacityOnDemand):
 			bad(f+".capacityType", "must be spot or on-demand, got %q", pl.CapacityType)
 		case pl.PricePerHour < 0:
 			bad(f+".pricePerHour", "must not be negative, got %v", pl.PricePerHour)
@@ -383,7 +383,7 @@ func (c CloudConfig) onDemandPrices() map[string]float64 {
 					continue
 				}
 				for _, z := range zones {
-					out[providers.PoolName(name, z, t.Name, providers.Spot)] = t.OnDemandPrice / float64(t.GPUs)
+					out[providers.PoolName(name, z, t.Name, gangway.CapacitySpot)] = t.OnDemandPrice / float64(t.GPUs)
 				}
 			}
 		case providerGCP:
@@ -397,7 +397,7 @@ func (c CloudConfig) onDemandPrices() map[string]float64 {
 				}
 				for _, z := range p.Zones {
 					if gcpRegion(z) == pr.Region {
-						out[providers.PoolName(name, z, pr.MachineType, providers.Spot)] = pr.OnDemand / float64(gpus[pr.MachineType])
+						out[providers.PoolName(name, z, pr.MachineType, gangway.CapacitySpot)] = pr.OnDemand / float64(gpus[pr.MachineType])
 					}
 				}
 			}
@@ -406,15 +406,15 @@ func (c CloudConfig) onDemandPrices() map[string]float64 {
 				if pl.Name != "" {
 					return pl.Name
 				}
-				return providers.PoolName(name, pl.Zone, pl.InstanceType, providers.CapacityType(pl.CapacityType))
+				return providers.PoolName(name, pl.Zone, pl.InstanceType, gangway.CapacityType(pl.CapacityType))
 			}
 			for _, spot := range p.Pools {
-				if spot.CapacityType != string(providers.Spot) {
+				if spot.CapacityType != string(gangway.CapacitySpot) {
 					continue
 				}
 				price := 0.0
 				for _, od := range p.Pools {
-					if od.CapacityType == string(providers.OnDemand) && od.InstanceType == spot.InstanceType && od.GPUs > 0 &&
+					if od.CapacityType == string(gangway.CapacityOnDemand) && od.InstanceType == spot.InstanceType && od.GPUs > 0 &&
 						(price == 0 || od.Zone == spot.Zone) {
 						price = od.PricePerHour / float64(od.GPUs)
 					}

@@ -127,7 +127,7 @@ func TestCost(t *testing.T) {
 
 	t0 := time.Date(2025, 6, 2, 12, 0, 0, 0, time.UTC)
 	h := time.Hour
-	segment := func(job string, attempt int, team, project, pool, capacityType string, gpus int, start, end time.Duration, price float64) gangway.UsageSegment {
+	segment := func(job string, attempt int, team, project, pool string, capacityType gangway.CapacityType, gpus int, start, end time.Duration, price float64) gangway.UsageSegment {
 		return gangway.UsageSegment{JobID: job, Attempt: attempt, Team: team, Project: project, Pool: pool,
 			CapacityType: capacityType, GPUs: gpus, Start: t0.Add(start), End: t0.Add(end), PricePerGPUHour: price}
 	}

@@ -53,9 +53,9 @@ func devCloud(c CloudConfig, o devOptions) (CloudConfig, error) {
 		return out, nil
 	}
 	spot := FakePoolConfig{Name: "fake-a100-spot", Zone: "fake-1a", InstanceType: "a100x8", GPUModel: "A100", GPUs: 8,
-		CapacityType: string(providers.Spot), PricePerHour: 12, MaxInstances: 4}
+		CapacityType: string(gangway.CapacitySpot), PricePerHour: 12, MaxInstances: 4}
 	onDemand := FakePoolConfig{Name: "fake-a100-on-demand", Zone: "fake-1a", InstanceType: "a100x8", GPUModel: "A100", GPUs: 8,
-		CapacityType: string(providers.OnDemand), PricePerHour: 32.77, MaxInstances: 4}
+		CapacityType: string(gangway.CapacityOnDemand), PricePerHour: 32.77, MaxInstances: 4}
 	p := ProviderConfig{Name: "fake", Type: providerFake, BootDelay: gangway.Duration{Duration: 2 * time.Second}}
 	trace := o.spotTrace
 	if trace == "" {
@@ -117,7 +117,7 @@ func describeCloud(ctx context.Context, s *cloudSetup) []string {
 	var lines []string
 	for _, o := range offers {
 		lines = append(lines, fmt.Sprintf("cloud pool %s: %d×%s %s at $%.2f/h ($%.2f per GPU-hour)",
-			o.Pool, o.GPUs, o.GPUModel, o.CapacityType, o.PricePerHour, o.PricePerGPUHour()))
+			o.Pool, o.GPUsPerInstance, o.GPUModel, o.CapacityType, o.PricePerHour, o.PricePerGPUHour()))
 	}
 	return lines
 }

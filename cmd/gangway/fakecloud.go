@@ -75,7 +75,7 @@ func (f *fakeAgents) running(in providers.Instance) {
 	}
 	node := agent.FakeNode(in.NodeID, in.Pool, "127.0.0.1", in.GPUs, in.GPUModel)
 	node.Owner = gangway.JobID(in.Tags[providers.TagJob])
-	node.CapacityType = string(in.CapacityType)
+	node.CapacityType = in.CapacityType
 	cfg := f.base
 	cfg.Node = node
 	cfg.DataDir = filepath.Join(f.base.DataDir, in.NodeID)

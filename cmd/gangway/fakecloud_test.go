@@ -44,13 +44,13 @@ func TestFakeAgents(t *testing.T) {
 	agents.events = make(chan string, 16)
 	defer agents.Close()
 	cloud, err := fake.New(fake.Options{Pools: []fake.Pool{{Name: "a100-spot", Zone: "z", InstanceType: "a100x8",
-		GPUModel: "A100", GPUs: 8, CapacityType: providers.Spot, PricePerHour: 12}},
+		GPUModel: "A100", GPUs: 8, CapacityType: gangway.CapacitySpot, PricePerHour: 12}},
 		NoticeLead: time.Hour, OnRunning: agents.running, OnNotice: agents.notice, OnTerminated: agents.terminated})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := t.Context()
-	insts, err := cloud.Launch(ctx, providers.LaunchRequest{Offer: providers.Offer{Pool: "a100-spot", InstanceType: "a100x8", CapacityType: providers.Spot}, Count: 1,
+	insts, err := cloud.Launch(ctx, providers.LaunchRequest{Offer: gangway.Offer{Pool: "a100-spot", InstanceType: "a100x8", CapacityType: gangway.CapacitySpot}, Count: 1,
 		Token: providers.Token("train", 1), JobID: "train", Attempt: 1})
 	if err != nil {
 		t.Fatal(err)

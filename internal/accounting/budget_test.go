@@ -20,7 +20,7 @@ func (s segs) Segments(context.Context, time.Time, time.Time) ([]gangway.UsageSe
 func TestBudgets(t *testing.T) {
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	month := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
-	seg := func(team, ct string, start time.Time, hours, price float64) gangway.UsageSegment {
+	seg := func(team string, ct gangway.CapacityType, start time.Time, hours, price float64) gangway.UsageSegment {
 		return gangway.UsageSegment{JobID: "j", Team: team, Pool: "p", CapacityType: ct, GPUs: 1,
 			Start: start, End: start.Add(time.Duration(hours * float64(time.Hour))), PricePerGPUHour: price}
 	}

@@ -44,7 +44,7 @@ type segment gangway.UsageSegment
 func seg(job string) segment {
 	return segment{
 		JobID: job, Attempt: 1, Team: "ml", Project: "llm", Pool: "onprem",
-		CapacityType: CapacityOnPrem, GPUs: 1, Start: t0, End: t0.Add(time.Hour), PricePerGPUHour: 2,
+		CapacityType: gangway.CapacityOnPrem, GPUs: 1, Start: t0, End: t0.Add(time.Hour), PricePerGPUHour: 2,
 	}
 }
 
@@ -57,7 +57,7 @@ func (s segment) project(p string) segment {
 func (s segment) gpus(n int) segment { s.GPUs = n; return s }
 
 // pool sets the pool, its capacity type and price.
-func (s segment) pool(pool, capacityType string, price float64) segment {
+func (s segment) pool(pool string, capacityType gangway.CapacityType, price float64) segment {
 	s.Pool, s.CapacityType, s.PricePerGPUHour = pool, capacityType, price
 	return s
 }

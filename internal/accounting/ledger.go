@@ -25,13 +25,6 @@ const DefaultPrefix = "{gangway}"
 // DefaultMaxAge is how long segments are kept when Options.MaxAge is zero.
 const DefaultMaxAge = 400 * 24 * time.Hour
 
-// Capacity types a segment may have.
-const (
-	CapacityOnPrem   = gangway.CapacityOnPrem
-	CapacitySpot     = "spot"
-	CapacityOnDemand = "on-demand"
-)
-
 // trimBatch bounds how many expired segments one write drops, so a write
 // after a long pause never turns into one long script; the rest go with
 // the next writes.
@@ -148,9 +141,9 @@ func Validate(seg gangway.UsageSegment) error {
 		bad("attempt is negative (%d)", seg.Attempt)
 	}
 	switch seg.CapacityType {
-	case CapacityOnPrem, CapacitySpot, CapacityOnDemand:
+	case gangway.CapacityOnPrem, gangway.CapacitySpot, gangway.CapacityOnDemand:
 	default:
-		bad("capacityType must be %s, %s or %s, got %q", CapacityOnPrem, CapacitySpot, CapacityOnDemand, seg.CapacityType)
+		bad("capacityType must be %s, %s or %s, got %q", gangway.CapacityOnPrem, gangway.CapacitySpot, gangway.CapacityOnDemand, seg.CapacityType)
 	}
 	if seg.GPUs <= 0 {
 		bad("gpus must be positive, got %d", seg.GPUs)

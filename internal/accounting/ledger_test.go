@@ -37,7 +37,7 @@ func TestRecordIsIdempotent(t *testing.T) {
 	// Another attempt, pool or start is another segment.
 	others := []gangway.UsageSegment{
 		seg("job-1").gpus(8).attempt(2).build(),
-		seg("job-1").gpus(8).pool("aws-spot", CapacitySpot, 1.1).build(),
+		seg("job-1").gpus(8).pool("aws-spot", gangway.CapacitySpot, 1.1).build(),
 		seg("job-1").gpus(8).at(time.Hour, 2*time.Hour).build(),
 	}
 	for _, s := range others {
@@ -66,15 +66,15 @@ func TestRecordRefusesInvalidSegments(t *testing.T) {
 	}{
 		"no job":             {seg: seg("").build(), wantPart: "jobId"},
 		"job with a bar":     {seg: seg("a|b").build(), wantPart: "'|'"},
-		"no pool":            {seg: seg("j").pool("", CapacityOnPrem, 1).build(), wantPart: "pool"},
+		"no pool":            {seg: seg("j").pool("", gangway.CapacityOnPrem, 1).build(), wantPart: "pool"},
 		"unknown capacity":   {seg: seg("j").pool("p", "reserved", 1).build(), wantPart: `"reserved"`},
 		"empty capacity":     {seg: seg("j").pool("p", "", 1).build(), wantPart: "capacityType"},
 		"no GPUs":            {seg: seg("j").gpus(0).build(), wantPart: "gpus"},
 		"negative attempt":   {seg: seg("j").attempt(-1).build(), wantPart: "attempt"},
 		"no start":           {seg: noStart(seg("j").build()), wantPart: "start"},
 		"end before start":   {seg: seg("j").at(time.Hour, 0).build(), wantPart: "before start"},
-		"negative price":     {seg: seg("j").pool("p", CapacitySpot, -1).build(), wantPart: "pricePerGPUHour"},
-		"price not a number": {seg: seg("j").pool("p", CapacitySpot, math.NaN()).build(), wantPart: "pricePerGPUHour"},
+		"negative price":     {seg: seg("j").pool("p", gangway.CapacitySpot, -1).build(), wantPart: "pricePerGPUHour"},
+		"price not a number": {seg: seg("j").pool("p", gangway.CapacitySpot, math.NaN()).build(), wantPart: "pricePerGPUHour"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -156,9 +156,9 @@ func TestPerJob(t *testing.T) {
 	// Prices and lengths whose products are not exact in binary, recorded
 	// out of order and twice, next to jobs whose IDs start alike.
 	job := []gangway.UsageSegment{
-		seg("job-1").gpus(3).pool("aws-spot", CapacitySpot, 1.37).at(20*time.Minute, 97*time.Minute+333*time.Millisecond).attempt(2).build(),
-		seg("job-1").gpus(8).pool("onprem", CapacityOnPrem, 0.91).at(0, 7*time.Minute+time.Second/3).build(),
-		seg("job-1").gpus(3).pool("gcp-od", CapacityOnDemand, 3.1).at(2*time.Hour, 5*time.Hour+11*time.Second).attempt(3).build(),
+		seg("job-1").gpus(3).pool("aws-spot", gangway.CapacitySpot, 1.37).at(20*time.Minute, 97*time.Minute+333*time.Millisecond).attempt(2).build(),
+		seg("job-1").gpus(8).pool("onprem", gangway.CapacityOnPrem, 0.91).at(0, 7*time.Minute+time.Second/3).build(),
+		seg("job-1").gpus(3).pool("gcp-od", gangway.CapacityOnDemand, 3.1).at(2*time.Hour, 5*time.Hour+11*time.Second).attempt(3).build(),
 	}
 	noise := []gangway.UsageSegment{
 		seg("job-10").gpus(2).build(),

@@ -58,13 +58,13 @@ type Split struct {
 	OnDemand float64 `json:"onDemand"`
 }
 
-func (s *Split) add(capacityType string, v float64) {
+func (s *Split) add(capacityType gangway.CapacityType, v float64) {
 	switch capacityType {
-	case CapacitySpot:
+	case gangway.CapacitySpot:
 		s.Spot += v
-	case CapacityOnDemand:
+	case gangway.CapacityOnDemand:
 		s.OnDemand += v
-	default: // CapacityOnPrem; the ledger refuses any other type
+	default: // gangway.CapacityOnPrem; the ledger refuses any other type
 		s.OnPrem += v
 	}
 }
@@ -172,7 +172,7 @@ func (a *accumulator) add(s gangway.UsageSegment, onDemand map[string]float64) {
 	a.gpuSeconds.add(s.CapacityType, s.GPUSeconds())
 	a.dollars.add(s.CapacityType, d)
 	a.total += d
-	if s.CapacityType != CapacitySpot {
+	if s.CapacityType != gangway.CapacitySpot {
 		return
 	}
 	price, ok := onDemand[s.Pool]

@@ -19,15 +19,15 @@ func TestReport(t *testing.T) {
 	// Numbers exact in binary, so the rows can be written down.
 	segs := []gangway.UsageSegment{
 		// ml: 2 GPUs × 1.5 h on-prem at $4 = $12.
-		seg("train-1").team("ml").project("llm").gpus(2).pool("onprem", CapacityOnPrem, 4).at(0, 90*time.Minute).build(),
+		seg("train-1").team("ml").project("llm").gpus(2).pool("onprem", gangway.CapacityOnPrem, 4).at(0, 90*time.Minute).build(),
 		// ml: 4 GPUs × 2 h spot at $1.25 = $10; at on-demand $3 it would be $24.
-		seg("train-1").attempt(2).team("ml").project("llm").gpus(4).pool("aws-spot", CapacitySpot, 1.25).at(2*h, 4*h).build(),
+		seg("train-1").attempt(2).team("ml").project("llm").gpus(4).pool("aws-spot", gangway.CapacitySpot, 1.25).at(2*h, 4*h).build(),
 		// ml: 1 GPU × 1 h on-demand at $3.
-		seg("train-2").team("ml").project("").gpus(1).pool("aws-od", CapacityOnDemand, 3).at(h, 2*h).build(),
+		seg("train-2").team("ml").project("").gpus(1).pool("aws-od", gangway.CapacityOnDemand, 3).at(h, 2*h).build(),
 		// vision: 8 GPUs × 0.5 h spot in a pool with no known on-demand price, $2.
-		seg("seg-1").team("vision").project("det").gpus(8).pool("gcp-spot", CapacitySpot, 0.5).at(0, 30*time.Minute).build(),
+		seg("seg-1").team("vision").project("det").gpus(8).pool("gcp-spot", gangway.CapacitySpot, 0.5).at(0, 30*time.Minute).build(),
 		// research: 1 GPU × 4 h on-prem at $0.5 = $2, no spot.
-		seg("rl-1").team("research").project("rl").gpus(1).pool("onprem", CapacityOnPrem, 0.5).at(0, 4*h).build(),
+		seg("rl-1").team("research").project("rl").gpus(1).pool("onprem", gangway.CapacityOnPrem, 0.5).at(0, 4*h).build(),
 	}
 	prices := map[string]float64{"aws-spot": 3, "aws-od": 3}
 
@@ -105,7 +105,10 @@ func TestReportFromLedgerAddsUp(t *testing.T) {
 	l := newLedger(rdb, Options{})
 	var segs []gangway.UsageSegment
 	teams := []string{"ml", "vision", "research"}
-	pools := []struct{ name, capacity string }{{"onprem", CapacityOnPrem}, {"aws-spot", CapacitySpot}, {"gcp-od", CapacityOnDemand}}
+	pools := []struct {
+		name     string
+		capacity gangway.CapacityType
+	}{{"onprem", gangway.CapacityOnPrem}, {"aws-spot", gangway.CapacitySpot}, {"gcp-od", gangway.CapacityOnDemand}}
 	for i := range 60 {
 		p := pools[i%3]
 		start := time.Duration(i)*17*time.Minute + time.Duration(i*i)*time.Millisecond + time.Duration(i)*333*time.Microsecond
@@ -159,7 +162,7 @@ func checkAddsUp(t errorer, by GroupBy, segs []gangway.UsageSegment, prices map[
 		_, r.TotalDollars = sumInOrder(segs)
 		saved, known := 0.0, true
 		for _, s := range segs {
-			if s.CapacityType != CapacitySpot {
+			if s.CapacityType != gangway.CapacitySpot {
 				continue
 			}
 			price, ok := prices[s.Pool]
@@ -199,8 +202,11 @@ func TestLedgerProperties(t *testing.T) {
 	ctx := context.Background()
 	// Job IDs where one is a prefix of another.
 	jobs := []string{"a", "a-1", "b", "b-1"}
-	pools := []struct{ name, capacity string }{
-		{"onprem", CapacityOnPrem}, {"aws-spot", CapacitySpot}, {"aws-od", CapacityOnDemand}, {"gcp-spot", CapacitySpot},
+	pools := []struct {
+		name     string
+		capacity gangway.CapacityType
+	}{
+		{"onprem", gangway.CapacityOnPrem}, {"aws-spot", gangway.CapacitySpot}, {"aws-od", gangway.CapacityOnDemand}, {"gcp-spot", gangway.CapacitySpot},
 	}
 	rapid.Check(t, func(rt *rapid.T) {
 		l := newLedger(rdb, Options{})

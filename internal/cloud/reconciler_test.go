@@ -59,8 +59,8 @@ func (f *fakeJobs) Attempt(_ context.Context, id gangway.JobID) (int, bool, erro
 func newCloud(t *testing.T, name string, c *clock) *fake.Provider {
 	t.Helper()
 	p, err := fake.New(fake.Options{Name: name, Clock: c, Pools: []fake.Pool{
-		{Name: "a100-spot", Zone: "z1", InstanceType: "a100x8", GPUModel: "A100", GPUs: 8, CapacityType: providers.Spot, PricePerHour: 12},
-		{Name: "a100-od", Zone: "z1", InstanceType: "a100x8", GPUModel: "A100", GPUs: 8, CapacityType: providers.OnDemand, PricePerHour: 32},
+		{Name: "a100-spot", Zone: "z1", InstanceType: "a100x8", GPUModel: "A100", GPUs: 8, CapacityType: gangway.CapacitySpot, PricePerHour: 12},
+		{Name: "a100-od", Zone: "z1", InstanceType: "a100x8", GPUModel: "A100", GPUs: 8, CapacityType: gangway.CapacityOnDemand, PricePerHour: 32},
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -71,12 +71,12 @@ func newCloud(t *testing.T, name string, c *clock) *fake.Provider {
 // launch starts count instances for one attempt of one job in pool.
 func launch(t *testing.T, p *fake.Provider, pool, jobID string, attempt, count int) []string {
 	t.Helper()
-	ct := providers.Spot
+	ct := gangway.CapacitySpot
 	if strings.HasSuffix(pool, "-od") {
-		ct = providers.OnDemand
+		ct = gangway.CapacityOnDemand
 	}
 	insts, err := p.Launch(t.Context(), providers.LaunchRequest{
-		Offer: providers.Offer{Pool: pool, Zone: "z1", InstanceType: "a100x8", CapacityType: ct},
+		Offer: gangway.Offer{Pool: pool, Zone: "z1", InstanceType: "a100x8", CapacityType: ct},
 		Count: count, Token: providers.Token(jobID, attempt), JobID: jobID, Attempt: attempt,
 	})
 	if err != nil {

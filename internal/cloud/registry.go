@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/providers"
 )
 
@@ -43,7 +44,7 @@ type Registry struct {
 }
 
 type cachedOffers struct {
-	offers []providers.Offer
+	offers []gangway.Offer
 	at     time.Time
 }
 
@@ -111,12 +112,12 @@ func (r *Registry) Names() []string {
 // fails is logged and left out (its stale prices are not served: a burst
 // priced on them could overspend); the others still answer. The error is
 // non-nil only when ctx ended.
-func (r *Registry) Offers(ctx context.Context) ([]providers.Offer, error) {
+func (r *Registry) Offers(ctx context.Context) ([]gangway.Offer, error) {
 	if r == nil || len(r.names) == 0 {
 		return nil, ctx.Err()
 	}
 	now := r.opts.Now()
-	fresh := make([][]providers.Offer, len(r.names))
+	fresh := make([][]gangway.Offer, len(r.names))
 	var stale []int
 	r.mu.Lock()
 	for i, n := range r.names {
@@ -154,7 +155,7 @@ func (r *Registry) Offers(ctx context.Context) ([]providers.Offer, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	var out []providers.Offer
+	var out []gangway.Offer
 	for _, o := range fresh {
 		out = append(out, o...)
 	}

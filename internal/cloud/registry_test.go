@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/internal/cloud"
 	"github.com/gangwayhq/gangway/internal/testclock"
 	"github.com/gangwayhq/gangway/providers"
@@ -21,12 +22,12 @@ type counting struct {
 	calls int
 }
 
-func (c *counting) Offers(ctx context.Context) ([]providers.Offer, error) {
+func (c *counting) Offers(ctx context.Context) ([]gangway.Offer, error) {
 	c.calls++
 	return c.Provider.Offers(ctx)
 }
 
-func pools(offers []providers.Offer) []string {
+func pools(offers []gangway.Offer) []string {
 	var out []string
 	for _, o := range offers {
 		out = append(out, o.Provider+"/"+o.Pool)

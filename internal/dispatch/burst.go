@@ -10,7 +10,6 @@ import (
 	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/internal/capacity"
 	"github.com/gangwayhq/gangway/placement"
-	"github.com/gangwayhq/gangway/providers"
 	"github.com/gangwayhq/gangway/workflows"
 )
 
@@ -43,18 +42,8 @@ func (l *Loop) placementOptions(ctx context.Context, now time.Time, queue []gang
 		}
 		o.Teams = l.teams
 	}
-	o.Offers = placementOffers(offers)
+	o.Offers = offers
 	return o
-}
-
-func placementOffers(offers []providers.Offer) []placement.Offer {
-	out := make([]placement.Offer, 0, len(offers))
-	for _, f := range offers {
-		out = append(out, placement.Offer{Provider: f.Provider, Pool: f.Pool, Region: f.Region, Zone: f.Zone,
-			InstanceType: f.InstanceType, GPUModel: f.GPUModel, GPUsPerInstance: f.GPUs,
-			CapacityType: string(f.CapacityType), PricePerHour: f.PricePerHour, InterruptionRate: f.InterruptionRate})
-	}
-	return out
 }
 
 // burst takes each job the plan sends to the cloud out of the queue (under
@@ -103,14 +92,7 @@ func (l *Loop) deliverBursts(ctx context.Context) {
 }
 
 func burstRequest(b placement.Burst) workflows.BurstRequest {
-	req := workflows.BurstRequest{Attempt: b.Attempt, Reason: b.Reason}
-	for _, c := range b.Offers {
-		req.Offers = append(req.Offers, workflows.BurstOffer{Provider: c.Provider, Pool: c.Pool, Region: c.Region,
-			Zone: c.Zone, InstanceType: c.InstanceType, GPUModel: c.GPUModel, GPUsPerInstance: c.GPUsPerInstance,
-			CapacityType: c.CapacityType, PricePerHour: c.PricePerHour, InterruptionRate: c.InterruptionRate,
-			Count: c.Count, ExpectedCost: c.ExpectedCost})
-	}
-	return req
+	return workflows.BurstRequest{Attempt: b.Attempt, Reason: b.Reason, Offers: b.Offers}
 }
 
 // SignalBurst implements Workflows.

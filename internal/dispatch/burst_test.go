@@ -8,12 +8,11 @@ import (
 	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/internal/capacity"
 	"github.com/gangwayhq/gangway/placement"
-	"github.com/gangwayhq/gangway/providers"
 )
 
-type fakeCloud []providers.Offer
+type fakeCloud []gangway.Offer
 
-func (c fakeCloud) Offers(context.Context) ([]providers.Offer, error) { return c, nil }
+func (c fakeCloud) Offers(context.Context) ([]gangway.Offer, error) { return c, nil }
 
 type fakeBudgets map[string]placement.TeamPolicy
 
@@ -21,8 +20,8 @@ func (b fakeBudgets) TeamPolicies(context.Context, time.Time) (map[string]placem
 	return b, nil
 }
 
-var spotOffer = providers.Offer{Provider: "fake", Pool: "fake-spot", Zone: "z1", InstanceType: "a2-8", GPUModel: "H100",
-	GPUs: 8, CapacityType: providers.Spot, PricePerHour: 8, InterruptionRate: 0.1}
+var spotOffer = gangway.Offer{Provider: "fake", Pool: "fake-spot", Zone: "z1", InstanceType: "a2-8", GPUModel: "H100",
+	GPUsPerInstance: 8, CapacityType: gangway.CapacitySpot, PricePerHour: 8, InterruptionRate: 0.1}
 
 func burstEntry(id string) gangway.QueueEntry {
 	e := entry(id, 1, 8)

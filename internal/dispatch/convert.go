@@ -61,11 +61,7 @@ func placementJobs(q []gangway.QueueEntry) []placement.Job {
 }
 
 func topology(t gangway.Topology) placement.Topology {
-	levels := map[string]placement.Level{
-		gangway.TopologyNVLink: placement.LevelNVLink, gangway.TopologyNode: placement.LevelNode,
-		gangway.TopologyRack: placement.LevelRack, gangway.TopologyBlock: placement.LevelBlock,
-	}
-	return placement.Topology{Level: levels[t.Level], Required: t.Required}
+	return placement.Topology{Level: placement.Level(t.Level.Rank()), Required: t.Required}
 }
 
 // stamp copies what later cycles need about a running job from its queue

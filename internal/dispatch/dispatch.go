@@ -12,7 +12,6 @@ import (
 	"github.com/gangwayhq/gangway/internal/capacity"
 	"github.com/gangwayhq/gangway/internal/metrics"
 	"github.com/gangwayhq/gangway/placement"
-	"github.com/gangwayhq/gangway/providers"
 	"github.com/gangwayhq/gangway/workflows"
 )
 
@@ -74,7 +73,7 @@ type Config struct {
 
 // Offers is the cloud capacity jobs may burst to.
 type Offers interface {
-	Offers(ctx context.Context) ([]providers.Offer, error)
+	Offers(ctx context.Context) ([]gangway.Offer, error)
 }
 
 // Budgets reports what each team may still spend in the cloud and at what

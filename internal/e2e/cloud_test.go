@@ -135,7 +135,7 @@ func TestCloudOnRealServers(t *testing.T) {
 		gang.Args = append(gang.Args, "--checkpoint-every", "100000", "--checkpoint-size", size)
 		gang.Checkpoint.GracePeriod = gangway.Duration{Duration: time.Minute}
 	}
-	gang.Burst = gangway.Burst{Enabled: true, CapacityTypes: []string{gangway.CapacitySpot}}
+	gang.Burst = gangway.Burst{Enabled: true, CapacityTypes: []gangway.CapacityType{gangway.CapacitySpot}}
 	gang.EstimatedRuntime = gangway.Duration{Duration: 30 * time.Second}
 	gang.MaxRuntime = gangway.Duration{Duration: time.Minute}
 	submit(gang)
@@ -184,7 +184,7 @@ func TestCloudOnRealServers(t *testing.T) {
 	var burst []string
 	for i := range 3 {
 		sp := spec(fmt.Sprintf("overflow-%d", i), "speech", 1, 8, s.bin, 30)
-		sp.Burst = gangway.Burst{Enabled: true, CapacityTypes: []string{gangway.CapacityOnDemand}}
+		sp.Burst = gangway.Burst{Enabled: true, CapacityTypes: []gangway.CapacityType{gangway.CapacityOnDemand}}
 		sp.EstimatedRuntime = gangway.Duration{Duration: 5 * time.Second}
 		submit(sp)
 		burst = append(burst, sp.Name)

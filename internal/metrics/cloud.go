@@ -1,6 +1,10 @@
 package metrics
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/gangwayhq/gangway"
+)
 
 // Cloud holds the collectors of rented capacity: what was launched and
 // terminated, the orphans the reconciler found, and what is live now.
@@ -57,11 +61,11 @@ func NewCloud(reg prometheus.Registerer) *Cloud {
 }
 
 // Launched counts n instances launched in pool.
-func (c *Cloud) Launched(provider, pool, capacityType string, n int) {
+func (c *Cloud) Launched(provider, pool string, capacityType gangway.CapacityType, n int) {
 	if c == nil || n <= 0 {
 		return
 	}
-	c.launched.WithLabelValues(provider, pool, capacityType).Add(float64(n))
+	c.launched.WithLabelValues(provider, pool, string(capacityType)).Add(float64(n))
 }
 
 // LaunchFailed counts a launch call that failed; reason is

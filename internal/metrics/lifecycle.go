@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/gangwayhq/gangway"
 )
 
 // Lifecycle is the collector set for how runs end and how jobs come back:
@@ -43,8 +45,8 @@ func NewLifecycle(reg prometheus.Registerer) *Lifecycle {
 }
 
 // RunEnded records one run's end.
-func (l *Lifecycle) RunEnded(cause, team, pool, capacityType string, lostGPUSeconds float64, stop time.Duration) {
-	l.ended.WithLabelValues(cause, pool, capacityType).Inc()
+func (l *Lifecycle) RunEnded(cause, team, pool string, capacityType gangway.CapacityType, lostGPUSeconds float64, stop time.Duration) {
+	l.ended.WithLabelValues(cause, pool, string(capacityType)).Inc()
 	if lostGPUSeconds > 0 {
 		l.lost.WithLabelValues(cause, team, pool).Add(lostGPUSeconds)
 	}

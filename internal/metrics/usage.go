@@ -40,7 +40,7 @@ func (u *Usage) Segment(seg gangway.UsageSegment) {
 	if !(sec >= 0) || !(usd >= 0) {
 		return
 	}
-	labels := prometheus.Labels{"team": seg.Team, "project": seg.Project, "pool": seg.Pool, "capacity_type": seg.CapacityType}
+	labels := prometheus.Labels{"team": seg.Team, "project": seg.Project, "pool": seg.Pool, "capacity_type": string(seg.CapacityType)}
 	u.gpuSeconds.With(labels).Add(sec)
 	u.dollars.With(labels).Add(usd)
 }

@@ -15,7 +15,7 @@ func TestUsageSegment(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	u := NewUsage(reg)
 	t0 := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
-	seg := func(team, pool, capacity string, gpus int, d time.Duration, price float64) gangway.UsageSegment {
+	seg := func(team, pool string, capacity gangway.CapacityType, gpus int, d time.Duration, price float64) gangway.UsageSegment {
 		return gangway.UsageSegment{JobID: "j", Team: team, Project: "llm", Pool: pool, CapacityType: capacity,
 			GPUs: gpus, Start: t0, End: t0.Add(d), PricePerGPUHour: price}
 	}

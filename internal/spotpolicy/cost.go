@@ -1,6 +1,8 @@
 package spotpolicy
 
 import (
+	"github.com/gangwayhq/gangway"
+
 	"math"
 	"time"
 )
@@ -11,7 +13,7 @@ const DefaultRestartOverhead = 5 * time.Minute
 
 // Offer is what a pool costs and how often it is interrupted.
 type Offer struct {
-	CapacityType     string  // gangway.CapacitySpot or gangway.CapacityOnDemand
+	CapacityType     gangway.CapacityType
 	PricePerGPUHour  float64 // dollars
 	InterruptionRate float64 // interruptions per instance-hour (0 for on-demand); used as given
 }

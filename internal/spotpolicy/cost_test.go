@@ -93,7 +93,7 @@ func near(got, want float64) bool {
 // genCostCase draws an offer and a job's work.
 func genCostCase(t *rapid.T) (spotpolicy.Offer, spotpolicy.Work) {
 	o := spotpolicy.Offer{
-		CapacityType:     rapid.SampledFrom([]string{gangway.CapacitySpot, gangway.CapacityOnDemand}).Draw(t, "type"),
+		CapacityType:     rapid.SampledFrom([]gangway.CapacityType{gangway.CapacitySpot, gangway.CapacityOnDemand}).Draw(t, "type"),
 		PricePerGPUHour:  rapid.Float64Range(0.01, 40).Draw(t, "price"),
 		InterruptionRate: rapid.Float64Range(0, 2).Draw(t, "rate"),
 	}

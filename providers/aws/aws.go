@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
+	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/providers"
 )
 
@@ -118,7 +119,7 @@ func (p *Provider) Name() string { return p.opts.Name }
 // Offers lists a spot offer per configured instance type and zone at the
 // live spot price (DescribeSpotPriceHistory), and an on-demand offer at the
 // table's list price in each of those zones.
-func (p *Provider) Offers(ctx context.Context) ([]providers.Offer, error) {
+func (p *Provider) Offers(ctx context.Context) ([]gangway.Offer, error) {
 	now := p.opts.Now()
 	in := &ec2.DescribeSpotPriceHistoryInput{
 		ProductDescriptions: []string{"Linux/UNIX"},
@@ -146,7 +147,7 @@ func (p *Provider) Offers(ctx context.Context) ([]providers.Offer, error) {
 			}
 		}
 	}
-	var offers []providers.Offer
+	var offers []gangway.Offer
 	for _, k := range slices.SortedFunc(maps.Keys(latest), func(a, b key) int {
 		return cmp.Or(cmp.Compare(a.instanceType, b.instanceType), cmp.Compare(a.zone, b.zone))
 	}) {
@@ -156,21 +157,21 @@ func (p *Provider) Offers(ctx context.Context) ([]providers.Offer, error) {
 			continue
 		}
 		it := p.types[k.instanceType]
-		offers = append(offers, p.offer(it, k.zone, providers.Spot, price))
+		offers = append(offers, p.offer(it, k.zone, gangway.CapacitySpot, price))
 		if it.OnDemandPrice > 0 {
-			offers = append(offers, p.offer(it, k.zone, providers.OnDemand, it.OnDemandPrice))
+			offers = append(offers, p.offer(it, k.zone, gangway.CapacityOnDemand, it.OnDemandPrice))
 		}
 	}
 	return offers, nil
 }
 
-func (p *Provider) offer(it InstanceType, zone string, ct providers.CapacityType, price float64) providers.Offer {
-	o := providers.Offer{
+func (p *Provider) offer(it InstanceType, zone string, ct gangway.CapacityType, price float64) gangway.Offer {
+	o := gangway.Offer{
 		Provider: p.opts.Name, Pool: providers.PoolName(p.opts.Name, zone, it.Name, ct),
-		Region: p.opts.Region, Zone: zone, InstanceType: it.Name, GPUModel: it.GPUModel, GPUs: it.GPUs,
+		Region: p.opts.Region, Zone: zone, InstanceType: it.Name, GPUModel: it.GPUModel, GPUsPerInstance: it.GPUs,
 		CapacityType: ct, PricePerHour: price,
 	}
-	if ct == providers.Spot {
+	if ct == gangway.CapacitySpot {
 		o.InterruptionRate = it.InterruptionRate
 	}
 	return o
@@ -236,7 +237,7 @@ func (p *Provider) Launch(ctx context.Context, req providers.LaunchRequest) ([]p
 	if p.opts.InstanceProfile != "" {
 		in.IamInstanceProfile = &types.IamInstanceProfileSpecification{Name: awssdk.String(p.opts.InstanceProfile)}
 	}
-	if req.Offer.CapacityType == providers.Spot {
+	if req.Offer.CapacityType == gangway.CapacitySpot {
 		spot := &types.SpotMarketOptions{
 			SpotInstanceType:             types.SpotInstanceTypeOneTime,
 			InstanceInterruptionBehavior: types.InstanceInterruptionBehaviorTerminate,
@@ -352,12 +353,12 @@ func (p *Provider) describe(ctx context.Context, op string, filters []types.Filt
 func (p *Provider) instance(i types.Instance) providers.Instance {
 	in := providers.Instance{
 		ID: awssdk.ToString(i.InstanceId), NodeID: awssdk.ToString(i.InstanceId), Provider: p.opts.Name,
-		InstanceType: string(i.InstanceType), CapacityType: providers.OnDemand,
+		InstanceType: string(i.InstanceType), CapacityType: gangway.CapacityOnDemand,
 		PrivateIP: awssdk.ToString(i.PrivateIpAddress), LaunchedAt: awssdk.ToTime(i.LaunchTime),
 		Tags: map[string]string{},
 	}
 	if i.InstanceLifecycle == types.InstanceLifecycleTypeSpot {
-		in.CapacityType = providers.Spot
+		in.CapacityType = gangway.CapacitySpot
 	}
 	if i.Placement != nil {
 		in.Zone = awssdk.ToString(i.Placement.AvailabilityZone)

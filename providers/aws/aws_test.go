@@ -14,6 +14,7 @@ import (
 	"github.com/aws/smithy-go"
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/providers"
 	"github.com/gangwayhq/gangway/providers/aws"
 	"github.com/gangwayhq/gangway/providers/internal/ec2fake"
@@ -108,7 +109,7 @@ func TestRunInstancesRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	tests := map[string]struct {
-		offer providers.Offer
+		offer gangway.Offer
 		max   float64
 		want  map[string]string
 	}{

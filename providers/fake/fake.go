@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/providers"
 )
 
@@ -42,7 +43,7 @@ type Pool struct {
 	InstanceType string
 	GPUModel     string
 	GPUs         int // per instance
-	CapacityType providers.CapacityType
+	CapacityType gangway.CapacityType
 	// PricePerHour is per instance; a trace with prices overrides it.
 	PricePerHour float64
 	// MaxInstances caps the pool's live instances; 0 means no limit. A
@@ -187,15 +188,15 @@ func New(opts Options) (*Provider, error) {
 			return nil, fmt.Errorf("fake: pools[%d] (%s): zone is required", i, c.InstanceType)
 		case c.GPUs < 0:
 			return nil, fmt.Errorf("fake: pools[%d]: gpus must not be negative, got %d", i, c.GPUs)
-		case c.CapacityType != providers.Spot && c.CapacityType != providers.OnDemand:
-			return nil, fmt.Errorf("fake: pools[%d]: capacityType must be %q or %q, got %q", i, providers.Spot, providers.OnDemand, c.CapacityType)
+		case c.CapacityType != gangway.CapacitySpot && c.CapacityType != gangway.CapacityOnDemand:
+			return nil, fmt.Errorf("fake: pools[%d]: capacityType must be %q or %q, got %q", i, gangway.CapacitySpot, gangway.CapacityOnDemand, c.CapacityType)
 		case c.PricePerHour < 0:
 			return nil, fmt.Errorf("fake: pools[%d]: pricePerHour must not be negative", i)
 		}
 		if c.TraceScale <= 0 {
 			c.TraceScale = 1
 		}
-		if c.InterruptionRate == 0 && c.Trace != nil && c.CapacityType == providers.Spot {
+		if c.InterruptionRate == 0 && c.Trace != nil && c.CapacityType == gangway.CapacitySpot {
 			c.InterruptionRate = c.Trace.InterruptionRate()
 		}
 		seen[c.Name] = true
@@ -212,24 +213,24 @@ func New(opts Options) (*Provider, error) {
 func (p *Provider) Name() string { return p.name }
 
 // Offers lists one offer per pool with its price now.
-func (p *Provider) Offers(ctx context.Context) ([]providers.Offer, error) {
+func (p *Provider) Offers(ctx context.Context) ([]gangway.Offer, error) {
 	p.lock()
 	defer p.unlock()
 	if err := p.check(ctx, OpOffers); err != nil {
 		return nil, err
 	}
 	now := p.opts.Clock.Now()
-	offers := make([]providers.Offer, 0, len(p.pools))
+	offers := make([]gangway.Offer, 0, len(p.pools))
 	for _, pl := range p.pools {
 		offers = append(offers, p.offer(pl, now))
 	}
 	return offers, nil
 }
 
-func (p *Provider) offer(pl *pool, now time.Time) providers.Offer {
-	return providers.Offer{
+func (p *Provider) offer(pl *pool, now time.Time) gangway.Offer {
+	return gangway.Offer{
 		Provider: p.name, Pool: pl.Name, Region: pl.Region, Zone: pl.Zone,
-		InstanceType: pl.InstanceType, GPUModel: pl.GPUModel, GPUs: pl.GPUs,
+		InstanceType: pl.InstanceType, GPUModel: pl.GPUModel, GPUsPerInstance: pl.GPUs,
 		CapacityType: pl.CapacityType, PricePerHour: p.price(pl, now),
 		InterruptionRate: pl.InterruptionRate,
 	}
@@ -272,7 +273,7 @@ func (p *Provider) launchLocked(ctx context.Context, req providers.LaunchRequest
 	}
 	now := p.opts.Clock.Now()
 	price := p.price(pl, now)
-	if pl.CapacityType == providers.Spot && req.MaxPricePerHour > 0 && price > req.MaxPricePerHour {
+	if pl.CapacityType == gangway.CapacitySpot && req.MaxPricePerHour > 0 && price > req.MaxPricePerHour {
 		return nil, false, fmt.Errorf("%s: launch in %s: %w: $%.4f/h > max $%.4f/h", p.name, pl.Name, providers.ErrPriceTooLow, price, req.MaxPricePerHour)
 	}
 	n := req.Count
@@ -514,7 +515,7 @@ func (p *Provider) check(ctx context.Context, op Op) error {
 	return nil
 }
 
-func (p *Provider) findPool(o providers.Offer) *pool {
+func (p *Provider) findPool(o gangway.Offer) *pool {
 	for _, pl := range p.pools {
 		if o.Pool != "" && pl.Name == o.Pool ||
 			o.Pool == "" && pl.Zone == o.Zone && pl.InstanceType == o.InstanceType && pl.CapacityType == o.CapacityType {
@@ -589,7 +590,7 @@ func (p *Provider) advance(now time.Time) {
 		}
 	}
 	for _, pl := range p.pools {
-		if pl.Trace == nil || pl.CapacityType != providers.Spot {
+		if pl.Trace == nil || pl.CapacityType != gangway.CapacitySpot {
 			continue
 		}
 		last := pl.Trace.index(now.Sub(p.opts.TraceStart))

@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/internal/testclock"
 	"github.com/gangwayhq/gangway/providers"
 	"github.com/gangwayhq/gangway/providers/fake"
@@ -24,7 +25,7 @@ type clock = testclock.Clock
 var t0 = time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC)
 
 var v100 = fake.Pool{Region: "us-east-1", Zone: "us-east-1a", InstanceType: "p3.2xlarge", GPUModel: "V100", GPUs: 1,
-	CapacityType: providers.Spot, PricePerHour: 0.918}
+	CapacityType: gangway.CapacitySpot, PricePerHour: 0.918}
 
 // controller drives the fake's fault injection for the conformance suite.
 type controller struct{ p *fake.Provider }
@@ -39,7 +40,7 @@ func (c controller) Reset()              { c.p.ClearFaults() }
 
 func TestConformance(t *testing.T) {
 	od := v100
-	od.CapacityType, od.PricePerHour = providers.OnDemand, 3.06
+	od.CapacityType, od.PricePerHour = gangway.CapacityOnDemand, 3.06
 	p, err := fake.New(fake.Options{Pools: []fake.Pool{v100, od}, BootDelay: time.Minute, Clock: testclock.New(t0)})
 	if err != nil {
 		t.Fatal(err)
@@ -215,10 +216,10 @@ func TestNewRejectsBadPools(t *testing.T) {
 		wantErr string
 	}{
 		"twice":         {pools: []fake.Pool{v100, v100}, wantErr: "given twice"},
-		"no type":       {pools: []fake.Pool{{Zone: "z", CapacityType: providers.Spot}}, wantErr: "instanceType is required"},
-		"no zone":       {pools: []fake.Pool{{InstanceType: "t", CapacityType: providers.Spot}}, wantErr: "zone is required"},
+		"no type":       {pools: []fake.Pool{{Zone: "z", CapacityType: gangway.CapacitySpot}}, wantErr: "instanceType is required"},
+		"no zone":       {pools: []fake.Pool{{InstanceType: "t", CapacityType: gangway.CapacitySpot}}, wantErr: "zone is required"},
 		"bad capacity":  {pools: []fake.Pool{{Zone: "z", InstanceType: "t", CapacityType: "reserved"}}, wantErr: "capacityType"},
-		"negative gpus": {pools: []fake.Pool{{Zone: "z", InstanceType: "t", GPUs: -1, CapacityType: providers.Spot}}, wantErr: "gpus"},
+		"negative gpus": {pools: []fake.Pool{{Zone: "z", InstanceType: "t", GPUs: -1, CapacityType: gangway.CapacitySpot}}, wantErr: "gpus"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

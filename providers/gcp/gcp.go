@@ -17,6 +17,7 @@ import (
 	"google.golang.org/api/iterator"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/providers"
 )
 
@@ -143,11 +144,11 @@ func (p *Provider) Name() string { return p.opts.Name }
 
 // Offers lists, per zone and machine type with a price for the zone's
 // region, a spot and an on-demand offer. It makes no API call.
-func (p *Provider) Offers(ctx context.Context) ([]providers.Offer, error) {
+func (p *Provider) Offers(ctx context.Context) ([]gangway.Offer, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("gcp: offers: %w", err)
 	}
-	var offers []providers.Offer
+	var offers []gangway.Offer
 	for _, mt := range p.opts.MachineTypes {
 		for _, zone := range p.opts.Zones {
 			pr, ok := p.prices[[2]string{mt.Name, region(zone)}]
@@ -155,14 +156,14 @@ func (p *Provider) Offers(ctx context.Context) ([]providers.Offer, error) {
 				continue
 			}
 			for _, o := range []struct {
-				ct    providers.CapacityType
+				ct    gangway.CapacityType
 				price float64
 				rate  float64
-			}{{providers.Spot, pr.Spot, mt.InterruptionRate}, {providers.OnDemand, pr.OnDemand, 0}} {
+			}{{gangway.CapacitySpot, pr.Spot, mt.InterruptionRate}, {gangway.CapacityOnDemand, pr.OnDemand, 0}} {
 				if o.price > 0 {
-					offers = append(offers, providers.Offer{
+					offers = append(offers, gangway.Offer{
 						Provider: p.opts.Name, Pool: providers.PoolName(p.opts.Name, zone, mt.Name, o.ct),
-						Region: region(zone), Zone: zone, InstanceType: mt.Name, GPUModel: mt.GPUModel, GPUs: mt.GPUs,
+						Region: region(zone), Zone: zone, InstanceType: mt.Name, GPUModel: mt.GPUModel, GPUsPerInstance: mt.GPUs,
 						CapacityType: o.ct, PricePerHour: o.price, InterruptionRate: o.rate,
 					})
 				}
@@ -199,7 +200,7 @@ func (p *Provider) Launch(ctx context.Context, req providers.LaunchRequest) ([]p
 	if !slices.Contains(p.opts.Zones, zone) {
 		return nil, fmt.Errorf("gcp: launch: %w: zone %q is not configured", providers.ErrInvalid, zone)
 	}
-	if req.Offer.CapacityType == providers.Spot && req.MaxPricePerHour > 0 {
+	if req.Offer.CapacityType == gangway.CapacitySpot && req.MaxPricePerHour > 0 {
 		// GCE spot VMs take no bid; the configured price stands in for one.
 		if pr := p.prices[[2]string{mt.Name, region(zone)}]; pr.Spot > req.MaxPricePerHour {
 			return nil, fmt.Errorf("gcp: launch in %s: %w: $%.4f/h > max $%.4f/h", zone, providers.ErrPriceTooLow, pr.Spot, req.MaxPricePerHour)
@@ -299,14 +300,14 @@ func metadata(item string) string {
 	return "curl -sf -H 'Metadata-Flavor: Google' http://metadata.google.internal/computeMetadata/v1/" + item
 }
 
-func (p *Provider) resource(name, zone string, mt MachineType, ct providers.CapacityType, tags map[string]string, script string) *computepb.Instance {
+func (p *Provider) resource(name, zone string, mt MachineType, ct gangway.CapacityType, tags map[string]string, script string) *computepb.Instance {
 	labels := make(map[string]string, len(tags))
 	for k, v := range tags {
 		labels[labelKey(k)] = labelValue(v)
 	}
 	// GPUs cannot live-migrate: host maintenance stops the VM either way.
 	sched := &computepb.Scheduling{OnHostMaintenance: proto.String("TERMINATE")}
-	if ct == providers.Spot {
+	if ct == gangway.CapacitySpot {
 		sched.ProvisioningModel = proto.String("SPOT")
 		sched.InstanceTerminationAction = proto.String("DELETE")
 		sched.AutomaticRestart = proto.Bool(false)
@@ -438,14 +439,14 @@ func (p *Provider) instance(in *computepb.Instance) providers.Instance {
 	zone := last(in.GetZone())
 	out := providers.Instance{
 		ID: zone + "/" + in.GetName(), NodeID: in.GetName(), Provider: p.opts.Name, Zone: zone,
-		InstanceType: last(in.GetMachineType()), CapacityType: providers.OnDemand,
+		InstanceType: last(in.GetMachineType()), CapacityType: gangway.CapacityOnDemand,
 		State: state(in.GetStatus()), StateReason: in.GetStatusMessage(), Tags: maps.Clone(in.GetLabels()),
 	}
 	if out.Tags == nil {
 		out.Tags = map[string]string{}
 	}
 	if in.GetScheduling().GetProvisioningModel() == "SPOT" {
-		out.CapacityType = providers.Spot
+		out.CapacityType = gangway.CapacitySpot
 	}
 	if mt, ok := p.types[out.InstanceType]; ok {
 		out.GPUModel, out.GPUs = mt.GPUModel, mt.GPUs

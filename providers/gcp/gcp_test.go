@@ -13,6 +13,7 @@ import (
 	"google.golang.org/api/googleapi"
 	"google.golang.org/api/option"
 
+	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/providers"
 	"github.com/gangwayhq/gangway/providers/gcp"
 	"github.com/gangwayhq/gangway/providers/internal/gcefake"
@@ -91,7 +92,7 @@ func TestOffers(t *testing.T) {
 	}
 }
 
-func offer(t *testing.T, p *gcp.Provider, pool string) providers.Offer {
+func offer(t *testing.T, p *gcp.Provider, pool string) gangway.Offer {
 	t.Helper()
 	offers, err := p.Offers(context.Background())
 	if err != nil {
@@ -103,7 +104,7 @@ func offer(t *testing.T, p *gcp.Provider, pool string) providers.Offer {
 		}
 	}
 	t.Fatalf("no offer %s", pool)
-	return providers.Offer{}
+	return gangway.Offer{}
 }
 
 // TestInsertRequest checks what goes on the wire: spot scheduling with

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/providers"
 )
 
@@ -88,7 +89,7 @@ func ctx(t *testing.T) context.Context {
 }
 
 // offer is the first spot offer (the first offer when there is none).
-func (s *suite) offer(t *testing.T) providers.Offer {
+func (s *suite) offer(t *testing.T) gangway.Offer {
 	t.Helper()
 	offers, err := s.p.Offers(ctx(t))
 	if err != nil {
@@ -98,7 +99,7 @@ func (s *suite) offer(t *testing.T) providers.Offer {
 		t.Fatal("Offers: none")
 	}
 	for _, o := range offers {
-		if o.CapacityType == providers.Spot {
+		if o.CapacityType == gangway.CapacitySpot {
 			return o
 		}
 	}
@@ -171,16 +172,16 @@ func testOffers(t *testing.T, s *suite) {
 		if o.Pool == "" || o.InstanceType == "" || o.Zone == "" {
 			problems = append(problems, "pool, instance type and zone are required")
 		}
-		if o.GPUs <= 0 || o.GPUModel == "" {
-			problems = append(problems, fmt.Sprintf("%d GPUs of model %q", o.GPUs, o.GPUModel))
+		if o.GPUsPerInstance <= 0 || o.GPUModel == "" {
+			problems = append(problems, fmt.Sprintf("%d GPUs of model %q", o.GPUsPerInstance, o.GPUModel))
 		}
-		if o.CapacityType != providers.Spot && o.CapacityType != providers.OnDemand {
+		if o.CapacityType != gangway.CapacitySpot && o.CapacityType != gangway.CapacityOnDemand {
 			problems = append(problems, fmt.Sprintf("capacity type %q", o.CapacityType))
 		}
 		if o.PricePerHour <= 0 {
 			problems = append(problems, fmt.Sprintf("price %v", o.PricePerHour))
 		}
-		if o.InterruptionRate < 0 || o.CapacityType == providers.OnDemand && o.InterruptionRate != 0 {
+		if o.InterruptionRate < 0 || o.CapacityType == gangway.CapacityOnDemand && o.InterruptionRate != 0 {
 			problems = append(problems, fmt.Sprintf("interruption rate %v for %s", o.InterruptionRate, o.CapacityType))
 		}
 		if len(problems) > 0 {
@@ -271,7 +272,7 @@ func checkInstance(t *testing.T, s *suite, req providers.LaunchRequest, in provi
 		t.Errorf("instance %s tags (-want +got):\n%s", in.ID, diff)
 	}
 	if in.Provider != s.p.Name() || in.Pool != req.Offer.Pool || in.InstanceType != req.Offer.InstanceType ||
-		in.CapacityType != req.Offer.CapacityType || in.GPUs != req.Offer.GPUs || in.GPUModel != req.Offer.GPUModel {
+		in.CapacityType != req.Offer.CapacityType || in.GPUs != req.Offer.GPUsPerInstance || in.GPUModel != req.Offer.GPUModel {
 		t.Errorf("instance %+v does not match offer %+v", in, req.Offer)
 	}
 }

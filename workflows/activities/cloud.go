@@ -111,12 +111,7 @@ func LaunchRequest(in workflows.ProvisionInput, join providers.Join) providers.L
 		tags["project"] = in.Project
 	}
 	return providers.LaunchRequest{
-		Offer: providers.Offer{
-			Provider: o.Provider, Pool: o.Pool, Region: o.Region, Zone: o.Zone,
-			InstanceType: o.InstanceType, GPUModel: o.GPUModel, GPUs: o.GPUsPerInstance,
-			CapacityType: providers.CapacityType(o.CapacityType), PricePerHour: o.PricePerHour,
-			InterruptionRate: o.InterruptionRate,
-		},
+		Offer:           o.Offer,
 		Count:           o.Count,
 		Token:           in.Token,
 		JobID:           in.JobID,

@@ -88,8 +88,8 @@ func (l lossy) Launch(ctx context.Context, req providers.LaunchRequest) ([]provi
 func newFake(t *testing.T) *fake.Provider {
 	t.Helper()
 	p, err := fake.New(fake.Options{Pools: []fake.Pool{
-		{Name: "a100-spot", Zone: "z1", InstanceType: "a100x8", GPUModel: "A100", GPUs: 8, CapacityType: providers.Spot, PricePerHour: 12},
-		{Name: "a100-od", Zone: "z1", InstanceType: "a100x8", GPUModel: "A100", GPUs: 8, CapacityType: providers.OnDemand, PricePerHour: 32},
+		{Name: "a100-spot", Zone: "z1", InstanceType: "a100x8", GPUModel: "A100", GPUs: 8, CapacityType: gangway.CapacitySpot, PricePerHour: 12},
+		{Name: "a100-od", Zone: "z1", InstanceType: "a100x8", GPUModel: "A100", GPUs: 8, CapacityType: gangway.CapacityOnDemand, PricePerHour: 32},
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -101,8 +101,8 @@ func provisionInput(job string, attempt, count int) workflows.ProvisionInput {
 	return workflows.ProvisionInput{
 		JobID: job, Attempt: attempt, Team: "vision", Project: "resnet",
 		Token: providers.Token(job, attempt),
-		Offer: workflows.BurstOffer{Provider: "fake", Pool: "a100-spot", Zone: "z1", InstanceType: "a100x8",
-			GPUModel: "A100", GPUsPerInstance: 8, CapacityType: "spot", PricePerHour: 12, Count: count},
+		Offer: gangway.BurstOffer{Offer: gangway.Offer{Provider: "fake", Pool: "a100-spot", Zone: "z1", InstanceType: "a100x8",
+			GPUModel: "A100", GPUsPerInstance: 8, CapacityType: gangway.CapacitySpot, PricePerHour: 12}, Count: count},
 	}
 }
 

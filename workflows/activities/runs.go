@@ -7,12 +7,13 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/worker"
 
+	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/workflows"
 )
 
 // RunMetrics is the part of the metrics RecordRun feeds.
 type RunMetrics interface {
-	RunEnded(cause, team, pool, capacityType string, lostGPUSeconds float64, stop time.Duration)
+	RunEnded(cause, team, pool string, capacityType gangway.CapacityType, lostGPUSeconds float64, stop time.Duration)
 	Recovered(cause string, d time.Duration)
 }
 

@@ -8,12 +8,13 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/workflows"
 )
 
 type fakeRunMetrics []string
 
-func (f *fakeRunMetrics) RunEnded(cause, team, pool, ct string, lost float64, stop time.Duration) {
+func (f *fakeRunMetrics) RunEnded(cause, team, pool string, ct gangway.CapacityType, lost float64, stop time.Duration) {
 	*f = append(*f, fmt.Sprintf("ended %s %s %s %s lost %v stop %v", cause, team, pool, ct, lost, stop))
 }
 

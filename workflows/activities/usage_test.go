@@ -62,7 +62,7 @@ func (f *fakeMetrics) Segment(seg gangway.UsageSegment) {
 	f.segs = append(f.segs, seg)
 }
 
-func usageSegment(job string, attempt int, capacityType string) gangway.UsageSegment {
+func usageSegment(job string, attempt int, capacityType gangway.CapacityType) gangway.UsageSegment {
 	return gangway.UsageSegment{
 		JobID: job, Attempt: attempt, Team: "ml", Project: "llm", Pool: "aws-spot", CapacityType: capacityType,
 		GPUs: 8, Start: t0, End: t0.Add(90 * time.Minute), PricePerGPUHour: 1.25,
