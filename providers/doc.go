@@ -1,7 +1,9 @@
 // Package providers is where cloud capacity plugs into Gangway: the
 // Provider interface that every cloud implements, the vocabulary around it
-// (Offer, LaunchRequest, Instance, capacity types, instance states, the
-// gangway-* tags) and the pieces all providers share.
+// (LaunchRequest, Instance, instance states, the gangway-* tags) and the
+// pieces all providers share. Offers and capacity types are the root
+// package's gangway.Offer and gangway.CapacityType: placement prices the
+// same Offer a provider lists, and a burst hands it back to Launch.
 //
 //   - Provider: Offers (what can be launched now, at what price and
 //     interruption rate), Launch (idempotent by token, all-or-nothing down
