@@ -25,7 +25,6 @@ import (
 
 	"github.com/gangwayhq/gangway/internal/sim"
 	"github.com/gangwayhq/gangway/internal/spotpolicy"
-	"github.com/gangwayhq/gangway/providers/fake"
 )
 
 // defaultSpotTraces is the directory of spot availability traces,
@@ -191,7 +190,7 @@ func loadSpotTraces(root string) ([]*spotpolicy.Trace, error) {
 		if st.IsDir() {
 			name, _ = filepath.Rel(root, file)
 		}
-		ft, err := fake.LoadTrace(file)
+		tr, err := spotpolicy.LoadTrace(file)
 		if err != nil {
 			if st.IsDir() {
 				// Zones repeat across subdirectories: say which file.
@@ -199,8 +198,8 @@ func loadSpotTraces(root string) ([]*spotpolicy.Trace, error) {
 			}
 			return nil, err
 		}
-		traces = append(traces, &spotpolicy.Trace{Name: strings.TrimSuffix(filepath.ToSlash(name), filepath.Ext(name)),
-			Gap: ft.Gap, Available: ft.Available, Prices: ft.Prices})
+		tr.Name = strings.TrimSuffix(filepath.ToSlash(name), filepath.Ext(name))
+		traces = append(traces, tr)
 	}
 	return traces, nil
 }
