@@ -189,7 +189,7 @@ func New(opts Options) (*Provider, error) {
 			return nil, fmt.Errorf("fake: pools[%d] (%s): zone is required", i, c.InstanceType)
 		case c.GPUs < 0:
 			return nil, fmt.Errorf("fake: pools[%d]: gpus must not be negative, got %d", i, c.GPUs)
-		case c.CapacityType != gangway.CapacitySpot && c.CapacityType != gangway.CapacityOnDemand:
+		case !c.CapacityType.Cloud():
 			return nil, fmt.Errorf("fake: pools[%d]: capacityType must be %q or %q, got %q", i, gangway.CapacitySpot, gangway.CapacityOnDemand, c.CapacityType)
 		case c.PricePerHour < 0:
 			return nil, fmt.Errorf("fake: pools[%d]: pricePerHour must not be negative", i)
