@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -162,6 +163,12 @@ func (s *SpotStats) perJob(n int) float64 { return float64(n) / float64(s.Jobs) 
 // RunSpot replays cfg. A trace shorter than the job's deadline is a
 // *spotpolicy.ShortTraceError.
 func RunSpot(cfg SpotConfig) (*SpotResult, error) {
+	switch {
+	case len(cfg.Traces) == 0:
+		return nil, errors.New("spot replay: no traces")
+	case cfg.Jobs < 1:
+		return nil, fmt.Errorf("spot replay: %d jobs per trace: want 1 or more", cfg.Jobs)
+	}
 	res := &SpotResult{Source: cfg.Source, Job: cfg.Job, Jobs: cfg.Jobs, Seed: cfg.Seed, OnDemandPrice: cfg.OnDemandPrice,
 		SpotFraction: cfg.SpotFraction}
 	for _, p := range cfg.Policies {

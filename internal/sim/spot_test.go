@@ -253,7 +253,7 @@ func TestLoadSpotTracesErrors(t *testing.T) {
 	}
 }
 
-func TestRunSpotShortTrace(t *testing.T) {
+func TestRunSpotErrors(t *testing.T) {
 	dir := spotTraceDir(t)
 	traces, err := sim.LoadSpotTraces(dir)
 	if err != nil {
@@ -264,6 +264,12 @@ func TestRunSpotShortTrace(t *testing.T) {
 	var short *spotpolicy.ShortTraceError
 	if !errors.As(err, &short) || err.Error() != "spot trace zone-a/up covers 20h0m0s, less than the job's deadline 30h0m0s" {
 		t.Errorf("RunSpot on a trace shorter than the deadline: %v", err)
+	}
+	if _, err := sim.RunSpot(sim.SpotConfig{Traces: traces, Jobs: 0}); err == nil || err.Error() != "spot replay: 0 jobs per trace: want 1 or more" {
+		t.Errorf("RunSpot without jobs: %v", err)
+	}
+	if _, err := sim.RunSpot(sim.SpotConfig{Jobs: 1}); err == nil || err.Error() != "spot replay: no traces" {
+		t.Errorf("RunSpot without traces: %v", err)
 	}
 }
 
