@@ -95,7 +95,8 @@ func (se *Session) burst(j *Job, u Unplaced, rs []Reservation, ahead int) (Burst
 		wait = "on-prem ETA " + eta.Round(time.Second).String()
 	}
 	reason := fmt.Sprintf("%s; %s in %s costs $%.2f expected (%d×%s at $%.2f/GPU-h)", wait,
-		best.CapacityType, best.Pool, best.ExpectedCost, best.Count, best.InstanceType, pricePerGPUHour(best.Offer, j))
+		best.CapacityType, best.Pool, best.ExpectedCost, best.Count, best.InstanceType,
+		spotpolicy.PricePerGPUHour(best.Offer, spotpolicy.Work{Replicas: j.Replicas, GPUsPerReplica: j.GPUsPerReplica}))
 	if late {
 		reason += fmt.Sprintf("; the deadline %s needs it", b.Deadline.UTC().Format(time.RFC3339))
 	}
@@ -110,29 +111,22 @@ func (se *Session) choose(j *Job, o gangway.Offer, team TeamPolicy) (gangway.Bur
 		return gangway.BurstOffer{}, false
 	}
 	c := gangway.BurstOffer{Offer: o, Count: j.Replicas}
-	price := pricePerGPUHour(o, j)
-	if (b.MaxPricePerGPUHour > 0 && price > b.MaxPricePerGPUHour) ||
-		(team.MaxPricePerGPUHour > 0 && price > team.MaxPricePerGPUHour) {
-		return gangway.BurstOffer{}, false
-	}
 	runtime := b.Runtime
 	if runtime <= 0 {
 		runtime = j.MaxRuntime
 	}
-	work := spotpolicy.Work{GPUs: j.Replicas * j.GPUsPerReplica, Remaining: runtime, Checkpointable: b.Checkpointable,
-		CheckpointInterval: b.CheckpointInterval, RestartOverhead: se.opts.RestartOverhead}
-	so := spotpolicy.Offer{CapacityType: o.CapacityType, PricePerGPUHour: price, InterruptionRate: o.InterruptionRate}
-	c.ExpectedCost, c.ExpectedDuration = spotpolicy.ExpectedCost(so, work), spotpolicy.ExpectedDuration(so, work)
+	work := spotpolicy.Work{Replicas: j.Replicas, GPUsPerReplica: j.GPUsPerReplica, Remaining: runtime,
+		Checkpointable: b.Checkpointable, CheckpointInterval: b.CheckpointInterval, RestartOverhead: se.opts.RestartOverhead}
+	price := spotpolicy.PricePerGPUHour(o, work)
+	if (b.MaxPricePerGPUHour > 0 && price > b.MaxPricePerGPUHour) ||
+		(team.MaxPricePerGPUHour > 0 && price > team.MaxPricePerGPUHour) {
+		return gangway.BurstOffer{}, false
+	}
+	c.ExpectedCost, c.ExpectedDuration = spotpolicy.ExpectedCost(o, work), spotpolicy.ExpectedDuration(o, work)
 	if math.IsInf(c.ExpectedCost, 1) || (team.BudgetLeft != NoBudget && c.ExpectedCost > team.BudgetLeft) {
 		return gangway.BurstOffer{}, false
 	}
 	return c, true
-}
-
-// pricePerGPUHour is what each GPU the job uses on o costs: a replica takes a
-// whole instance, so GPUs it leaves idle are paid for too.
-func pricePerGPUHour(o gangway.Offer, j *Job) float64 {
-	return o.PricePerHour / float64(j.GPUsPerReplica)
 }
 
 // onPremETA estimates how long j waits on-prem: until its reservation

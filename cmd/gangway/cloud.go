@@ -16,6 +16,7 @@ import (
 
 	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/internal/cloud"
+	"github.com/gangwayhq/gangway/internal/spotpolicy"
 	"github.com/gangwayhq/gangway/providers"
 	"github.com/gangwayhq/gangway/providers/aws"
 	"github.com/gangwayhq/gangway/providers/fake"
@@ -155,7 +156,7 @@ func buildFake(pc ProviderConfig, hooks fakeHooks, log *slog.Logger) (*fake.Prov
 			CapacityType: gangway.CapacityType(pl.CapacityType), PricePerHour: pl.PricePerHour,
 			MaxInstances: pl.MaxInstances, TraceScale: pl.TraceScale, InterruptionRate: pl.InterruptionRate}
 		if pl.Trace != "" {
-			tr, err := fake.LoadTrace(pl.Trace)
+			tr, err := spotpolicy.LoadTrace(pl.Trace)
 			if err != nil {
 				return nil, fmt.Errorf("pools[%d].trace: %w", i, err)
 			}
@@ -169,7 +170,7 @@ func buildFake(pc ProviderConfig, hooks fakeHooks, log *slog.Logger) (*fake.Prov
 // rescalePrices scales a trace's prices so their mean is price (when both
 // are set): the shared traces price a 1 × V100 instance, a pool of
 // 8 × A100 keeps their movement at its own level.
-func rescalePrices(tr *fake.Trace, price float64) *fake.Trace {
+func rescalePrices(tr *spotpolicy.Trace, price float64) *spotpolicy.Trace {
 	mean, ok := tr.MeanPrice()
 	if !ok || price <= 0 || mean <= 0 {
 		return tr

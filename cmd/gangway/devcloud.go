@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/gangwayhq/gangway"
+	"github.com/gangwayhq/gangway/internal/spotpolicy"
 	"github.com/gangwayhq/gangway/providers"
-	"github.com/gangwayhq/gangway/providers/fake"
 )
 
 // The fake cloud of `gangway dev`.
@@ -62,7 +62,7 @@ func devCloud(c CloudConfig, o devOptions) (CloudConfig, error) {
 		trace = findDevTrace()
 	}
 	if trace != "" {
-		tr, err := fake.LoadTrace(trace)
+		tr, err := spotpolicy.LoadTrace(trace)
 		if err != nil {
 			return CloudConfig{}, fmt.Errorf("--spot-trace: %w", err)
 		}
@@ -93,7 +93,7 @@ func findDevTrace() string {
 
 // longestAvailable is the first tick of the trace's longest run of ticks
 // with spot capacity.
-func longestAvailable(tr *fake.Trace) int {
+func longestAvailable(tr *spotpolicy.Trace) int {
 	best, bestAt, run := 0, 0, 0
 	for i, n := range tr.Available {
 		if n == 0 {

@@ -33,6 +33,12 @@
 // dispatch loop makes it each cycle, on synthetic fleets (SyntheticFleet,
 // FillFleet) and queues (SyntheticQueue) of growing size.
 //
+// RunSpot (gangway replay spot) replays deadline jobs over spot
+// availability traces (LoadSpotTraces reads a trace file or a directory
+// of them) under each internal/spotpolicy policy and reports, per trace
+// and policy, the cost relative to on-demand on the same seeded starts and
+// the deadlines met.
+//
 // The package does no logging; the command in cmd/gangway prints its
 // results.
 package sim

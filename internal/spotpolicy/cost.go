@@ -1,27 +1,23 @@
 package spotpolicy
 
 import (
-	"github.com/gangwayhq/gangway"
-
 	"math"
 	"time"
+
+	"github.com/gangwayhq/gangway"
 )
 
 // DefaultRestartOverhead is the boot + restore time a restart costs when
 // Work.RestartOverhead is not set.
 const DefaultRestartOverhead = 5 * time.Minute
 
-// Offer is what a pool costs and how often it is interrupted.
-type Offer struct {
-	CapacityType     gangway.CapacityType
-	PricePerGPUHour  float64 // dollars
-	InterruptionRate float64 // interruptions per instance-hour (0 for on-demand); used as given
-}
-
-// Work describes what a job has left.
+// Work describes what a job runs on an offer and what it has left.
 type Work struct {
-	GPUs      int
-	Remaining time.Duration // uninterrupted run time left
+	// Replicas is the instances the job rents, one per replica; each uses
+	// GPUsPerReplica of its instance's GPUs and pays for all of them.
+	Replicas, GPUsPerReplica int
+	// Remaining is the uninterrupted run time left.
+	Remaining time.Duration
 	// Checkpointable jobs resume from their newest checkpoint; the others
 	// start over after every interruption.
 	Checkpointable bool
@@ -34,11 +30,21 @@ type Work struct {
 	RestartOverhead time.Duration
 }
 
+// PricePerGPUHour is what each GPU the job uses on o costs, in dollars: a
+// replica rents a whole instance, so the GPUs it leaves idle are paid for
+// too. With GPUsPerReplica unset it is the offer's own per-GPU price.
+func PricePerGPUHour(o gangway.Offer, w Work) float64 {
+	if w.GPUsPerReplica <= 0 {
+		return o.PricePerGPUHour()
+	}
+	return o.PricePerHour / float64(w.GPUsPerReplica)
+}
+
 // ExpectedDuration is the expected run time to completion on the offer:
 // the work left plus the work redone and the restart overheads its
 // expected interruptions cost (doc.go has the formula). It saturates at
 // the largest time.Duration.
-func ExpectedDuration(o Offer, w Work) time.Duration {
+func ExpectedDuration(o gangway.Offer, w Work) time.Duration {
 	if w.Remaining <= 0 {
 		return 0
 	}
@@ -50,13 +56,15 @@ func ExpectedDuration(o Offer, w Work) time.Duration {
 }
 
 // ExpectedCost is the expected dollars to completion on the offer:
-// price per GPU-hour × GPUs × ExpectedDuration in hours (+Inf when that
-// overflows a float64; 0 for a job with no GPUs or no work left).
-func ExpectedCost(o Offer, w Work) float64 {
-	if w.GPUs <= 0 || w.Remaining <= 0 {
+// PricePerGPUHour × the GPUs the replicas use × ExpectedDuration in hours
+// (+Inf when that overflows a float64; 0 for a job with no GPUs or no work
+// left).
+func ExpectedCost(o gangway.Offer, w Work) float64 {
+	gpus := w.Replicas * w.GPUsPerReplica
+	if gpus <= 0 || w.Remaining <= 0 {
 		return 0
 	}
-	return max(o.PricePerGPUHour, 0) * float64(w.GPUs) * w.Remaining.Hours() * factor(o, w)
+	return max(PricePerGPUHour(o, w), 0) * float64(gpus) * w.Remaining.Hours() * factor(o, w)
 }
 
 // factor is ExpectedDuration over the work left, T > 0:
@@ -67,7 +75,7 @@ func ExpectedCost(o Offer, w Work) float64 {
 // interruption can lose: T for a job that is not checkpointable,
 // min(interval, T) for one that is (s → 0, the first factor → 1, for one
 // that checkpoints on notice).
-func factor(o Offer, w Work) float64 {
+func factor(o gangway.Offer, w Work) float64 {
 	lambda := o.InterruptionRate
 	if !(lambda > 0) {
 		return 1

@@ -12,18 +12,20 @@ import (
 )
 
 func TestExpectedCost(t *testing.T) {
-	onDemand := spotpolicy.Offer{CapacityType: gangway.CapacityOnDemand, PricePerGPUHour: 3}
-	spot := func(rate float64) spotpolicy.Offer {
-		return spotpolicy.Offer{CapacityType: gangway.CapacitySpot, PricePerGPUHour: 1, InterruptionRate: rate}
+	// 8-GPU instances at $3 (on-demand) and $1 (spot) per GPU-hour; the
+	// job is one replica that uses all eight.
+	onDemand := gangway.Offer{CapacityType: gangway.CapacityOnDemand, GPUsPerInstance: 8, PricePerHour: 24}
+	spot := func(rate float64) gangway.Offer {
+		return gangway.Offer{CapacityType: gangway.CapacitySpot, GPUsPerInstance: 8, PricePerHour: 8, InterruptionRate: rate}
 	}
-	tenHours := spotpolicy.Work{GPUs: 8, Remaining: 10 * time.Hour, RestartOverhead: 6 * time.Minute}
+	tenHours := spotpolicy.Work{Replicas: 1, GPUsPerReplica: 8, Remaining: 10 * time.Hour, RestartOverhead: 6 * time.Minute}
 	with := func(f func(*spotpolicy.Work)) spotpolicy.Work {
 		w := tenHours
 		f(&w)
 		return w
 	}
 	tests := map[string]struct {
-		offer     spotpolicy.Offer
+		offer     gangway.Offer
 		work      spotpolicy.Work
 		wantHours float64
 		wantCost  float64
@@ -55,8 +57,12 @@ func TestExpectedCost(t *testing.T) {
 			wantHours: 10 * (1 + 0.1/12), wantCost: 80 * (1 + 0.1/12),
 		},
 		"no GPUs cost nothing": {
-			offer: spot(0.1), work: with(func(w *spotpolicy.Work) { w.GPUs = 0 }),
+			offer: spot(0.1), work: with(func(w *spotpolicy.Work) { w.Replicas = 0 }),
 			wantHours: math.Expm1(1) * 10.1, wantCost: 0,
+		},
+		"a replica pays for the GPUs of its instance it leaves idle": {
+			offer: onDemand, work: with(func(w *spotpolicy.Work) { w.Replicas, w.GPUsPerReplica = 2, 2 }),
+			wantHours: 10, wantCost: 2 * 24 * 10,
 		},
 		"no work left": {
 			offer: spot(0.1), work: with(func(w *spotpolicy.Work) { w.Remaining = 0 }),
@@ -91,14 +97,17 @@ func near(got, want float64) bool {
 }
 
 // genCostCase draws an offer and a job's work.
-func genCostCase(t *rapid.T) (spotpolicy.Offer, spotpolicy.Work) {
-	o := spotpolicy.Offer{
+func genCostCase(t *rapid.T) (gangway.Offer, spotpolicy.Work) {
+	gpus := rapid.IntRange(1, 8).Draw(t, "gpus per instance")
+	o := gangway.Offer{
 		CapacityType:     rapid.SampledFrom([]gangway.CapacityType{gangway.CapacitySpot, gangway.CapacityOnDemand}).Draw(t, "type"),
-		PricePerGPUHour:  rapid.Float64Range(0.01, 40).Draw(t, "price"),
+		GPUsPerInstance:  gpus,
+		PricePerHour:     rapid.Float64Range(0.01, 40*float64(gpus)).Draw(t, "price"),
 		InterruptionRate: rapid.Float64Range(0, 2).Draw(t, "rate"),
 	}
 	w := spotpolicy.Work{
-		GPUs:               rapid.IntRange(1, 64).Draw(t, "gpus"),
+		Replicas:           rapid.IntRange(1, 8).Draw(t, "replicas"),
+		GPUsPerReplica:     rapid.IntRange(1, gpus).Draw(t, "gpus per replica"),
 		Remaining:          time.Duration(rapid.Int64Range(int64(time.Minute), int64(72*time.Hour)).Draw(t, "remaining")),
 		Checkpointable:     rapid.Bool().Draw(t, "checkpointable"),
 		CheckpointInterval: time.Duration(rapid.Int64Range(0, int64(4*time.Hour)).Draw(t, "interval")),
@@ -122,7 +131,7 @@ func TestExpectedCostProperties(t *testing.T) {
 		}
 
 		o2 := o
-		o2.PricePerGPUHour *= 1 + rapid.Float64Range(0, 1).Draw(t, "dearer")
+		o2.PricePerHour *= 1 + rapid.Float64Range(0, 1).Draw(t, "dearer")
 		more("a higher price", spotpolicy.ExpectedCost(o2, w))
 		o2 = o
 		o2.InterruptionRate += rapid.Float64Range(0, 1).Draw(t, "more interruptions")
@@ -142,11 +151,30 @@ func TestExpectedCostProperties(t *testing.T) {
 
 		o2 = o
 		o2.InterruptionRate = 0
-		if got, want := spotpolicy.ExpectedCost(o2, w), o.PricePerGPUHour*float64(w.GPUs)*w.Remaining.Hours(); !near(got, want) {
-			t.Fatalf("without interruptions: cost %g, want price x GPUs x hours = %g", got, want)
+		if got, want := spotpolicy.ExpectedCost(o2, w), o.PricePerHour*float64(w.Replicas)*w.Remaining.Hours(); !near(got, want) {
+			t.Fatalf("without interruptions: cost %g, want the instances' price x hours = %g", got, want)
 		}
 		if got := spotpolicy.ExpectedDuration(o2, w); got != w.Remaining {
 			t.Fatalf("without interruptions: duration %v, want the work left %v", got, w.Remaining)
 		}
 	})
+}
+
+func TestPricePerGPUHour(t *testing.T) {
+	o := gangway.Offer{GPUsPerInstance: 8, PricePerHour: 32}
+	tests := map[string]struct {
+		work spotpolicy.Work
+		want float64
+	}{
+		"a replica on the whole instance":                {work: spotpolicy.Work{Replicas: 2, GPUsPerReplica: 8}, want: 4},
+		"a replica pays for the GPUs it leaves idle":     {work: spotpolicy.Work{Replicas: 2, GPUsPerReplica: 2}, want: 16},
+		"no GPUs per replica: the offer's per-GPU price": {work: spotpolicy.Work{}, want: 4},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := spotpolicy.PricePerGPUHour(o, tc.work); got != tc.want {
+				t.Errorf("PricePerGPUHour = %v, want %v", got, tc.want)
+			}
+		})
+	}
 }

@@ -1,20 +1,24 @@
-// Package spotpolicy prices a job on a cloud offer and decides, for a job
-// with a deadline, when to run it on spot, on on-demand, or not at all. It
-// is pure: no I/O, no clock, no logging; the placement engine calls the
-// cost model live and `gangway replay spot` replays the policies over spot
-// availability traces.
+// Package spotpolicy prices a job on a cloud offer (a gangway.Offer) and
+// decides, for a job with a deadline, when to run it on spot, on
+// on-demand, or not at all. It also owns the spot availability trace
+// (Trace, LoadTrace) that the fake cloud follows and the policies are
+// replayed over. It is pure (no clock, no logging, no I/O but LoadTrace
+// reading a file): the placement engine calls the cost model live, and
+// internal/sim (`gangway replay spot`) replays the policies over traces.
 //
 // # Cost model
 //
-// ExpectedCost(offer, work) = price per GPU-hour × GPUs × hours of
-// ExpectedDuration(offer, work). With T the uninterrupted run time left,
-// λ the offer's interruption rate (per instance-hour) and O the restart
-// overhead (boot + restore), interruptions arrive as a Poisson process
-// while the job makes progress, and each costs O plus the work redone
-// since the last checkpoint. A stretch of s hours of work that restarts
-// from its beginning when interrupted takes (e^{λs} − 1)/λ hours of
-// running in expectation (the classic restart-from-scratch completion
-// time), so
+// ExpectedCost(offer, work) = PricePerGPUHour × GPUs × hours of
+// ExpectedDuration(offer, work), where PricePerGPUHour is the instance's
+// price over the GPUs a replica uses (a replica rents a whole instance and
+// pays for the GPUs it leaves idle) and GPUs are the replicas' GPUs. With
+// T the uninterrupted run time left, λ the offer's interruption rate (per
+// instance-hour) and O the restart overhead (boot + restore),
+// interruptions arrive as a Poisson process while the job makes progress,
+// and each costs O plus the work redone since the last checkpoint. A
+// stretch of s hours of work that restarts from its beginning when
+// interrupted takes (e^{λs} − 1)/λ hours of running in expectation (the
+// classic restart-from-scratch completion time), so
 //
 //	D = T · (e^{λs} − 1)/(λs) · (1 + λO)
 //

@@ -8,44 +8,6 @@ import (
 	"time"
 )
 
-// Trace is a spot availability trace: during tick i (of length Gap),
-// Available[i] spot instances could be had (0: none; a one-instance job
-// needs one) at Prices[i] per instance-hour (nil: no prices, the
-// simulator's spot fraction of the on-demand price applies).
-type Trace struct {
-	Name      string
-	Gap       time.Duration
-	Available []int
-	Prices    []float64
-}
-
-// Validate checks the trace's shape.
-func (t *Trace) Validate() error {
-	switch {
-	case t.Gap <= 0:
-		return fmt.Errorf("spot trace %s: tick length %v: want a positive duration", t.Name, t.Gap)
-	case len(t.Available) == 0:
-		return fmt.Errorf("spot trace %s: no ticks", t.Name)
-	case t.Prices != nil && len(t.Prices) != len(t.Available):
-		return fmt.Errorf("spot trace %s: %d prices for %d ticks; want one per tick", t.Name, len(t.Prices), len(t.Available))
-	}
-	return nil
-}
-
-// Duration is how long the trace covers.
-func (t *Trace) Duration() time.Duration { return time.Duration(len(t.Available)) * t.Gap }
-
-// Availability is the share of ticks with spot available.
-func (t *Trace) Availability() float64 {
-	up := 0
-	for _, n := range t.Available {
-		if n > 0 {
-			up++
-		}
-	}
-	return float64(up) / float64(len(t.Available))
-}
-
 // Job is one deadline job of the replay: Work of uninterrupted run time
 // on one instance, due Deadline after it starts, each new instance
 // costing Overhead (the changeover delay) before it makes progress.
@@ -119,13 +81,24 @@ func (s *Sim) Ticks() int {
 	return int((s.Job.Deadline + s.Trace.Gap - 1) / s.Trace.Gap)
 }
 
+// ShortTraceError is Starts' error for a trace that cannot hold a job's
+// whole deadline.
+type ShortTraceError struct {
+	Trace            string
+	Covers, Deadline time.Duration
+}
+
+func (e *ShortTraceError) Error() string {
+	return fmt.Sprintf("spot trace %s covers %v, less than the job's deadline %v", e.Trace, e.Covers, e.Deadline)
+}
+
 // Starts draws n start ticks, uniformly, among those from which the job's
-// whole deadline lies within the trace. The stream depends only on the
-// seed and the trace's name.
+// whole deadline lies within the trace (a *ShortTraceError when there is
+// none). The stream depends only on the seed and the trace's name.
 func (s *Sim) Starts(n int, seed uint64) ([]int, error) {
 	last := len(s.Trace.Available) - s.Ticks()
 	if last < 0 {
-		return nil, fmt.Errorf("spot trace %s covers %v, less than the job's deadline %v", s.Trace.Name, s.Trace.Duration(), s.Job.Deadline)
+		return nil, &ShortTraceError{Trace: s.Trace.Name, Covers: s.Trace.Duration(), Deadline: s.Job.Deadline}
 	}
 	h := fnv.New64a()
 	h.Write([]byte(s.Trace.Name))
@@ -148,9 +121,7 @@ func (s *Sim) Starts(n int, seed uint64) ([]int, error) {
 func (s *Sim) Simulate(p Policy, start int) Run {
 	tr, job := s.Trace, s.Job
 	gap := tr.Gap
-	n := len(tr.Available)
-	at := func(k int) int { return ((k % n) + n) % n }
-	avail := func(k int) bool { return tr.Available[at(k)] > 0 }
+	avail := func(k int) bool { return tr.Available[tr.wrap(k)] > 0 }
 
 	run := Run{Start: time.Duration(start) * gap}
 	left := job.Work
@@ -170,7 +141,7 @@ func (s *Sim) Simulate(p Policy, start int) Run {
 		}
 		spotPrice := s.OnDemandPrice * s.SpotFraction
 		if tr.Prices != nil {
-			spotPrice = tr.Prices[at(k)]
+			spotPrice = tr.Prices[tr.wrap(k)]
 		}
 		c := p.Decide(State{Now: now, Deadline: job.Deadline, Work: job.Work, WorkLeft: left, SpotAvailable: up,
 			Running: running, Overhead: job.Overhead, OverheadLeft: overheadLeft, Tick: gap,

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gangwayhq/gangway"
+	"github.com/gangwayhq/gangway/internal/spotpolicy"
 	"github.com/gangwayhq/gangway/providers"
 )
 
@@ -52,7 +53,7 @@ type Pool struct {
 	// Trace drives availability (and price, when it has prices): spot
 	// instances beyond what the trace allows get a notice and are then
 	// taken away. Nil: the pool is never reclaimed except by Preempt.
-	Trace *Trace
+	Trace *spotpolicy.Trace
 	// TraceScale is how many instances one unit of the trace stands for
 	// (the shared traces count single nodes); 0 means 1.
 	TraceScale int
@@ -188,7 +189,7 @@ func New(opts Options) (*Provider, error) {
 			return nil, fmt.Errorf("fake: pools[%d] (%s): zone is required", i, c.InstanceType)
 		case c.GPUs < 0:
 			return nil, fmt.Errorf("fake: pools[%d]: gpus must not be negative, got %d", i, c.GPUs)
-		case c.CapacityType != gangway.CapacitySpot && c.CapacityType != gangway.CapacityOnDemand:
+		case !c.CapacityType.Cloud():
 			return nil, fmt.Errorf("fake: pools[%d]: capacityType must be %q or %q, got %q", i, gangway.CapacitySpot, gangway.CapacityOnDemand, c.CapacityType)
 		case c.PricePerHour < 0:
 			return nil, fmt.Errorf("fake: pools[%d]: pricePerHour must not be negative", i)
@@ -202,7 +203,7 @@ func New(opts Options) (*Provider, error) {
 		seen[c.Name] = true
 		pl := &pool{Pool: c}
 		if c.Trace != nil {
-			pl.processed = c.Trace.index(opts.Clock.Now().Sub(opts.TraceStart))
+			pl.processed = c.Trace.Tick(opts.Clock.Now().Sub(opts.TraceStart))
 		}
 		p.pools = append(p.pools, pl)
 	}
@@ -593,12 +594,12 @@ func (p *Provider) advance(now time.Time) {
 		if pl.Trace == nil || pl.CapacityType != gangway.CapacitySpot {
 			continue
 		}
-		last := pl.Trace.index(now.Sub(p.opts.TraceStart))
+		last := pl.Trace.Tick(now.Sub(p.opts.TraceStart))
 		// held shrinks only here, so one pass over the ticks suffices;
 		// nothing launches between them (a launch ticks first).
 		held := p.holding(pl)
 		for k := pl.processed + 1; k <= last && len(held) > 0; k++ {
-			avail, _, _ := pl.Trace.atTick(k)
+			avail, _, _ := pl.Trace.AtTick(k)
 			if over := len(held) - avail*pl.TraceScale; over > 0 {
 				at := p.opts.TraceStart.Add(time.Duration(k) * pl.Trace.Gap)
 				for _, in := range held[:over] {

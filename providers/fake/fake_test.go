@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -14,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/gangwayhq/gangway"
+	"github.com/gangwayhq/gangway/internal/spotpolicy"
 	"github.com/gangwayhq/gangway/internal/testclock"
 	"github.com/gangwayhq/gangway/providers"
 	"github.com/gangwayhq/gangway/providers/fake"
@@ -62,7 +62,7 @@ func TestBootAndNotices(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			clk := testclock.New(t0)
 			// One tick per minute: available for 5 minutes, then gone for 3.
-			trace := &fake.Trace{Name: "test", Gap: time.Minute, Available: []int{1, 1, 1, 1, 1, 0, 0, 0}}
+			trace := &spotpolicy.Trace{Name: "test", Gap: time.Minute, Available: []int{1, 1, 1, 1, 1, 0, 0, 0}}
 			pool := v100
 			pool.Trace = trace
 			var mu sync.Mutex
@@ -126,7 +126,7 @@ func TestBootAndNotices(t *testing.T) {
 
 func TestPreemptAndPrices(t *testing.T) {
 	clk := testclock.New(t0)
-	trace := &fake.Trace{Gap: time.Hour, Available: []int{1, 1}, Prices: []float64{0.5, 0.7}}
+	trace := &spotpolicy.Trace{Gap: time.Hour, Available: []int{1, 1}, Prices: []float64{0.5, 0.7}}
 	pool := v100
 	pool.Trace, pool.TraceScale = trace, 4
 	p, err := fake.New(fake.Options{Pools: []fake.Pool{pool}, Clock: clk, NoticeLead: fake.GCPNoticeLead})
@@ -231,79 +231,14 @@ func TestNewRejectsBadPools(t *testing.T) {
 	}
 }
 
-func TestParseTrace(t *testing.T) {
-	tests := map[string]struct {
-		json      string
-		want      *fake.Trace
-		wantErr   string
-		wantRate  float64
-		wantPrice float64
-	}{
-		"with prices": {
-			json:     `{"metadata":{"gap_seconds":1800},"data":[1,0,1,1],"prices":[0.5,0.5,0.6,0.6]}`,
-			want:     &fake.Trace{Name: "t.json", Gap: 30 * time.Minute, Available: []int{1, 0, 1, 1}, Prices: []float64{0.5, 0.5, 0.6, 0.6}},
-			wantRate: 1.0 / 1.5, wantPrice: 0.55,
-		},
-		"without prices": {
-			json: `{"metadata":{"gap_seconds":32},"data":[2,2]}`,
-			want: &fake.Trace{Name: "t.json", Gap: 32 * time.Second, Available: []int{2, 2}},
-		},
-		"not json":        {json: `{"metadata":`, wantErr: "spot trace t.json: not valid JSON"},
-		"data not ints":   {json: `{"metadata":{"gap_seconds":1},"data":["a"]}`, wantErr: "field data"},
-		"no metadata":     {json: `{"data":[1]}`, wantErr: `missing "metadata"`},
-		"zero gap":        {json: `{"metadata":{"gap_seconds":0},"data":[1]}`, wantErr: "metadata.gap_seconds must be positive, got 0"},
-		"no data":         {json: `{"metadata":{"gap_seconds":1}}`, wantErr: `"data" is missing or empty`},
-		"negative":        {json: `{"metadata":{"gap_seconds":1},"data":[1,-1]}`, wantErr: "data[1] is -1"},
-		"prices mismatch": {json: `{"metadata":{"gap_seconds":1},"data":[1,1],"prices":[1]}`, wantErr: "1 prices for 2 data ticks"},
-		"negative price":  {json: `{"metadata":{"gap_seconds":1},"data":[1],"prices":[-2]}`, wantErr: "prices[0] is -2"},
-	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			got, err := fake.ParseTrace(strings.NewReader(tc.json), "t.json")
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("err %v, want one containing %q", err, tc.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("(-want +got):\n%s", diff)
-			}
-			if rate := got.InterruptionRate(); fmt.Sprintf("%.6f", rate) != fmt.Sprintf("%.6f", tc.wantRate) {
-				t.Errorf("InterruptionRate = %v, want %v", rate, tc.wantRate)
-			}
-			if price, _ := got.MeanPrice(); fmt.Sprintf("%.6f", price) != fmt.Sprintf("%.6f", tc.wantPrice) {
-				t.Errorf("MeanPrice = %v, want %v", price, tc.wantPrice)
-			}
-		})
-	}
-}
-
-// TestLoadSharedTraces loads every shared spot trace and runs a pool on
-// one of them for a simulated day, without a real-time wait.
-func TestLoadSharedTraces(t *testing.T) {
+// TestSharedTracePool runs a pool on a shared spot trace for a simulated
+// day, without a real-time wait.
+func TestSharedTracePool(t *testing.T) {
 	files, _ := filepath.Glob("../../../shared/traces/spot/*/*/*/*.json")
 	if len(files) == 0 {
 		t.Skip("no shared spot traces at ../shared/traces/spot")
 	}
-	for _, f := range files {
-		tr, err := fake.LoadTrace(f)
-		if err != nil {
-			t.Errorf("LoadTrace(%s): %v", f, err)
-			continue
-		}
-		if tr.Gap <= 0 || len(tr.Available) == 0 {
-			t.Errorf("%s: empty trace", f)
-		}
-	}
-	if _, err := fake.LoadTrace(filepath.Join(t.TempDir(), "missing.json")); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("LoadTrace(missing) = %v, want os.ErrNotExist", err)
-	}
-
-	tr, err := fake.LoadTrace(files[len(files)-1])
+	tr, err := spotpolicy.LoadTrace(files[len(files)-1])
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package fake
+package spotpolicy
 
 import (
 	"bytes"
@@ -11,22 +11,27 @@ import (
 	"time"
 )
 
-// Trace is a spot availability trace in the format of
-// skypilot-org/spot-traces (../shared/traces/spot/):
+// Trace is a spot availability trace: during tick i (of length Gap),
+// Available[i] spot instances could be had (0: none, i.e. preempted or
+// unobtainable) at Prices[i] per instance-hour (nil: the trace has no
+// prices). The fake cloud follows one live (availability caps launches and
+// reclaims instances, prices price its offers); Sim replays deadline jobs
+// over one.
+//
+// Files are in the format of skypilot-org/spot-traces
+// (../shared/traces/spot/), read by LoadTrace and ParseTrace:
 //
 //	{"metadata": {"gap_seconds": 32}, "data": [0, 1, 1, ...], "prices": [0.918, ...]}
-//
-// data[i] is how many spot instances could be had during tick i (0: none,
-// i.e. preempted or unobtainable); prices, when present, is the spot price
-// per instance-hour at each tick.
 type Trace struct {
-	Name      string // file name, for messages
+	Name      string // for messages (LoadTrace: the file's base name)
 	Gap       time.Duration
 	Available []int
 	Prices    []float64 // nil when the trace has none
 }
 
-// LoadTrace reads a trace file.
+// LoadTrace reads a trace file, named by its base name. It is the
+// package's one function that does I/O: the fake cloud and the spot
+// replay load their traces through it.
 func LoadTrace(path string) (*Trace, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -35,7 +40,8 @@ func LoadTrace(path string) (*Trace, error) {
 	return ParseTrace(bytes.NewReader(data), filepath.Base(path))
 }
 
-// ParseTrace decodes a trace; name appears in its errors.
+// ParseTrace decodes a trace; name appears in its errors, which name the
+// JSON field at fault.
 func ParseTrace(r io.Reader, name string) (*Trace, error) {
 	var raw struct {
 		Metadata *struct {
@@ -79,12 +85,37 @@ func ParseTrace(r io.Reader, name string) (*Trace, error) {
 	}, nil
 }
 
+// Validate checks the shape of a trace built in code (ParseTrace's
+// traces are valid).
+func (t *Trace) Validate() error {
+	switch {
+	case t.Gap <= 0:
+		return fmt.Errorf("spot trace %s: tick length %v: want a positive duration", t.Name, t.Gap)
+	case len(t.Available) == 0:
+		return fmt.Errorf("spot trace %s: no ticks", t.Name)
+	case t.Prices != nil && len(t.Prices) != len(t.Available):
+		return fmt.Errorf("spot trace %s: %d prices for %d ticks; want one per tick", t.Name, len(t.Prices), len(t.Available))
+	}
+	return nil
+}
+
 // Duration is how long the trace covers.
 func (t *Trace) Duration() time.Duration { return time.Duration(len(t.Available)) * t.Gap }
 
-// index is the number of the tick that offset (from the trace's start)
+// Availability is the share of ticks with spot available.
+func (t *Trace) Availability() float64 {
+	up := 0
+	for _, n := range t.Available {
+		if n > 0 {
+			up++
+		}
+	}
+	return float64(up) / float64(len(t.Available))
+}
+
+// Tick is the number of the tick that offset (from the trace's start)
 // falls in, not wrapped: tick k covers [k*Gap, (k+1)*Gap).
-func (t *Trace) index(offset time.Duration) int {
+func (t *Trace) Tick(offset time.Duration) int {
 	k := int(offset / t.Gap)
 	if offset < 0 && offset%t.Gap != 0 {
 		k--
@@ -101,10 +132,12 @@ func (t *Trace) wrap(k int) int {
 // At is the availability and price (ok false when the trace has no prices)
 // at offset from the trace's start, wrapping around its end.
 func (t *Trace) At(offset time.Duration) (available int, price float64, ok bool) {
-	return t.atTick(t.index(offset))
+	return t.AtTick(t.Tick(offset))
 }
 
-func (t *Trace) atTick(k int) (available int, price float64, ok bool) {
+// AtTick is the availability and price (ok false when the trace has no
+// prices) of tick k, wrapping around the trace's end.
+func (t *Trace) AtTick(k int) (available int, price float64, ok bool) {
 	i := t.wrap(k)
 	if t.Prices != nil {
 		return t.Available[i], t.Prices[i], true

@@ -1,0 +1,311 @@
+package sim_test
+
+import (
+	"bytes"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/gangwayhq/gangway/internal/sim"
+	"github.com/gangwayhq/gangway/internal/spotpolicy"
+)
+
+// writeSpotTrace writes a trace in the format of ../shared/traces/spot.
+func writeSpotTrace(t *testing.T, path string, gapSeconds float64, data []int, prices []float64) {
+	t.Helper()
+	raw := map[string]any{"metadata": map[string]any{"gap_seconds": gapSeconds}, "data": data}
+	if prices != nil {
+		raw["prices"] = prices
+	}
+	b, err := json.Marshal(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func fill[T any](v T, n int) []T {
+	out := make([]T, n)
+	for i := range out {
+		out[i] = v
+	}
+	return out
+}
+
+// spotTraceDir holds two 20-hour traces of six-minute ticks, one zone
+// each: spot always there at $0.30/h, and spot never there.
+func spotTraceDir(t *testing.T) string {
+	dir := t.TempDir()
+	writeSpotTrace(t, filepath.Join(dir, "zone-a", "up.json"), 360, fill(1, 200), fill(0.3, 200))
+	writeSpotTrace(t, filepath.Join(dir, "zone-b", "down.json"), 360, fill(0, 200), nil)
+	if err := os.WriteFile(filepath.Join(dir, "README.md"), []byte("not a trace"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func allPolicies(t *testing.T) []spotpolicy.Policy {
+	t.Helper()
+	var ps []spotpolicy.Policy
+	for _, name := range spotpolicy.Names() {
+		p, err := spotpolicy.ByName(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps = append(ps, p)
+	}
+	return ps
+}
+
+// runSmallSpot replays a 2h job due at 4h with 12-minute changeovers (two
+// ticks), on-demand at $1/h, spot at 0.3 x that, five jobs per trace of
+// root.
+func runSmallSpot(t *testing.T, root string, policies ...spotpolicy.Policy) *sim.SpotResult {
+	t.Helper()
+	traces, err := sim.LoadSpotTraces(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if policies == nil {
+		policies = allPolicies(t)
+	}
+	res, err := sim.RunSpot(sim.SpotConfig{Source: root, Traces: traces, Policies: policies, Jobs: 5, Seed: 1,
+		Job:           spotpolicy.Job{Work: 2 * time.Hour, Deadline: 4 * time.Hour, Overhead: 12 * time.Minute},
+		OnDemandPrice: 1, SpotFraction: sim.DefaultSpotFraction})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func TestSpotJSON(t *testing.T) {
+	res := runSmallSpot(t, spotTraceDir(t))
+	var buf bytes.Buffer
+	if err := res.WriteJSON(&buf); err != nil {
+		t.Fatal(err)
+	}
+	type traceLine struct {
+		Trace             string  `json:"trace"`
+		CostVsOnDemand    float64 `json:"cost_vs_on_demand"`
+		DeadlinesMetRatio float64 `json:"deadlines_met_ratio"`
+	}
+	type line struct {
+		Policy            string      `json:"policy"`
+		CostVsOnDemand    float64     `json:"cost_vs_on_demand"`
+		DeadlinesMetRatio float64     `json:"deadlines_met_ratio"`
+		Jobs              int         `json:"jobs"`
+		Traces            []traceLine `json:"traces"`
+	}
+	var got []line
+	for _, l := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		var o line
+		if err := json.Unmarshal([]byte(l), &o); err != nil {
+			t.Fatalf("line %q: %v", l, err)
+		}
+		got = append(got, o)
+	}
+	// On-demand: 22 ticks (a changeover and the work) at $1/h = $2.20 per
+	// job. Where spot is always there, every other policy runs the same
+	// ticks on spot: 0.3. Where it never is, greedy waits and then runs on
+	// on-demand (1.0); uniform progress goes to on-demand at once, idles
+	// once ahead of its line by two changeovers and comes back twice
+	// (2.6/2.2); gangway keeps its on-demand instance (1.0).
+	traces := func(up, down float64) []traceLine {
+		return []traceLine{{"zone-a/up", up, 1}, {"zone-b/down", down, 1}}
+	}
+	want := []line{
+		{Policy: "on-demand", CostVsOnDemand: 1, DeadlinesMetRatio: 1, Jobs: 10, Traces: traces(1, 1)},
+		{Policy: "greedy", CostVsOnDemand: (0.66 + 2.2) / 4.4, DeadlinesMetRatio: 1, Jobs: 10, Traces: traces(0.3, 1)},
+		{Policy: "uniform-progress", CostVsOnDemand: (0.66 + 2.6) / 4.4, DeadlinesMetRatio: 1, Jobs: 10, Traces: traces(0.3, 2.6/2.2)},
+		{Policy: "gangway", CostVsOnDemand: (0.66 + 2.2) / 4.4, DeadlinesMetRatio: 1, Jobs: 10, Traces: traces(0.3, 1)},
+	}
+	if diff := cmp.Diff(want, got, cmpopts.EquateApprox(0, 1e-6)); diff != "" {
+		t.Errorf("WriteJSON (-want +got):\n%s", diff)
+	}
+}
+
+func TestSpotText(t *testing.T) {
+	dir := spotTraceDir(t)
+	var buf bytes.Buffer
+	if err := runSmallSpot(t, dir).WriteText(&buf); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"Spot replay: 2 traces in " + dir + ", 5 jobs each (seed 1)",
+		"job: 2h of work, deadline 4h, changeover 12m; on-demand $1.000/h, spot at the trace's price or 0.30 x on-demand",
+		"trace        spot  on-demand   greedy      uniform-progress  gangway\n" +
+			"zone-a/up    100%  1.000 100%  0.300 100%  0.300 100%        0.300 100%\n" +
+			"zone-b/down  0%    1.000 100%  1.000 100%  1.182 100%        1.000 100%\n" +
+			"mean               1.000 100%  0.650 100%  0.741 100%        0.650 100%\n",
+		"gangway costs 12.3% less than uniform-progress (0.650 vs 0.741 of on-demand) and meets 10 of 10 deadlines (uniform-progress 10)",
+	} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("WriteText lacks %q:\n%s", want, buf.String())
+		}
+	}
+}
+
+func TestSpotCSV(t *testing.T) {
+	res := runSmallSpot(t, spotTraceDir(t), spotpolicy.Greedy{}, spotpolicy.DefaultGangway())
+	var buf bytes.Buffer
+	if err := res.WriteSummaryCSV(&buf); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := csv.NewReader(strings.NewReader(buf.String())).ReadAll()
+	if err != nil {
+		t.Fatalf("WriteSummaryCSV wrote no CSV: %v\n%s", err, buf.String())
+	}
+	var got [][]string
+	for _, r := range rows {
+		got = append(got, []string{r[0], r[2], r[4], r[6]}) // trace, policy, cost_vs_on_demand, deadlines_met_ratio
+	}
+	want := [][]string{
+		{"trace", "policy", "cost_vs_on_demand", "deadlines_met_ratio"},
+		{"zone-a/up", "greedy", "0.300000", "1.000000"},
+		{"zone-a/up", "gangway", "0.300000", "1.000000"},
+		{"zone-b/down", "greedy", "1.000000", "1.000000"},
+		{"zone-b/down", "gangway", "1.000000", "1.000000"},
+		{"mean", "greedy", "0.650000", "1.000000"},
+		{"mean", "gangway", "0.650000", "1.000000"},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("WriteSummaryCSV (-want +got):\n%s", diff)
+	}
+
+	csvDir := filepath.Join(t.TempDir(), "out")
+	files, err := res.WriteCSV(csvDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{filepath.Join(csvDir, "spot.csv"), filepath.Join(csvDir, "spot-runs.csv")}, files); diff != "" {
+		t.Errorf("WriteCSV files (-want +got):\n%s", diff)
+	}
+	summary, err := os.ReadFile(filepath.Join(csvDir, "spot.csv"))
+	if err != nil || string(summary) != buf.String() {
+		t.Errorf("spot.csv (%v) differs from WriteSummaryCSV:\n%s", err, summary)
+	}
+	runs, err := os.ReadFile(filepath.Join(csvDir, "spot-runs.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(runs), "\n"); n != 1+2*2*5 {
+		t.Errorf("spot-runs.csv has %d lines, want a header and one per trace, policy and job (21)", n)
+	}
+}
+
+func TestSpotOneFile(t *testing.T) {
+	dir := spotTraceDir(t)
+	res := runSmallSpot(t, filepath.Join(dir, "zone-a", "up.json"))
+	var buf bytes.Buffer
+	if err := res.WriteText(&buf); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), "\nup     100%  1.000 100%") {
+		t.Errorf("a trace given as a file is named by its base name:\n%s", buf.String())
+	}
+	plot := filepath.Join(t.TempDir(), "spot.png")
+	if err := res.WritePlot(plot); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(plot); err != nil || st.Size() == 0 {
+		t.Errorf("WritePlot(%s): %v", plot, err)
+	}
+	if err := res.WritePlot(filepath.Join(dir, "chart")); err == nil || err.Error() != filepath.Join(dir, "chart")+": want a .png, .svg or .pdf file name" {
+		t.Errorf("WritePlot without an extension: %v", err)
+	}
+}
+
+func TestLoadSpotTracesErrors(t *testing.T) {
+	empty := t.TempDir()
+	bad := filepath.Join(t.TempDir(), "bad.json")
+	if err := os.WriteFile(bad, []byte(`{"metadata": {"gap_seconds": 60}, "data": [1, 0, "x"]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := map[string]struct {
+		root    string
+		wantErr string
+	}{
+		"no such trace":                  {root: filepath.Join(empty, "nope.json"), wantErr: "stat " + filepath.Join(empty, "nope.json") + ": no such file or directory"},
+		"no traces":                      {root: empty, wantErr: empty + ": no .json spot traces in it"},
+		"malformed trace":                {root: bad, wantErr: "spot trace bad.json: field data: want int, got JSON string"},
+		"malformed trace in a directory": {root: filepath.Dir(bad), wantErr: "bad.json: spot trace bad.json: field data: want int, got JSON string"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			_, err := sim.LoadSpotTraces(tc.root)
+			if err == nil || err.Error() != tc.wantErr {
+				t.Errorf("error = %v, want %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestRunSpotErrors(t *testing.T) {
+	dir := spotTraceDir(t)
+	traces, err := sim.LoadSpotTraces(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = sim.RunSpot(sim.SpotConfig{Traces: traces, Policies: allPolicies(t), Jobs: 1, OnDemandPrice: 1, SpotFraction: 0.3,
+		Job: spotpolicy.Job{Work: 2 * time.Hour, Deadline: 30 * time.Hour}})
+	var short *spotpolicy.ShortTraceError
+	if !errors.As(err, &short) || err.Error() != "spot trace zone-a/up covers 20h0m0s, less than the job's deadline 30h0m0s" {
+		t.Errorf("RunSpot on a trace shorter than the deadline: %v", err)
+	}
+	if _, err := sim.RunSpot(sim.SpotConfig{Traces: traces, Jobs: 0}); err == nil || err.Error() != "spot replay: 0 jobs per trace: want 1 or more" {
+		t.Errorf("RunSpot without jobs: %v", err)
+	}
+	if _, err := sim.RunSpot(sim.SpotConfig{Jobs: 1}); err == nil || err.Error() != "spot replay: no traces" {
+		t.Errorf("RunSpot without traces: %v", err)
+	}
+}
+
+// TestSpotSharedTraces holds Gangway's policy to its promise on the
+// shared AWS traces with the replay's defaults: every deadline met, for
+// less than uniform progress.
+func TestSpotSharedTraces(t *testing.T) {
+	const dir = "../../../shared/traces/spot"
+	if _, err := os.Stat(dir); err != nil {
+		t.Skipf("no spot traces at %s", dir)
+	}
+	traces, err := sim.LoadSpotTraces(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs := sim.DefaultSpotJobs
+	if testing.Short() {
+		jobs = 50
+	}
+	res, err := sim.RunSpot(sim.SpotConfig{Source: dir, Traces: traces, Policies: allPolicies(t), Jobs: jobs, Seed: 1,
+		Job: sim.DefaultSpotJob, OnDemandPrice: sim.DefaultOnDemandPrice, SpotFraction: sim.DefaultSpotFraction})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]*sim.SpotStats{}
+	for i := range res.Mean {
+		s := &res.Mean[i]
+		got[s.Policy] = s
+		t.Logf("%-16s cost %.4f of on-demand, deadlines met %d/%d", s.Policy, s.CostVsOnDemand(), s.Met, s.Jobs)
+	}
+	g, up := got["gangway"], got["uniform-progress"]
+	if g.MetRatio() != 1 {
+		t.Errorf("gangway met %d of %d deadlines, want all", g.Met, g.Jobs)
+	}
+	if g.CostVsOnDemand() >= up.CostVsOnDemand() {
+		t.Errorf("gangway costs %.4f of on-demand, uniform-progress %.4f: want gangway cheaper", g.CostVsOnDemand(), up.CostVsOnDemand())
+	}
+	t.Logf("gangway costs %.1f%% less than uniform-progress", 100*(1-g.CostVsOnDemand()/up.CostVsOnDemand()))
+}

@@ -1,0 +1,117 @@
+package spotpolicy_test
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/gangwayhq/gangway/internal/spotpolicy"
+)
+
+func TestParseTrace(t *testing.T) {
+	tests := map[string]struct {
+		json      string
+		want      *spotpolicy.Trace
+		wantErr   string
+		wantRate  float64
+		wantPrice float64
+	}{
+		"with prices": {
+			json:     `{"metadata":{"gap_seconds":1800},"data":[1,0,1,1],"prices":[0.5,0.5,0.6,0.6]}`,
+			want:     &spotpolicy.Trace{Name: "t.json", Gap: 30 * time.Minute, Available: []int{1, 0, 1, 1}, Prices: []float64{0.5, 0.5, 0.6, 0.6}},
+			wantRate: 1.0 / 1.5, wantPrice: 0.55,
+		},
+		"without prices": {
+			json: `{"metadata":{"gap_seconds":32},"data":[2,2]}`,
+			want: &spotpolicy.Trace{Name: "t.json", Gap: 32 * time.Second, Available: []int{2, 2}},
+		},
+		"not json":        {json: `{"metadata":`, wantErr: "spot trace t.json: not valid JSON"},
+		"data not ints":   {json: `{"metadata":{"gap_seconds":1},"data":["a"]}`, wantErr: "field data"},
+		"no metadata":     {json: `{"data":[1]}`, wantErr: `missing "metadata"`},
+		"zero gap":        {json: `{"metadata":{"gap_seconds":0},"data":[1]}`, wantErr: "metadata.gap_seconds must be positive, got 0"},
+		"no data":         {json: `{"metadata":{"gap_seconds":1}}`, wantErr: `"data" is missing or empty`},
+		"negative":        {json: `{"metadata":{"gap_seconds":1},"data":[1,-1]}`, wantErr: "data[1] is -1"},
+		"prices mismatch": {json: `{"metadata":{"gap_seconds":1},"data":[1,1],"prices":[1]}`, wantErr: "1 prices for 2 data ticks"},
+		"negative price":  {json: `{"metadata":{"gap_seconds":1},"data":[1],"prices":[-2]}`, wantErr: "prices[0] is -2"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, err := spotpolicy.ParseTrace(strings.NewReader(tc.json), "t.json")
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+			if err := got.Validate(); err != nil {
+				t.Errorf("a parsed trace is invalid: %v", err)
+			}
+			if rate := got.InterruptionRate(); fmt.Sprintf("%.6f", rate) != fmt.Sprintf("%.6f", tc.wantRate) {
+				t.Errorf("InterruptionRate = %v, want %v", rate, tc.wantRate)
+			}
+			if price, _ := got.MeanPrice(); fmt.Sprintf("%.6f", price) != fmt.Sprintf("%.6f", tc.wantPrice) {
+				t.Errorf("MeanPrice = %v, want %v", price, tc.wantPrice)
+			}
+		})
+	}
+}
+
+// TestTraceAt reads ticks by offset, before the start and past the end
+// (a trace replays for ever).
+func TestTraceAt(t *testing.T) {
+	tr := &spotpolicy.Trace{Gap: time.Hour, Available: []int{3, 0, 1}, Prices: []float64{0.5, 0.6, 0.7}}
+	type at struct {
+		Tick, Available int
+		Price           float64
+		OK              bool
+	}
+	var got []at
+	for _, off := range []time.Duration{0, 59 * time.Minute, time.Hour, 5 * time.Hour, -time.Minute, -time.Hour} {
+		n, p, ok := tr.At(off)
+		got = append(got, at{tr.Tick(off), n, p, ok})
+	}
+	want := []at{{0, 3, 0.5, true}, {0, 3, 0.5, true}, {1, 0, 0.6, true}, {5, 1, 0.7, true}, {-1, 1, 0.7, true}, {-1, 1, 0.7, true}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("At (-want +got):\n%s", diff)
+	}
+	tr.Prices = nil
+	if n, p, ok := tr.AtTick(3); n != 3 || p != 0 || ok {
+		t.Errorf("AtTick(3) without prices = %d, %v, %v; want 3, 0, false", n, p, ok)
+	}
+	if got := tr.Availability(); got != 2.0/3 {
+		t.Errorf("Availability = %v, want 2/3", got)
+	}
+}
+
+// TestLoadSharedTraces loads every shared spot trace.
+func TestLoadSharedTraces(t *testing.T) {
+	files, _ := filepath.Glob("../../../shared/traces/spot/*/*/*/*.json")
+	if len(files) == 0 {
+		t.Skip("no shared spot traces at ../shared/traces/spot")
+	}
+	for _, f := range files {
+		tr, err := spotpolicy.LoadTrace(f)
+		if err != nil {
+			t.Errorf("LoadTrace(%s): %v", f, err)
+			continue
+		}
+		if tr.Name != filepath.Base(f) || tr.Validate() != nil {
+			t.Errorf("%s: trace %q: %v", f, tr.Name, tr.Validate())
+		}
+	}
+	if _, err := spotpolicy.LoadTrace(filepath.Join(t.TempDir(), "missing.json")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("LoadTrace(missing) = %v, want os.ErrNotExist", err)
+	}
+}
