@@ -3,7 +3,6 @@ package providers
 import (
 	"context"
 	"fmt"
-	"regexp"
 	"strings"
 	"time"
 
@@ -108,7 +107,7 @@ func (r LaunchRequest) Validate() error {
 		return fmt.Errorf("%w: minCount must be between 0 and count %d, got %d", ErrInvalid, r.Count, r.MinCount)
 	case r.Token == "":
 		return fmt.Errorf("%w: token is required (see providers.Token)", ErrInvalid)
-	case len(r.Token) > 63 || !labelRE.MatchString(r.Token):
+	case !gangway.IsDNSLabel(r.Token):
 		return fmt.Errorf("%w: token must be a DNS label of at most 63 characters, got %q", ErrInvalid, r.Token)
 	case r.JobID == "":
 		return fmt.Errorf("%w: jobID is required", ErrInvalid)
@@ -177,8 +176,6 @@ type Instance struct {
 	LaunchedAt  time.Time
 	Tags        map[string]string
 }
-
-var labelRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 
 // PoolName is the default pool of an offer: provider, zone, instance type
 // and capacity type folded into one DNS label, such as
