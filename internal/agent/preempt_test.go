@@ -13,10 +13,10 @@ import (
 	"github.com/gangwayhq/gangway/workflows"
 )
 
-// signal is one SignalWorkflow call.
+// signal is one SignalPreempt call.
 type signal struct {
-	WorkflowID, RunID, Name string
-	Arg                     workflows.PreemptRequest
+	JobID string
+	Arg   workflows.PreemptRequest
 }
 
 // fakeSignaller records signals; the first fails calls fail.
@@ -32,7 +32,7 @@ func newFakeSignaller(fails int) *fakeSignaller {
 	return &fakeSignaller{fails: fails, got: make(chan struct{}, 100)}
 }
 
-func (s *fakeSignaller) SignalWorkflow(_ context.Context, workflowID, runID, name string, arg any) error {
+func (s *fakeSignaller) SignalPreempt(_ context.Context, jobID string, req workflows.PreemptRequest) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.tries++
@@ -40,7 +40,7 @@ func (s *fakeSignaller) SignalWorkflow(_ context.Context, workflowID, runID, nam
 		s.fails--
 		return errors.New("temporal unreachable")
 	}
-	s.calls = append(s.calls, signal{workflowID, runID, name, arg.(workflows.PreemptRequest)})
+	s.calls = append(s.calls, signal{jobID, req})
 	s.got <- struct{}{}
 	return nil
 }
@@ -115,16 +115,16 @@ func TestNoticePreemptsRunningTasks(t *testing.T) {
 			Deadline: deadline, Reason: "interruption notice from aws-imds: terminate"}
 	}
 	want := map[string]signal{
-		"train-a": {"train-a", "", workflows.SignalPreempt, req(3)},
-		"train-b": {"train-b", "", workflows.SignalPreempt, req(1)},
-		"train-c": {"train-c", "", workflows.SignalPreempt, req(1)},
+		"train-a": {"train-a", req(3)},
+		"train-b": {"train-b", req(1)},
+		"train-c": {"train-c", req(1)},
 	}
 	got := map[string]signal{}
 	for _, s := range sig.all() {
-		if _, dup := got[s.WorkflowID]; dup {
-			t.Errorf("workflow %s signalled twice", s.WorkflowID)
+		if _, dup := got[s.JobID]; dup {
+			t.Errorf("workflow %s signalled twice", s.JobID)
 		}
-		got[s.WorkflowID] = s
+		got[s.JobID] = s
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("signals (-want +got):\n%s", diff)

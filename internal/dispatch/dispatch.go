@@ -13,6 +13,7 @@ import (
 	"github.com/gangwayhq/gangway/internal/metrics"
 	"github.com/gangwayhq/gangway/placement"
 	"github.com/gangwayhq/gangway/workflows"
+	"github.com/gangwayhq/gangway/workflows/jobs"
 )
 
 // Capacity is the part of the Redis view the loop uses.
@@ -44,8 +45,9 @@ type Workflows interface {
 	Running(ctx context.Context, jobID gangway.JobID) (bool, error)
 }
 
-// ErrJobGone: the job's workflow is not running.
-var ErrJobGone = errors.New("dispatch: job workflow is not running")
+// ErrJobGone is jobs.ErrJobGone, the one "job workflow is not running"
+// error; Workflows implementations return it (wrapped).
+var ErrJobGone = jobs.ErrJobGone
 
 // Config tunes the loop.
 type Config struct {
