@@ -16,7 +16,9 @@ import (
 
 	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/client"
+	"github.com/gangwayhq/gangway/internal/clientview"
 	"github.com/gangwayhq/gangway/workflows"
+	"github.com/gangwayhq/gangway/workflows/jobs"
 )
 
 // outputFlag adds --output text|json.
@@ -46,6 +48,12 @@ func (a *app) withConns(cmd *cobra.Command, output string, f func(ctx context.Co
 	}
 	defer c.Close()
 	return f(cmd.Context(), c)
+}
+
+// client is the job commands' client: job workflows through the one door
+// to them, the fleet through the Redis view.
+func (c conns) client() *client.Client {
+	return client.New(jobs.New(c.temporal), clientview.New(c.view))
 }
 
 func printJSON(w io.Writer, v any) error {
@@ -151,7 +159,7 @@ func printStatus(w io.Writer, output string, st client.JobStatus) error {
 	if st.Reason != "" {
 		fmt.Fprintf(w, "Reason:    %s\n", st.Reason)
 	}
-	if st.Waiting != "" {
+	if st.Waiting != nil {
 		fmt.Fprintf(w, "Waiting:   %s\n", st.Waiting)
 	}
 	fmt.Fprintf(w, "Attempts:  %d (user retries %d, infrastructure restarts %d)\n", st.Attempt, st.UserRetries, st.InfraRestarts)
@@ -399,10 +407,10 @@ why it burst: its on-prem ETA against the expected cost of the offer.`,
 				case st.Phase == gangway.PhaseProvisioning:
 					fmt.Fprintf(w, "Why: launching cloud instances for it: %s\n", st.Reason)
 				case st.Phase == gangway.PhaseQueued || st.Phase == gangway.PhaseRequeued || st.Phase == gangway.PhaseSubmitted:
-					if st.Waiting == "" {
+					if st.Waiting == nil {
 						fmt.Fprintln(w, "Why: not yet considered by the dispatch loop (it runs every cycle; is a gangway server up?)")
 					} else {
-						fmt.Fprintf(w, "Why: %s\n", st.Waiting)
+						printWaiting(w, *st.Waiting, time.Now())
 					}
 				case st.Assignment != nil && !st.Phase.Terminal():
 					fmt.Fprintf(w, "Where: %s\n", formatAssignment(*st.Assignment))
@@ -415,6 +423,19 @@ why it burst: its on-prem ETA against the expected cost of the offer.`,
 	}
 	outputFlag(cmd, &output)
 	return cmd
+}
+
+// printWaiting says why a job waits, whether waiting helps, and when its
+// own reservation starts.
+func printWaiting(w io.Writer, wt client.Waiting, now time.Time) {
+	fmt.Fprintf(w, "Why: %s\n", wt)
+	if !wt.ReservationStart.IsZero() {
+		fmt.Fprintf(w, "Reserved: GPUs on %s from %s (in %s)\n", strings.Join(wt.ReservedNodes, ","),
+			wt.ReservationStart.Local().Format(time.DateTime), max(wt.ReservationStart.Sub(now), 0).Round(time.Second))
+	}
+	if wt.Reason != "" && !wt.Retry {
+		fmt.Fprintln(w, "It will not fit as the fleet stands: change the job's spec or add capacity.")
+	}
 }
 
 func newCordonCmd(a *app) *cobra.Command {
