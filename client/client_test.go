@@ -661,3 +661,47 @@ func TestLogs(t *testing.T) {
 		}
 	})
 }
+
+// TestWithoutView: a client with no fleet view still validates the spec on
+// its own and submits (the fleet check is skipped), follows the job through
+// Temporal, and says ErrNoView for what needs the fleet.
+func TestWithoutView(t *testing.T) {
+	s := newStack(t)
+	s.startWorker(t)
+	c := client.New(jobs.New(s.tc), nil)
+	ctx := t.Context()
+
+	bad := spec("no-view-bad")
+	bad.Gang.Replicas = 0
+	var se *gangway.SpecError
+	if _, err := c.Submit(ctx, bad, client.SubmitOptions{}); !errors.As(err, &se) {
+		t.Fatalf("Submit(bad spec) = %v, want a *gangway.SpecError", err)
+	}
+	j := spec("no-view")
+	j.Gang.GPUModels = []string{"A100"} // the fleet has none; unchecked without a view
+	if _, err := c.Submit(ctx, j, client.SubmitOptions{}); err != nil {
+		t.Fatalf("Submit: %v", err)
+	}
+	// The dispatch loop would say why it waits; this client cannot see it.
+	why := capacity.Waiting{Reason: "ModelUnavailable", Detail: "no A100 in the fleet"}
+	if err := s.view.SetReasons(ctx, map[string]capacity.Waiting{j.Name: why}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the job to queue", func() bool {
+		st, err := c.Status(ctx, j.Name)
+		if err != nil || st.Waiting != nil {
+			t.Fatalf("Status = %+v, %v; want the job, no waiting reason", st, err)
+		}
+		return st.Phase == gangway.PhaseQueued
+	})
+	for name, err := range map[string]error{
+		"Cordon":   c.Cordon(ctx, "node-0"),
+		"Uncordon": c.Uncordon(ctx, "node-0"),
+		"Drain":    func() error { _, err := c.Drain(ctx, "node-0"); return err }(),
+		"Logs":     func() error { _, err := c.Logs(ctx, j.Name, "", 0); return err }(),
+	} {
+		if !errors.Is(err, client.ErrNoView) {
+			t.Errorf("%s = %v, want ErrNoView", name, err)
+		}
+	}
+}
