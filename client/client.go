@@ -52,7 +52,7 @@ type Options struct {
 	// View is the fleet view. Without one the client still submits
 	// (validating the spec, but not against the fleet), follows jobs
 	// through Temporal, lists and cancels them; Status carries no waiting
-	// reason, and Logs, Cordon, Uncordon and Drain return ErrNoView.
+	// reason, and Nodes, Logs, Cordon, Uncordon and Drain return ErrNoView.
 	View View
 	// Log receives the Temporal client's log lines (default: none).
 	Log *slog.Logger
@@ -174,6 +174,15 @@ func (c *Client) List(ctx context.Context) ([]Summary, error) {
 		out[i] = Summary(s)
 	}
 	return out, nil
+}
+
+// Nodes lists the registered nodes with their state, heartbeat and the
+// jobs holding their GPUs.
+func (c *Client) Nodes(ctx context.Context) ([]NodeInfo, error) {
+	if c.view == nil {
+		return nil, fmt.Errorf("nodes: %w", ErrNoView)
+	}
+	return c.view.Nodes(ctx)
 }
 
 // Cordon stops new work from landing on a node; jobs on it keep running.

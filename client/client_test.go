@@ -699,9 +699,57 @@ func TestWithoutView(t *testing.T) {
 		"Uncordon": c.Uncordon(ctx, "node-0"),
 		"Drain":    func() error { _, err := c.Drain(ctx, "node-0"); return err }(),
 		"Logs":     func() error { _, err := c.Logs(ctx, j.Name, "", 0); return err }(),
+		"Nodes":    func() error { _, err := c.Nodes(ctx); return err }(),
 	} {
 		if !errors.Is(err, client.ErrNoView) {
 			t.Errorf("%s = %v, want ErrNoView", name, err)
 		}
+	}
+}
+
+// TestNodes: the client lists the fleet with each node's state, and cordon
+// and uncordon change it.
+func TestNodes(t *testing.T) {
+	r := devstacktest.Redis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: r.Addr})
+	t.Cleanup(func() { _ = rdb.Close() })
+	view := capacity.New(rdb, capacity.Options{})
+	ctx := t.Context()
+	fleet := agent.FakeFleet("node", "onprem", []agent.NodeShape{{Count: 2, GPUs: 8, Model: "H100"}})
+	now := time.UnixMilli(1_750_000_000_000)
+	for _, n := range fleet {
+		if err := view.RegisterNode(ctx, n, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := client.New(nil, clientview.New(view))
+	if err := c.Cordon(ctx, fleet[1].ID); err != nil {
+		t.Fatal(err)
+	}
+	states := func() map[string]string {
+		t.Helper()
+		nodes, err := c.Nodes(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		for _, n := range nodes {
+			got[n.Node.ID] = n.State
+			if len(n.Node.GPUs) != 8 || !n.LastHeartbeat.Equal(now) {
+				t.Errorf("node %s: %d GPUs, heartbeat %v; want 8, %v", n.Node.ID, len(n.Node.GPUs), n.LastHeartbeat, now)
+			}
+		}
+		return got
+	}
+	want := map[string]string{fleet[0].ID: gangway.NodeReady, fleet[1].ID: gangway.NodeCordoned}
+	if diff := cmp.Diff(want, states()); diff != "" {
+		t.Errorf("after cordon (-want +got):\n%s", diff)
+	}
+	if err := c.Uncordon(ctx, fleet[1].ID); err != nil {
+		t.Fatal(err)
+	}
+	want[fleet[1].ID] = gangway.NodeReady
+	if diff := cmp.Diff(want, states()); diff != "" {
+		t.Errorf("after uncordon (-want +got):\n%s", diff)
 	}
 }

@@ -31,7 +31,12 @@ var _ Jobs = (*jobs.Jobs)(nil)
 // view implements it; a program outside the module may leave it nil (see
 // Options.View).
 type View interface {
+	// FleetNodes is every registered node's inventory, whatever its
+	// state: what Submit checks a job could ever fit on.
 	FleetNodes(ctx context.Context) ([]gangway.Node, error)
+	// Nodes is every registered node with its state, heartbeat and
+	// allocations, sorted by ID.
+	Nodes(ctx context.Context) ([]NodeInfo, error)
 	SetNodeState(ctx context.Context, nodeID, state string) error
 	Allocations(ctx context.Context) ([]gangway.Assignment, error)
 	// Waiting is why the last dispatch cycle left the job pending; the

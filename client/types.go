@@ -64,3 +64,17 @@ type Summary struct {
 	StartedAt time.Time     `json:"submittedAt"`
 	ClosedAt  time.Time     `json:"closedAt,omitzero"`
 }
+
+// NodeInfo is a node as the fleet view sees it: inventory, state, last
+// heartbeat and what is allocated on it.
+type NodeInfo struct {
+	Node gangway.Node `json:"node"`
+	// State is gangway.NodeReady, NodeCordoned or NodeLost.
+	State         string    `json:"state"`
+	LastHeartbeat time.Time `json:"lastHeartbeat"`
+	// Allocated maps each held GPU index to the job holding it; free GPUs
+	// are absent.
+	Allocated    map[int]gangway.JobID `json:"allocated,omitempty"`
+	UsedCPUMilli int64                 `json:"usedCpuMilli"`
+	UsedMemMiB   int64                 `json:"usedMemMiB"`
+}

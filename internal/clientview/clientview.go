@@ -20,6 +20,19 @@ func New(v *capacity.View) View { return View{v: v} }
 // FleetNodes implements client.View.
 func (a View) FleetNodes(ctx context.Context) ([]gangway.Node, error) { return a.v.FleetNodes(ctx) }
 
+// Nodes implements client.View.
+func (a View) Nodes(ctx context.Context) ([]client.NodeInfo, error) {
+	ns, err := a.v.Nodes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]client.NodeInfo, len(ns))
+	for i, n := range ns {
+		out[i] = client.NodeInfo(n)
+	}
+	return out, nil
+}
+
 // SetNodeState implements client.View.
 func (a View) SetNodeState(ctx context.Context, nodeID, state string) error {
 	return a.v.SetNodeState(ctx, nodeID, state)
