@@ -23,14 +23,7 @@ func (a View) FleetNodes(ctx context.Context) ([]gangway.Node, error) { return a
 // Nodes implements client.View.
 func (a View) Nodes(ctx context.Context) ([]client.NodeInfo, error) {
 	ns, err := a.v.Nodes(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]client.NodeInfo, len(ns))
-	for i, n := range ns {
-		out[i] = client.NodeInfo(n)
-	}
-	return out, nil
+	return each(ns, err, func(n capacity.NodeStatus) client.NodeInfo { return client.NodeInfo(n) })
 }
 
 // SetNodeState implements client.View.
@@ -52,12 +45,18 @@ func (a View) Waiting(ctx context.Context, id gangway.JobID) (client.Waiting, er
 // Logs implements client.View.
 func (a View) Logs(ctx context.Context, id gangway.JobID, after string, block time.Duration) ([]client.LogLine, error) {
 	lines, err := a.v.Logs(ctx, id, after, block)
+	return each(lines, err, func(l capacity.LogLine) client.LogLine { return client.LogLine(l) })
+}
+
+// each converts what a view call returned to the client's type, element
+// by element (the types share their fields, so conv is a conversion).
+func each[T, U any](xs []T, err error, conv func(T) U) ([]U, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]client.LogLine, len(lines))
-	for i, l := range lines {
-		out[i] = client.LogLine(l)
+	out := make([]U, len(xs))
+	for i, x := range xs {
+		out[i] = conv(x)
 	}
 	return out, nil
 }
