@@ -24,9 +24,11 @@ import (
 	"github.com/gangwayhq/gangway/client"
 	"github.com/gangwayhq/gangway/internal/agent"
 	"github.com/gangwayhq/gangway/internal/capacity"
+	"github.com/gangwayhq/gangway/internal/clientview"
 	"github.com/gangwayhq/gangway/internal/devstack/devstacktest"
 	"github.com/gangwayhq/gangway/internal/server"
 	"github.com/gangwayhq/gangway/workflows"
+	"github.com/gangwayhq/gangway/workflows/jobs"
 )
 
 // stack is a real Temporal dev server and a real redis-server with a fleet
@@ -61,7 +63,7 @@ func newStack(t *testing.T) *stack {
 			t.Fatalf("register %s: %v", n.ID, err)
 		}
 	}
-	return &stack{tc: tc, view: view, c: client.New(tc, view)}
+	return &stack{tc: tc, view: view, c: client.New(jobs.New(tc), clientview.New(view))}
 }
 
 // startWorker runs JobWorkflow and the server-side activities (enqueue,
@@ -492,7 +494,7 @@ func TestQueuedJob(t *testing.T) {
 		Phase   gangway.Phase
 		Team    string
 		Attempt int
-		Waiting string
+		Waiting *client.Waiting
 	}
 	status := func() view {
 		t.Helper()
@@ -510,11 +512,13 @@ func TestQueuedJob(t *testing.T) {
 		t.Errorf("queue mismatch (-want +got):\n%s", diff)
 	}
 
-	const reason = "InsufficientFreeGPUs: needs 2 × 8 H100, 1 node has 8 free"
-	if err := s.view.SetReasons(ctx, map[string]string{id: reason}); err != nil {
+	reason := capacity.Waiting{Reason: "WaitingForReservation", Detail: "needs 2 × 8 H100, 1 node has 8 free", Retry: true,
+		ReservationStart: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), ReservedNodes: []string{"node-0", "node-1"}}
+	if err := s.view.SetReasons(ctx, map[string]capacity.Waiting{id: reason}); err != nil {
 		t.Fatalf("SetReasons: %v", err)
 	}
-	if diff := cmp.Diff(view{Phase: gangway.PhaseQueued, Team: "ml", Attempt: 1, Waiting: reason}, status()); diff != "" {
+	want := client.Waiting(reason)
+	if diff := cmp.Diff(view{Phase: gangway.PhaseQueued, Team: "ml", Attempt: 1, Waiting: &want}, status()); diff != "" {
 		t.Errorf("status after a dispatch cycle mismatch (-want +got):\n%s", diff)
 	}
 
@@ -581,17 +585,17 @@ func TestLogs(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: r.Addr})
 	t.Cleanup(func() { _ = rdb.Close() })
 	view := capacity.New(rdb, capacity.Options{})
-	s := &stack{view: view, c: client.New(nil, view)}
+	s := &stack{view: view, c: client.New(nil, clientview.New(view))}
 	ctx := t.Context()
 	const id = "logs"
 	t0 := time.UnixMilli(1_750_000_000_000)
-	lines := []capacity.LogLine{
+	lines := []client.LogLine{
 		{Time: t0, Rank: 0, Attempt: 1, Text: "epoch 1"},
 		{Time: t0.Add(time.Second), Rank: 1, Attempt: 1, Text: "epoch 1 on rank 1"},
 		{Time: t0.Add(2 * time.Second), Rank: 0, Attempt: 2, Text: "resumed from checkpoint"},
 	}
 	for _, l := range lines {
-		if err := s.view.AppendLog(ctx, id, l); err != nil {
+		if err := s.view.AppendLog(ctx, id, capacity.LogLine(l)); err != nil {
 			t.Fatalf("AppendLog: %v", err)
 		}
 	}
@@ -599,7 +603,7 @@ func TestLogs(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Logs: %v", err)
 	}
-	ignoreID := cmpopts.IgnoreFields(capacity.LogLine{}, "ID")
+	ignoreID := cmpopts.IgnoreFields(client.LogLine{}, "ID")
 	if diff := cmp.Diff(lines, all, ignoreID); diff != "" {
 		t.Fatalf("all lines mismatch (-want +got):\n%s", diff)
 	}
@@ -610,14 +614,14 @@ func TestLogs(t *testing.T) {
 		job   string
 		after string
 		block time.Duration
-		want  []capacity.LogLine
+		want  []client.LogLine
 	}{
 		{name: "from the start", job: id, want: lines},
 		{name: "after the first line", job: id, after: all[0].ID, want: lines[1:]},
-		{name: "after the last line", job: id, after: last, want: []capacity.LogLine{}},
-		{name: "after the last line, blocking", job: id, after: last, block: 20 * time.Millisecond, want: []capacity.LogLine{}},
+		{name: "after the last line", job: id, after: last, want: []client.LogLine{}},
+		{name: "after the last line, blocking", job: id, after: last, block: 20 * time.Millisecond, want: []client.LogLine{}},
 		{name: "from the start, blocking", job: id, block: time.Second, want: lines},
-		{name: "unknown job", job: "no-such-job", want: []capacity.LogLine{}},
+		{name: "unknown job", job: "no-such-job", want: []client.LogLine{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -632,9 +636,9 @@ func TestLogs(t *testing.T) {
 	}
 
 	t.Run("blocking read wakes on a new line", func(t *testing.T) {
-		next := capacity.LogLine{Time: t0.Add(3 * time.Second), Rank: 0, Attempt: 2, Text: "epoch 2"}
+		next := client.LogLine{Time: t0.Add(3 * time.Second), Rank: 0, Attempt: 2, Text: "epoch 2"}
 		type result struct {
-			lines []capacity.LogLine
+			lines []client.LogLine
 			err   error
 		}
 		done := make(chan result, 1)
@@ -645,15 +649,107 @@ func TestLogs(t *testing.T) {
 			l, err := s.c.Logs(ctx, id, last, 10*time.Second)
 			done <- result{l, err}
 		}()
-		if err := s.view.AppendLog(ctx, id, next); err != nil {
+		if err := s.view.AppendLog(ctx, id, capacity.LogLine(next)); err != nil {
 			t.Fatalf("AppendLog: %v", err)
 		}
 		r := <-done
 		if r.err != nil {
 			t.Fatalf("Logs: %v", r.err)
 		}
-		if diff := cmp.Diff([]capacity.LogLine{next}, r.lines, ignoreID); diff != "" {
+		if diff := cmp.Diff([]client.LogLine{next}, r.lines, ignoreID); diff != "" {
 			t.Errorf("lines mismatch (-want +got):\n%s", diff)
 		}
 	})
+}
+
+// TestWithoutView: a client with no fleet view still validates the spec on
+// its own and submits (the fleet check is skipped), follows the job through
+// Temporal, and says ErrNoView for what needs the fleet.
+func TestWithoutView(t *testing.T) {
+	s := newStack(t)
+	s.startWorker(t)
+	c := client.New(jobs.New(s.tc), nil)
+	ctx := t.Context()
+
+	bad := spec("no-view-bad")
+	bad.Gang.Replicas = 0
+	var se *gangway.SpecError
+	if _, err := c.Submit(ctx, bad, client.SubmitOptions{}); !errors.As(err, &se) {
+		t.Fatalf("Submit(bad spec) = %v, want a *gangway.SpecError", err)
+	}
+	j := spec("no-view")
+	j.Gang.GPUModels = []string{"A100"} // the fleet has none; unchecked without a view
+	if _, err := c.Submit(ctx, j, client.SubmitOptions{}); err != nil {
+		t.Fatalf("Submit: %v", err)
+	}
+	// The dispatch loop would say why it waits; this client cannot see it.
+	why := capacity.Waiting{Reason: "ModelUnavailable", Detail: "no A100 in the fleet"}
+	if err := s.view.SetReasons(ctx, map[string]capacity.Waiting{j.Name: why}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the job to queue", func() bool {
+		st, err := c.Status(ctx, j.Name)
+		if err != nil || st.Waiting != nil {
+			t.Fatalf("Status = %+v, %v; want the job, no waiting reason", st, err)
+		}
+		return st.Phase == gangway.PhaseQueued
+	})
+	for name, err := range map[string]error{
+		"Cordon":   c.Cordon(ctx, "node-0"),
+		"Uncordon": c.Uncordon(ctx, "node-0"),
+		"Drain":    func() error { _, err := c.Drain(ctx, "node-0"); return err }(),
+		"Logs":     func() error { _, err := c.Logs(ctx, j.Name, "", 0); return err }(),
+		"Nodes":    func() error { _, err := c.Nodes(ctx); return err }(),
+	} {
+		if !errors.Is(err, client.ErrNoView) {
+			t.Errorf("%s = %v, want ErrNoView", name, err)
+		}
+	}
+}
+
+// TestNodes: the client lists the fleet with each node's state, and cordon
+// and uncordon change it.
+func TestNodes(t *testing.T) {
+	r := devstacktest.Redis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: r.Addr})
+	t.Cleanup(func() { _ = rdb.Close() })
+	view := capacity.New(rdb, capacity.Options{})
+	ctx := t.Context()
+	fleet := agent.FakeFleet("node", "onprem", []agent.NodeShape{{Count: 2, GPUs: 8, Model: "H100"}})
+	now := time.UnixMilli(1_750_000_000_000)
+	for _, n := range fleet {
+		if err := view.RegisterNode(ctx, n, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := client.New(nil, clientview.New(view))
+	if err := c.Cordon(ctx, fleet[1].ID); err != nil {
+		t.Fatal(err)
+	}
+	states := func() map[string]string {
+		t.Helper()
+		nodes, err := c.Nodes(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		for _, n := range nodes {
+			got[n.Node.ID] = n.State
+			if len(n.Node.GPUs) != 8 || !n.LastHeartbeat.Equal(now) {
+				t.Errorf("node %s: %d GPUs, heartbeat %v; want 8, %v", n.Node.ID, len(n.Node.GPUs), n.LastHeartbeat, now)
+			}
+		}
+		return got
+	}
+	want := map[string]string{fleet[0].ID: gangway.NodeReady, fleet[1].ID: gangway.NodeCordoned}
+	if diff := cmp.Diff(want, states()); diff != "" {
+		t.Errorf("after cordon (-want +got):\n%s", diff)
+	}
+	if err := c.Uncordon(ctx, fleet[1].ID); err != nil {
+		t.Fatal(err)
+	}
+	want[fleet[1].ID] = gangway.NodeReady
+	if diff := cmp.Diff(want, states()); diff != "" {
+		t.Errorf("after uncordon (-want +got):\n%s", diff)
+	}
 }

@@ -1,8 +1,14 @@
 // Package client is Gangway's Go client: submit a job, read its status and
-// why it waits, list jobs, cancel, read logs. `gangway submit` and friends
-// are thin wrappers over it; programs can use it directly.
+// why it waits, list jobs, cancel, read logs, cordon and drain nodes.
+// `gangway submit` and friends are thin wrappers over it, and programs
+// outside this module can use it: it and its dependencies import no
+// internal/ package.
 //
-// Jobs are Temporal workflows (workflow ID = job ID), so the client speaks
-// to Temporal for the job's truth and to the Redis view for the fleet and
-// the dispatch loop's waiting reasons.
+// Jobs are Temporal workflows (workflow ID = job ID), so the client reaches
+// them through Jobs (workflows/jobs, the one door to job workflows) for the
+// job's truth, and through View for the fleet, the dispatch loop's typed
+// waiting reasons and job output. Dial connects to Temporal from Options
+// alone; a client without a View still submits (validating the spec but
+// skipping the check against the fleet) and follows jobs to their end.
+// Inside Gangway, internal/clientview adapts the Redis view to View.
 package client

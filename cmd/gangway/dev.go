@@ -338,9 +338,9 @@ func runDemo(ctx context.Context, c conns, o devOptions, events <-chan string, o
 			}
 			statuses[id] = st
 			// Show why each gang waits, once per kind of reason.
-			if kind, _, _ := strings.Cut(st.Waiting, ":"); kind != "" && told[id] != kind && strings.Contains(id, "x8-") {
-				fmt.Fprintf(out, "          %s waits: %s\n", id, st.Waiting)
-				told[id] = kind
+			if w := st.Waiting; w != nil && w.Reason != "" && told[id] != w.Reason && strings.Contains(id, "x8-") {
+				fmt.Fprintf(out, "          %s waits: %s\n", id, w)
+				told[id] = w.Reason
 			}
 			counts[st.Phase]++
 			if st.Phase.Terminal() {

@@ -16,7 +16,9 @@ import (
 
 	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/client"
+	"github.com/gangwayhq/gangway/internal/clientview"
 	"github.com/gangwayhq/gangway/workflows"
+	"github.com/gangwayhq/gangway/workflows/jobs"
 )
 
 // outputFlag adds --output text|json.
@@ -46,6 +48,12 @@ func (a *app) withConns(cmd *cobra.Command, output string, f func(ctx context.Co
 	}
 	defer c.Close()
 	return f(cmd.Context(), c)
+}
+
+// client is the job commands' client: job workflows through the one door
+// to them, the fleet through the Redis view.
+func (c conns) client() *client.Client {
+	return client.New(jobs.New(c.temporal), clientview.New(c.view))
 }
 
 func printJSON(w io.Writer, v any) error {
@@ -151,7 +159,7 @@ func printStatus(w io.Writer, output string, st client.JobStatus) error {
 	if st.Reason != "" {
 		fmt.Fprintf(w, "Reason:    %s\n", st.Reason)
 	}
-	if st.Waiting != "" {
+	if st.Waiting != nil {
 		fmt.Fprintf(w, "Waiting:   %s\n", st.Waiting)
 	}
 	fmt.Fprintf(w, "Attempts:  %d (user retries %d, infrastructure restarts %d)\n", st.Attempt, st.UserRetries, st.InfraRestarts)
@@ -376,8 +384,10 @@ func newWhyCmd(a *app) *cobra.Command {
 		Long: `Print the job's phase and, while it waits, the dispatch loop's last reason
 for not placing it — typed, with numbers: quota, fragmentation, GPU model
 unavailable, reserved GPUs, a reservation of its own with its start time,
-preemption in progress, or never fits. A job renting cloud capacity says
-why it burst: its on-prem ETA against the expected cost of the offer.`,
+preemption in progress, or never fits — and whether waiting helps. A job
+renting cloud capacity says why it burst: its on-prem ETA against the
+expected cost of the offer. With --output json the reason comes as fields
+under "waiting": reason, detail, retry, reservationStart, reservedNodes.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.withConns(cmd, output, func(ctx context.Context, c conns) error {
@@ -385,36 +395,54 @@ why it burst: its on-prem ETA against the expected cost of the offer.`,
 				if err != nil {
 					return err
 				}
-				if output == "json" {
-					return printJSON(cmd.OutOrStdout(), map[string]any{
-						"jobId": st.JobID, "phase": st.Phase, "attempt": st.Attempt, "waiting": st.Waiting, "reason": st.Reason})
-				}
-				w := cmd.OutOrStdout()
-				since := ""
-				if n := len(st.Phases); n > 0 {
-					since = fmt.Sprintf(" since %s", st.Phases[n-1].At.Local().Format(time.DateTime))
-				}
-				fmt.Fprintf(w, "Job %s (team %s) is %s%s, attempt %d.\n", st.JobID, st.Team, st.Phase, since, st.Attempt)
-				switch {
-				case st.Phase == gangway.PhaseProvisioning:
-					fmt.Fprintf(w, "Why: launching cloud instances for it: %s\n", st.Reason)
-				case st.Phase == gangway.PhaseQueued || st.Phase == gangway.PhaseRequeued || st.Phase == gangway.PhaseSubmitted:
-					if st.Waiting == "" {
-						fmt.Fprintln(w, "Why: not yet considered by the dispatch loop (it runs every cycle; is a gangway server up?)")
-					} else {
-						fmt.Fprintf(w, "Why: %s\n", st.Waiting)
-					}
-				case st.Assignment != nil && !st.Phase.Terminal():
-					fmt.Fprintf(w, "Where: %s\n", formatAssignment(*st.Assignment))
-				default:
-					fmt.Fprintf(w, "Reason: %s\n", st.Reason)
-				}
-				return nil
+				return printWhy(cmd.OutOrStdout(), output, st, time.Now())
 			})
 		},
 	}
 	outputFlag(cmd, &output)
 	return cmd
+}
+
+// printWhy is `gangway why`'s answer: the phase and, while the job waits,
+// the dispatch loop's typed reason (JSON: its fields under "waiting").
+func printWhy(w io.Writer, output string, st client.JobStatus, now time.Time) error {
+	if output == "json" {
+		return printJSON(w, map[string]any{
+			"jobId": st.JobID, "phase": st.Phase, "attempt": st.Attempt, "waiting": st.Waiting, "reason": st.Reason})
+	}
+	since := ""
+	if n := len(st.Phases); n > 0 {
+		since = fmt.Sprintf(" since %s", st.Phases[n-1].At.Local().Format(time.DateTime))
+	}
+	fmt.Fprintf(w, "Job %s (team %s) is %s%s, attempt %d.\n", st.JobID, st.Team, st.Phase, since, st.Attempt)
+	switch {
+	case st.Phase == gangway.PhaseProvisioning:
+		fmt.Fprintf(w, "Why: launching cloud instances for it: %s\n", st.Reason)
+	case st.Phase == gangway.PhaseQueued || st.Phase == gangway.PhaseRequeued || st.Phase == gangway.PhaseSubmitted:
+		if st.Waiting == nil {
+			fmt.Fprintln(w, "Why: not yet considered by the dispatch loop (it runs every cycle; is a gangway server up?)")
+		} else {
+			printWaiting(w, *st.Waiting, now)
+		}
+	case st.Assignment != nil && !st.Phase.Terminal():
+		fmt.Fprintf(w, "Where: %s\n", formatAssignment(*st.Assignment))
+	default:
+		fmt.Fprintf(w, "Reason: %s\n", st.Reason)
+	}
+	return nil
+}
+
+// printWaiting says why a job waits, whether waiting helps, and when its
+// own reservation starts.
+func printWaiting(w io.Writer, wt client.Waiting, now time.Time) {
+	fmt.Fprintf(w, "Why: %s\n", wt)
+	if !wt.ReservationStart.IsZero() {
+		fmt.Fprintf(w, "Reserved: GPUs on %s from %s (in %s)\n", strings.Join(wt.ReservedNodes, ","),
+			wt.ReservationStart.Local().Format(time.DateTime), max(wt.ReservationStart.Sub(now), 0).Round(time.Second))
+	}
+	if wt.Reason != "" && !wt.Retry {
+		fmt.Fprintln(w, "It will not fit as the fleet stands: change the job's spec or add capacity.")
+	}
 }
 
 func newCordonCmd(a *app) *cobra.Command {

@@ -13,7 +13,6 @@ import (
 	tclient "go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
 
-	"github.com/gangwayhq/gangway/client"
 	"github.com/gangwayhq/gangway/internal/capacity"
 )
 
@@ -88,8 +87,6 @@ func (c conns) Close() {
 		_ = c.redis.Close()
 	}
 }
-
-func (c conns) client() *client.Client { return client.New(c.temporal, c.view) }
 
 // connect dials Temporal and Redis with the loaded config.
 func (a *app) connect(ctx context.Context) (conns, error) {

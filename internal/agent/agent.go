@@ -18,6 +18,7 @@ import (
 	"github.com/gangwayhq/gangway/checkpoint"
 	"github.com/gangwayhq/gangway/internal/capacity"
 	"github.com/gangwayhq/gangway/workflows"
+	"github.com/gangwayhq/gangway/workflows/jobs"
 )
 
 // Capacity is the part of the Redis view the agent uses.
@@ -140,7 +141,7 @@ func (a *Agent) Run(ctx context.Context, tc client.Client) error {
 	defer w.Stop()
 	defer a.startGPUWatch(ctx, tc, lifted)()
 	if a.cfg.Notices != nil {
-		go a.watchNotices(ctx, tc)
+		go a.watchNotices(ctx, jobs.New(tc))
 	}
 	a.log.Info("agent up", "gpus", len(a.cfg.Node.GPUs), "model", a.cfg.Node.Model(), "pool", a.cfg.Node.Pool)
 

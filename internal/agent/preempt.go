@@ -114,16 +114,16 @@ func (a *Agent) StopTasks(gpus []int, errType, reason string) int {
 	return n
 }
 
-// Signaller signals a job's workflow; go.temporal.io/sdk/client.Client is
+// Preempter asks a job's workflow to preempt an attempt; *jobs.Jobs is
 // one.
-type Signaller interface {
-	SignalWorkflow(ctx context.Context, workflowID, runID, signalName string, arg any) error
+type Preempter interface {
+	SignalPreempt(ctx context.Context, jobID gangway.JobID, req workflows.PreemptRequest) error
 }
 
 // noticeState remembers the node's notice and which attempts were told.
 type noticeState struct {
 	mu       sync.Mutex
-	sig      Signaller       // set once notices are watched
+	sig      Preempter       // set once notices are watched
 	done     <-chan struct{} // closed when the agent stops watching
 	notice   *Notice         // the first interruption or maintenance notice
 	deadline time.Time       // the soonest deadline of those notices
@@ -140,7 +140,7 @@ const (
 )
 
 // watchNotices turns cfg.Notices into preempt signals until ctx ends.
-func (a *Agent) watchNotices(ctx context.Context, s Signaller) {
+func (a *Agent) watchNotices(ctx context.Context, s Preempter) {
 	a.notices.mu.Lock()
 	a.notices.sig, a.notices.done = s, ctx.Done()
 	a.notices.mu.Unlock()
@@ -227,7 +227,7 @@ func (a *Agent) preempt(job gangway.JobID, attempt int, n Notice) {
 	go func() {
 		for {
 			ctx, cancel := context.WithTimeout(context.Background(), signalTimeout)
-			err := sig.SignalWorkflow(ctx, job, "", workflows.SignalPreempt, req)
+			err := sig.SignalPreempt(ctx, job, req)
 			cancel()
 			if err == nil {
 				log.Info("asked the workflow to preempt the attempt", "reason", req.Reason)

@@ -13,14 +13,14 @@ import (
 	"github.com/gangwayhq/gangway/workflows"
 )
 
-// signal is one SignalWorkflow call.
+// signal is one SignalPreempt call.
 type signal struct {
-	WorkflowID, RunID, Name string
-	Arg                     workflows.PreemptRequest
+	JobID string
+	Arg   workflows.PreemptRequest
 }
 
-// fakeSignaller records signals; the first fails calls fail.
-type fakeSignaller struct {
+// fakePreempter records signals; the first fails calls fail.
+type fakePreempter struct {
 	mu    sync.Mutex
 	fails int
 	calls []signal // successful ones
@@ -28,11 +28,11 @@ type fakeSignaller struct {
 	got   chan struct{} // one send per successful signal
 }
 
-func newFakeSignaller(fails int) *fakeSignaller {
-	return &fakeSignaller{fails: fails, got: make(chan struct{}, 100)}
+func newFakePreempter(fails int) *fakePreempter {
+	return &fakePreempter{fails: fails, got: make(chan struct{}, 100)}
 }
 
-func (s *fakeSignaller) SignalWorkflow(_ context.Context, workflowID, runID, name string, arg any) error {
+func (s *fakePreempter) SignalPreempt(_ context.Context, jobID string, req workflows.PreemptRequest) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.tries++
@@ -40,19 +40,19 @@ func (s *fakeSignaller) SignalWorkflow(_ context.Context, workflowID, runID, nam
 		s.fails--
 		return errors.New("temporal unreachable")
 	}
-	s.calls = append(s.calls, signal{workflowID, runID, name, arg.(workflows.PreemptRequest)})
+	s.calls = append(s.calls, signal{jobID, req})
 	s.got <- struct{}{}
 	return nil
 }
 
-func (s *fakeSignaller) all() []signal {
+func (s *fakePreempter) all() []signal {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]signal(nil), s.calls...)
 }
 
 // waitSignals waits for n more successful signals.
-func (s *fakeSignaller) waitSignals(t *testing.T, n int) {
+func (s *fakePreempter) waitSignals(t *testing.T, n int) {
 	t.Helper()
 	for range n {
 		select {
@@ -94,7 +94,7 @@ func (h *harness) startSleeper(t *testing.T, job string, attempt int, gpus []int
 func TestNoticePreemptsRunningTasks(t *testing.T) {
 	notices := make(chan Notice)
 	h := newCkptHarness(t, notices)
-	sig := newFakeSignaller(1) // the first try fails and is retried
+	sig := newFakePreempter(1) // the first try fails and is retried
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go h.a.watchNotices(ctx, sig)
@@ -115,16 +115,16 @@ func TestNoticePreemptsRunningTasks(t *testing.T) {
 			Deadline: deadline, Reason: "interruption notice from aws-imds: terminate"}
 	}
 	want := map[string]signal{
-		"train-a": {"train-a", "", workflows.SignalPreempt, req(3)},
-		"train-b": {"train-b", "", workflows.SignalPreempt, req(1)},
-		"train-c": {"train-c", "", workflows.SignalPreempt, req(1)},
+		"train-a": {"train-a", req(3)},
+		"train-b": {"train-b", req(1)},
+		"train-c": {"train-c", req(1)},
 	}
 	got := map[string]signal{}
 	for _, s := range sig.all() {
-		if _, dup := got[s.WorkflowID]; dup {
-			t.Errorf("workflow %s signalled twice", s.WorkflowID)
+		if _, dup := got[s.JobID]; dup {
+			t.Errorf("workflow %s signalled twice", s.JobID)
 		}
-		got[s.WorkflowID] = s
+		got[s.JobID] = s
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("signals (-want +got):\n%s", diff)
@@ -142,7 +142,7 @@ func TestNoticeDeadlineShortensGrace(t *testing.T) {
 	h := newCkptHarness(t, notices)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go h.a.watchNotices(ctx, newFakeSignaller(0))
+	go h.a.watchNotices(ctx, newFakePreempter(0))
 	notices <- Notice{Kind: NoticeInterruption, Deadline: time.Now().Add(minUploadReserve + 2*time.Second), Source: "gcp-metadata"}
 
 	tctx, tcancel := context.WithCancel(context.Background())

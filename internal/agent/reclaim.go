@@ -14,8 +14,6 @@ import (
 	"syscall"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
 	"github.com/gangwayhq/gangway"
@@ -23,6 +21,7 @@ import (
 	"github.com/gangwayhq/gangway/internal/gpuinfo"
 	"github.com/gangwayhq/gangway/internal/metrics"
 	"github.com/gangwayhq/gangway/workflows"
+	"github.com/gangwayhq/gangway/workflows/jobs"
 )
 
 // Reclaim event kinds, in the GPU event stream.
@@ -491,22 +490,15 @@ func intList(xs []int) string {
 	return strings.Join(s, ",")
 }
 
-// TemporalJobAlive asks Temporal whether a job's workflow is still
-// running. A workflow that does not exist or has closed is gone. The
-// attempt is not checked: a workflow that moved on to a newer attempt
-// cancels the old one's tasks itself.
+// TemporalJobAlive asks Temporal, through the one door to job workflows,
+// whether a job's workflow is still running. A workflow that does not
+// exist or has closed is gone. The attempt is not checked: a workflow that
+// moved on to a newer attempt cancels the old one's tasks itself.
 func TemporalJobAlive(tc client.Client) JobAliveFunc {
+	j := jobs.New(tc)
 	return func(ctx context.Context, jobID gangway.JobID, _ int) (bool, error) {
 		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		resp, err := tc.DescribeWorkflowExecution(ctx, jobID, "")
-		var notFound *serviceerror.NotFound
-		if errors.As(err, &notFound) {
-			return false, nil
-		}
-		if err != nil {
-			return false, fmt.Errorf("describe workflow %s: %w", jobID, err)
-		}
-		return resp.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, nil
+		return j.Running(ctx, jobID)
 	}
 }

@@ -16,7 +16,8 @@ func TestCommit(t *testing.T) {
 	ctx := t.Context()
 	v := world(t, rdb, []gangway.Node{node("n1", 4), node("n2", 4)},
 		entry("a", 1, 2, 2), entry("b", 3, 1, 1), entry("c", 1, 1, 8))
-	must(t, v.SetReasons(ctx, map[gangway.JobID]string{"a": "waiting", "c": "needs 8 GPUs on one node"}))
+	c := Waiting{Reason: "Fragmented", Detail: "needs 8 GPUs on one node", Retry: true}
+	must(t, v.SetReasons(ctx, map[gangway.JobID]Waiting{"a": {Reason: "InsufficientFreeGPUs", Retry: true}, "c": c}))
 
 	plan := []gangway.Assignment{
 		assign("a", 1, member(0, "n1", 0, 1), member(1, "n2", 0, 1)),
@@ -52,12 +53,12 @@ func TestCommit(t *testing.T) {
 	if _, err := v.Allocation(ctx, "c"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("Allocation(c) error = %v, want ErrNotFound", err)
 	}
-	reasons := map[string]string{}
+	reasons := map[string]Waiting{}
 	for _, job := range []string{"a", "c"} {
 		reasons[job], err = v.Reason(ctx, job)
 		must(t, err)
 	}
-	if diff := cmp.Diff(map[string]string{"a": "", "c": "needs 8 GPUs on one node"}, reasons); diff != "" {
+	if diff := cmp.Diff(map[string]Waiting{"a": {}, "c": c}, reasons); diff != "" {
 		t.Errorf("reasons after commit mismatch (-want +got):\n%s", diff)
 	}
 }

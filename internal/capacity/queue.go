@@ -97,32 +97,3 @@ func SortQueue(q []gangway.QueueEntry) {
 		return strings.Compare(a.JobID, b.JobID)
 	})
 }
-
-// SetReasons replaces every pending reason with reasons (job → why it
-// waits). The dispatch loop calls it once per cycle with the whole set.
-func (v *View) SetReasons(ctx context.Context, reasons map[gangway.JobID]string) error {
-	_, err := v.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.Del(ctx, v.k.reasons)
-		if len(reasons) > 0 {
-			p.HSet(ctx, v.k.reasons, reasons)
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("set reasons: %w", err)
-	}
-	return nil
-}
-
-// Reason returns why the job is still pending, as of the last dispatch
-// cycle; "" if there is no reason on record.
-func (v *View) Reason(ctx context.Context, jobID gangway.JobID) (string, error) {
-	r, err := v.rdb.HGet(ctx, v.k.reasons, jobID).Result()
-	if errors.Is(err, redis.Nil) {
-		return "", nil
-	}
-	if err != nil {
-		return "", fmt.Errorf("reason %s: %w", jobID, err)
-	}
-	return r, nil
-}

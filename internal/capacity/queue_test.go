@@ -173,24 +173,26 @@ func jobIDs(q []gangway.QueueEntry) []string {
 
 func TestReasons(t *testing.T) {
 	rdb := startRedis(t)
+	short := Waiting{Reason: "InsufficientFreeGPUs", Detail: "needs 16 GPUs, 8 free", Retry: true}
+	quota := Waiting{Reason: "QuotaExceeded", Detail: "team ml uses 32 of 32 GPUs", Retry: true}
+	reserved := Waiting{Reason: "WaitingForReservation", Detail: "GPUs free up at 12:00", Retry: true,
+		ReservationStart: t0.Add(time.Hour), ReservedNodes: []string{"n1", "n2"}}
+	never := Waiting{Reason: "ModelUnavailable", Detail: "no H200 in the fleet"}
 	tests := map[string]struct {
-		sets []map[gangway.JobID]string
-		want map[gangway.JobID]string // job → Reason()
+		sets []map[gangway.JobID]Waiting
+		want map[gangway.JobID]Waiting // job → Reason()
 	}{
 		"set": {
-			sets: []map[gangway.JobID]string{{"a": "needs 16 GPUs, 8 free", "b": "quota"}},
-			want: map[gangway.JobID]string{"a": "needs 16 GPUs, 8 free", "b": "quota", "c": ""},
+			sets: []map[gangway.JobID]Waiting{{"a": short, "b": quota, "r": reserved}},
+			want: map[gangway.JobID]Waiting{"a": short, "b": quota, "r": reserved, "c": {}},
 		},
 		"replace drops jobs no longer listed": {
-			sets: []map[gangway.JobID]string{
-				{"a": "needs 16 GPUs, 8 free", "b": "quota"},
-				{"b": "quota exceeded: 32/32", "c": "no H200 in fleet"},
-			},
-			want: map[gangway.JobID]string{"a": "", "b": "quota exceeded: 32/32", "c": "no H200 in fleet"},
+			sets: []map[gangway.JobID]Waiting{{"a": short, "b": quota}, {"b": reserved, "c": never}},
+			want: map[gangway.JobID]Waiting{"a": {}, "b": reserved, "c": never},
 		},
 		"empty set clears": {
-			sets: []map[gangway.JobID]string{{"a": "x"}, {}},
-			want: map[gangway.JobID]string{"a": ""},
+			sets: []map[gangway.JobID]Waiting{{"a": short}, {}},
+			want: map[gangway.JobID]Waiting{"a": {}},
 		},
 	}
 	for name, tc := range tests {
@@ -200,7 +202,7 @@ func TestReasons(t *testing.T) {
 			for _, s := range tc.sets {
 				must(t, v.SetReasons(ctx, s))
 			}
-			got := map[gangway.JobID]string{}
+			got := map[gangway.JobID]Waiting{}
 			for job := range tc.want {
 				r, err := v.Reason(ctx, job)
 				must(t, err)
@@ -210,5 +212,35 @@ func TestReasons(t *testing.T) {
 				t.Errorf("Reason() mismatch (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestReasonsWrittenAsText: a view written by a version that stored
+// reasons as "<code>: <detail>" text still reads, typed.
+func TestReasonsWrittenAsText(t *testing.T) {
+	rdb := startRedis(t)
+	ctx := t.Context()
+	v := newView(rdb, Options{})
+	old := map[string]string{
+		"a": "Fragmented: 8 GPUs free in total but at most 4 on one node",
+		"b": "NeverFits: needs 16 GPUs per replica, the largest node has 8",
+		"c": "waiting",
+		"d": "",
+	}
+	must(t, rdb.HSet(ctx, v.k.reasons, old).Err())
+	want := map[gangway.JobID]Waiting{
+		"a": {Reason: "Fragmented", Detail: "8 GPUs free in total but at most 4 on one node", Retry: true},
+		"b": {Reason: "NeverFits", Detail: "needs 16 GPUs per replica, the largest node has 8"},
+		"c": {Detail: "waiting", Retry: true},
+		"d": {},
+	}
+	got := map[gangway.JobID]Waiting{}
+	for job := range want {
+		r, err := v.Reason(ctx, job)
+		must(t, err)
+		got[job] = r
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Reason() of text values mismatch (-want +got):\n%s", diff)
 	}
 }

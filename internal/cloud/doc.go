@@ -15,7 +15,8 @@
 //     Report, logs what it did and updates metrics. It also removes from
 //     the capacity view the nodes of cloud instances that are gone.
 //   - TemporalJobs answers the reconciler's question "which attempt is this
-//     job on, and is it still running?" from the job's workflow.
+//     job on, and is it still running?" from the job's workflow, through
+//     workflows/jobs.
 //
 // Several servers may reconcile at once: every step is idempotent.
 package cloud

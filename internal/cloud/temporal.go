@@ -5,41 +5,32 @@ import (
 	"errors"
 	"fmt"
 
-	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/serviceerror"
-	"go.temporal.io/sdk/client"
-
 	"github.com/gangwayhq/gangway"
-	"github.com/gangwayhq/gangway/workflows"
+	"github.com/gangwayhq/gangway/workflows/jobs"
 )
 
 // TemporalJobs answers Jobs from each job's workflow (workflow ID = job
-// ID): closed or running from DescribeWorkflowExecution, the current
-// attempt from the status query.
-type TemporalJobs struct{ Client client.Client }
+// ID), through the one door to job workflows: closed or running from
+// Describe, the current attempt from the status query.
+type TemporalJobs struct{ Jobs *jobs.Jobs }
 
 var _ Jobs = TemporalJobs{}
 
 // Attempt implements Jobs.
 func (t TemporalJobs) Attempt(ctx context.Context, jobID gangway.JobID) (int, bool, error) {
-	desc, err := t.Client.DescribeWorkflowExecution(ctx, jobID, "")
-	var nf *serviceerror.NotFound
-	if errors.As(err, &nf) {
-		return 0, false, fmt.Errorf("job %s: %w", jobID, ErrUnknownJob)
+	d, err := t.Jobs.Describe(ctx, jobID)
+	if errors.Is(err, jobs.ErrJobGone) {
+		return 0, false, fmt.Errorf("%w: %w", ErrUnknownJob, err)
 	}
 	if err != nil {
-		return 0, false, fmt.Errorf("describe job %s: %w", jobID, err)
+		return 0, false, err
 	}
-	if desc.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+	if !d.Running {
 		return 0, false, nil
 	}
-	v, err := t.Client.QueryWorkflow(ctx, jobID, "", workflows.QueryStatus)
+	st, err := t.Jobs.Query(ctx, jobID)
 	if err != nil {
-		return 0, false, fmt.Errorf("query job %s: %w", jobID, err)
-	}
-	var st workflows.Status
-	if err := v.Get(&st); err != nil {
-		return 0, false, fmt.Errorf("decode status of job %s: %w", jobID, err)
+		return 0, false, err
 	}
 	return st.Attempt, true, nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/gangwayhq/gangway/internal/testclock"
 	"github.com/gangwayhq/gangway/providers"
 	"github.com/gangwayhq/gangway/workflows"
+	wfjobs "github.com/gangwayhq/gangway/workflows/jobs"
 )
 
 // statusWorkflow stands in for JobWorkflow: it answers the status query
@@ -62,7 +63,7 @@ func TestTemporalJobs(t *testing.T) {
 	if err := c.GetWorkflow(ctx, "closed-job", "").Get(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
-	jobs := cloud.TemporalJobs{Client: c}
+	jobs := cloud.TemporalJobs{Jobs: wfjobs.New(c)}
 
 	// The query needs the workflow's first task done; retry briefly.
 	deadline := time.Now().Add(20 * time.Second)

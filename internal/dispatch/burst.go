@@ -94,8 +94,3 @@ func (l *Loop) deliverBursts(ctx context.Context) {
 func burstRequest(b placement.Burst) workflows.BurstRequest {
 	return workflows.BurstRequest{Attempt: b.Attempt, Reason: b.Reason, Offers: b.Offers}
 }
-
-// SignalBurst implements Workflows.
-func (t TemporalWorkflows) SignalBurst(ctx context.Context, jobID gangway.JobID, req workflows.BurstRequest) error {
-	return t.signal(ctx, jobID, workflows.SignalBurst, req)
-}

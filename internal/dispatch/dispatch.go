@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/gangwayhq/gangway"
@@ -13,6 +14,7 @@ import (
 	"github.com/gangwayhq/gangway/internal/metrics"
 	"github.com/gangwayhq/gangway/placement"
 	"github.com/gangwayhq/gangway/workflows"
+	"github.com/gangwayhq/gangway/workflows/jobs"
 )
 
 // Capacity is the part of the Redis view the loop uses.
@@ -23,7 +25,7 @@ type Capacity interface {
 	Allocations(ctx context.Context) ([]gangway.Assignment, error)
 	AcquireLease(ctx context.Context, holder string, ttl time.Duration) (bool, error)
 	ReleaseLease(ctx context.Context, holder string) error
-	SetReasons(ctx context.Context, reasons map[gangway.JobID]string) error
+	SetReasons(ctx context.Context, reasons map[gangway.JobID]capacity.Waiting) error
 	StartBurst(ctx context.Context, holder string, jobID gangway.JobID, attempt int, request []byte) error
 	Bursts(ctx context.Context) (map[gangway.JobID][]byte, error)
 	ForgetBurst(ctx context.Context, jobID gangway.JobID) error
@@ -44,8 +46,9 @@ type Workflows interface {
 	Running(ctx context.Context, jobID gangway.JobID) (bool, error)
 }
 
-// ErrJobGone: the job's workflow is not running.
-var ErrJobGone = errors.New("dispatch: job workflow is not running")
+// ErrJobGone is jobs.ErrJobGone, the one "job workflow is not running"
+// error; Workflows implementations return it (wrapped).
+var ErrJobGone = jobs.ErrJobGone
 
 // Config tunes the loop.
 type Config struct {
@@ -342,14 +345,24 @@ func (l *Loop) resignal(ctx context.Context) {
 }
 
 func (l *Loop) setReasons(ctx context.Context, plan placement.Plan) error {
-	reasons := make(map[gangway.JobID]string, len(plan.Unplaced))
+	reasons := make(map[gangway.JobID]capacity.Waiting, len(plan.Unplaced))
 	for _, u := range plan.Unplaced {
-		reasons[u.JobID] = fmt.Sprintf("%s: %s", u.Reason, u.Detail)
+		reasons[u.JobID] = waiting(u, plan.Reservations)
 	}
 	if err := l.cap.SetReasons(ctx, reasons); err != nil {
 		return fmt.Errorf("set reasons: %w", err)
 	}
 	return nil
+}
+
+// waiting is u as the view stores it: typed, with the start and nodes of
+// the job's own reservation when it holds one.
+func waiting(u placement.Unplaced, rs []placement.Reservation) capacity.Waiting {
+	w := capacity.Waiting{Reason: string(u.Reason), Detail: u.Detail, Retry: u.Reason.Retry()}
+	if i := slices.IndexFunc(rs, func(r placement.Reservation) bool { return r.JobID == u.JobID }); i >= 0 {
+		w.ReservationStart, w.ReservedNodes = rs[i].Start, rs[i].Nodes
+	}
+	return w
 }
 
 // preempt asks each victim to stop (once per preemptResignal); the

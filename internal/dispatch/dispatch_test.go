@@ -28,7 +28,7 @@ type fakeCapacity struct {
 	commitErrs []error // returned by successive commits, then nil
 	committed  [][]gangway.Assignment
 	released   []string
-	reasons    map[gangway.JobID]string
+	reasons    map[gangway.JobID]capacity.Waiting
 	leaseOwner string
 	bursting   map[gangway.JobID][]byte
 }
@@ -73,7 +73,7 @@ func (f *fakeCapacity) ReleaseLease(_ context.Context, holder string) error {
 	return nil
 }
 
-func (f *fakeCapacity) SetReasons(_ context.Context, r map[gangway.JobID]string) error {
+func (f *fakeCapacity) SetReasons(_ context.Context, r map[gangway.JobID]capacity.Waiting) error {
 	f.reasons = r
 	return nil
 }
@@ -344,8 +344,8 @@ func TestPreemptionSignalsVictims(t *testing.T) {
 	if diff := cmp.Diff(want, fw.preempted); diff != "" {
 		t.Errorf("preempt signals (-want +got):\n%s", diff)
 	}
-	if got := fc.reasons["high"]; got == "" {
-		t.Error("the preemptor has no waiting reason")
+	if got := fc.reasons["high"]; got.Reason != string(placement.ReasonPreempting) || !got.Retry || got.Detail == "" {
+		t.Errorf("the preemptor's waiting reason is %+v, want WaitingForPreemption with a detail, retrying", got)
 	}
 }
 
@@ -364,5 +364,36 @@ func TestCommitStampsAssignments(t *testing.T) {
 	got := []any{a.Team, a.Priority, a.MaxRuntime, a.Preemptible, a.CPUMilli, a.MemMiB}
 	if diff := cmp.Diff([]any{"nlp", 200, time.Hour, true, int64(4000), int64(8192)}, got); diff != "" {
 		t.Errorf("stamped assignment (-want +got):\n%s", diff)
+	}
+}
+
+// TestWaiting: the view gets placement's reason typed, with whether it
+// retries and the job's own reservation, not text.
+func TestWaiting(t *testing.T) {
+	rs := []placement.Reservation{{JobID: "other", Start: t0}, {JobID: "big", Start: t0.Add(time.Hour), Nodes: []string{"n0", "n1"}}}
+	tests := map[string]struct {
+		u    placement.Unplaced
+		want capacity.Waiting
+	}{
+		"retries": {
+			u:    placement.Unplaced{JobID: "j", Reason: placement.ReasonQuota, Detail: "team a uses 8 of 8 GPUs"},
+			want: capacity.Waiting{Reason: "QuotaExceeded", Detail: "team a uses 8 of 8 GPUs", Retry: true},
+		},
+		"never fits": {
+			u:    placement.Unplaced{JobID: "j", Reason: placement.ReasonNeverFits, Detail: "needs 16 GPUs on one node"},
+			want: capacity.Waiting{Reason: "NeverFits", Detail: "needs 16 GPUs on one node"},
+		},
+		"own reservation": {
+			u: placement.Unplaced{JobID: "big", Reason: placement.ReasonReservation, Detail: "GPUs reserved"},
+			want: capacity.Waiting{Reason: "WaitingForReservation", Detail: "GPUs reserved", Retry: true,
+				ReservationStart: t0.Add(time.Hour), ReservedNodes: []string{"n0", "n1"}},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, waiting(tc.u, rs)); diff != "" {
+				t.Errorf("waiting (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

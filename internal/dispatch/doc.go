@@ -8,6 +8,12 @@
 //  4. signals each placed job's workflow. Commit comes before signal; a job
 //     whose workflow is gone has its GPUs released.
 //
+// Every job the plan leaves waiting gets its typed reason (code, detail,
+// whether waiting helps, its own reservation) in the view, for `gangway
+// why` and the client. Workflows are reached through the small Workflows
+// interface; in production that is *jobs.Jobs (workflows/jobs), whose
+// ErrJobGone is the loop's "workflow not running".
+//
 // A server that takes over the lease re-signals every allocation (the old
 // leader may have died between commit and signal; workflows ignore
 // repeats), and every so often the loop releases allocations whose workflow

@@ -19,7 +19,9 @@ import (
 	"github.com/gangwayhq/gangway/internal/accounting"
 	"github.com/gangwayhq/gangway/internal/agent"
 	"github.com/gangwayhq/gangway/internal/capacity"
+	"github.com/gangwayhq/gangway/internal/clientview"
 	"github.com/gangwayhq/gangway/workflows"
+	"github.com/gangwayhq/gangway/workflows/jobs"
 )
 
 // cloudConfig is a server config with a fake cloud: a spot pool whose
@@ -103,7 +105,7 @@ func TestCloudOnRealServers(t *testing.T) {
 	metricsAddr := freeAddr(t)
 	s.startServer("--config", config, "--metrics-addr", metricsAddr)
 
-	cl := client.New(tc, view)
+	cl := client.New(jobs.New(tc), clientview.New(view))
 	timing := client.SubmitOptions{Timing: workflows.Timing{HeartbeatTimeout: 5 * time.Second, StartTimeout: 30 * time.Second,
 		BootTimeout: 30 * time.Second}}
 	submit := func(sp gangway.JobSpec) {

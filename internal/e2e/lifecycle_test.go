@@ -26,9 +26,11 @@ import (
 	"github.com/gangwayhq/gangway/client"
 	"github.com/gangwayhq/gangway/internal/agent"
 	"github.com/gangwayhq/gangway/internal/capacity"
+	"github.com/gangwayhq/gangway/internal/clientview"
 	"github.com/gangwayhq/gangway/internal/devstack"
 	"github.com/gangwayhq/gangway/internal/devstack/devstacktest"
 	"github.com/gangwayhq/gangway/workflows"
+	"github.com/gangwayhq/gangway/workflows/jobs"
 )
 
 var updateHistories = flag.Bool("update-histories", false, "write JobWorkflow histories to workflows/testdata/histories for the replay test")
@@ -295,7 +297,7 @@ func TestLifecycleOnRealServers(t *testing.T) {
 	s.startServer()
 	s.startServer()
 
-	cl := client.New(tc, view)
+	cl := client.New(jobs.New(tc), clientview.New(view))
 	timing := client.SubmitOptions{Timing: workflows.Timing{HeartbeatTimeout: 5 * time.Second, StartTimeout: 30 * time.Second}}
 	specs := workload(s.bin)
 	for _, spec := range specs {

@@ -11,7 +11,9 @@ import (
 	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/client"
 	"github.com/gangwayhq/gangway/internal/agent"
+	"github.com/gangwayhq/gangway/internal/clientview"
 	"github.com/gangwayhq/gangway/workflows"
+	"github.com/gangwayhq/gangway/workflows/jobs"
 )
 
 // TestPreemptionOnRealServers: on one full 8-GPU node, a high-priority job
@@ -42,7 +44,7 @@ func TestPreemptionOnRealServers(t *testing.T) {
 	})
 	s.startServer("--preempt", "--min-runtime", "0s")
 
-	cl := client.New(tc, view)
+	cl := client.New(jobs.New(tc), clientview.New(view))
 	timing := client.SubmitOptions{Timing: workflows.Timing{HeartbeatTimeout: 5 * time.Second}}
 	low := spec("low-batch", "vision", 1, 8, s.bin, 60) // 6 s of work
 	low.PriorityClass, low.Preemptible = gangway.PriorityLow, true
@@ -98,7 +100,7 @@ func TestPreemptionOnRealServers(t *testing.T) {
 	}
 	waitFor(t, ctx, "drained job requeued and waiting", func() bool {
 		st, err := cl.Status(ctx, moved.Name)
-		return err == nil && st.Attempt == 2 && st.Phase == gangway.PhaseQueued && st.Waiting != ""
+		return err == nil && st.Attempt == 2 && st.Phase == gangway.PhaseQueued && st.Waiting != nil
 	})
 	if err := cl.Uncordon(ctx, "node-0"); err != nil {
 		t.Fatal(err)

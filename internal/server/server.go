@@ -26,6 +26,7 @@ import (
 	"github.com/gangwayhq/gangway/providers"
 	"github.com/gangwayhq/gangway/workflows"
 	"github.com/gangwayhq/gangway/workflows/activities"
+	"github.com/gangwayhq/gangway/workflows/jobs"
 )
 
 // Options configure a server.
@@ -158,7 +159,7 @@ func Run(ctx context.Context, o Options) error {
 		}
 		rc := o.Reconcile
 		rc.Nodes, rc.Metrics, rc.Log = o.View, cloudMetrics, log
-		rec := cloud.NewReconciler(o.Cloud, cloud.TemporalJobs{Client: o.Temporal}, rc)
+		rec := cloud.NewReconciler(o.Cloud, cloud.TemporalJobs{Jobs: jobs.New(o.Temporal)}, rc)
 		rctx, cancel := context.WithCancel(ctx)
 		done := make(chan struct{})
 		go func() {
@@ -167,6 +168,6 @@ func Run(ctx context.Context, o Options) error {
 		}()
 		defer func() { cancel(); <-done }()
 	}
-	loop := dispatch.New(o.Dispatch, o.View, dispatch.TemporalWorkflows{Client: o.Temporal})
+	loop := dispatch.New(o.Dispatch, o.View, jobs.New(o.Temporal))
 	return loop.Run(ctx)
 }

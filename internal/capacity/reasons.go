@@ -1,0 +1,90 @@
+package capacity
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/gangwayhq/gangway"
+)
+
+// Waiting is why the dispatch loop's last cycle left a job pending: the
+// placement reason, typed, with the numbers placement gave. It is stored
+// as JSON so `gangway why` and the client can read it field by field.
+type Waiting struct {
+	// Reason is the placement reason code (placement.Reason), e.g.
+	// "QuotaExceeded", "Fragmented", "WaitingForReservation".
+	Reason string `json:"reason"`
+	// Detail is placement's sentence for people, with its numbers.
+	Detail string `json:"detail,omitempty"`
+	// Retry: the job may fit later without the fleet changing; false
+	// means it never will as the fleet stands (NeverFits,
+	// ModelUnavailable).
+	Retry bool `json:"retry"`
+	// ReservationStart is when the GPUs reserved for the job free up
+	// (running jobs' max runtimes), ReservedNodes where; set only while
+	// the job holds a reservation.
+	ReservationStart time.Time `json:"reservationStart,omitzero"`
+	ReservedNodes    []string  `json:"reservedNodes,omitempty"`
+}
+
+// SetReasons replaces every pending reason with reasons (job → why it
+// waits). The dispatch loop calls it once per cycle with the whole set.
+func (v *View) SetReasons(ctx context.Context, reasons map[gangway.JobID]Waiting) error {
+	fields := make(map[string]any, len(reasons))
+	for id, w := range reasons {
+		b, err := json.Marshal(w)
+		if err != nil {
+			return fmt.Errorf("set reasons: encode %s: %w", id, err)
+		}
+		fields[id] = b
+	}
+	_, err := v.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.Del(ctx, v.k.reasons)
+		if len(fields) > 0 {
+			p.HSet(ctx, v.k.reasons, fields)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("set reasons: %w", err)
+	}
+	return nil
+}
+
+// Reason returns why the job is still pending, as of the last dispatch
+// cycle; the zero Waiting if there is no reason on record.
+func (v *View) Reason(ctx context.Context, jobID gangway.JobID) (Waiting, error) {
+	r, err := v.rdb.HGet(ctx, v.k.reasons, jobID).Result()
+	if errors.Is(err, redis.Nil) {
+		return Waiting{}, nil
+	}
+	if err != nil {
+		return Waiting{}, fmt.Errorf("reason %s: %w", jobID, err)
+	}
+	return decodeWaiting(r), nil
+}
+
+// decodeWaiting reads a stored reason. Versions before typed reasons
+// stored the text "<reason code>: <detail>"; such a value (until the next
+// cycle replaces it) is split back into code and detail, with Retry as
+// those versions' placement defined it.
+func decodeWaiting(s string) Waiting {
+	var w Waiting
+	if s == "" {
+		return w
+	}
+	if strings.HasPrefix(s, "{") && json.Unmarshal([]byte(s), &w) == nil {
+		return w
+	}
+	code, detail, ok := strings.Cut(s, ": ")
+	if !ok || strings.ContainsAny(code, " \t") {
+		code, detail = "", s // free text: no code to recover
+	}
+	return Waiting{Reason: code, Detail: detail, Retry: code != "NeverFits" && code != "ModelUnavailable"}
+}

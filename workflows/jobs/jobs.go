@@ -1,0 +1,244 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+
+	"github.com/gangwayhq/gangway"
+	"github.com/gangwayhq/gangway/workflows"
+)
+
+// Errors callers check with errors.Is.
+var (
+	// ErrJobGone: the job's workflow is not running — it closed, or no
+	// workflow with that ID exists (never started, or past retention).
+	// Signals and queries to such a job return it; Describe returns it
+	// only when no workflow exists.
+	ErrJobGone = errors.New("job workflow is not running")
+	// ErrJobExists: Start found a workflow with the job's ID (a job's name
+	// is its ID, and IDs are never reused).
+	ErrJobExists = errors.New("job already exists")
+)
+
+// Jobs reaches job workflows through a Temporal client. It is safe for
+// concurrent use; it does not own the client (Close it yourself).
+type Jobs struct{ c client.Client }
+
+// New returns the door over c.
+func New(c client.Client) *Jobs { return &Jobs{c: c} }
+
+// StartOptions tune Start.
+type StartOptions struct {
+	// Timing overrides the workflow's timeouts (tests, slow clusters).
+	Timing workflows.Timing
+}
+
+// Start starts spec's JobWorkflow with workflow ID = spec.Name. It does
+// not validate spec (the workflow rejects a bad one; callers validate
+// first to fail early). A job whose ID is taken returns ErrJobExists and
+// changes nothing.
+func (j *Jobs) Start(ctx context.Context, spec gangway.JobSpec, o StartOptions) error {
+	_, err := j.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID:                       spec.Name,
+		TaskQueue:                workflows.TaskQueue,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+		// Without this the SDK quietly returns the existing run.
+		WorkflowExecutionErrorWhenAlreadyStarted: true,
+		Memo: map[string]any{
+			workflows.MemoPhase: string(gangway.PhaseSubmitted),
+			workflows.MemoTeam:  spec.Team,
+			workflows.MemoGPUs:  spec.Gang.Replicas * spec.Gang.GPUsPerReplica,
+		},
+	}, workflows.WorkflowName, workflows.JobInput{Spec: spec, Timing: o.Timing})
+	var started *serviceerror.WorkflowExecutionAlreadyStarted
+	if errors.As(err, &started) {
+		return fmt.Errorf("start job %s: %w", spec.Name, ErrJobExists)
+	}
+	if err != nil {
+		return fmt.Errorf("start job %s: %w", spec.Name, err)
+	}
+	return nil
+}
+
+// SignalPlaced delivers the dispatch loop's assignment; ErrJobGone if the
+// workflow is not running.
+func (j *Jobs) SignalPlaced(ctx context.Context, a gangway.Assignment) error {
+	return j.signal(ctx, a.JobID, workflows.SignalPlaced, a)
+}
+
+// SignalPreempt asks a running job to stop and requeue; ErrJobGone if the
+// workflow is not running.
+func (j *Jobs) SignalPreempt(ctx context.Context, id gangway.JobID, req workflows.PreemptRequest) error {
+	return j.signal(ctx, id, workflows.SignalPreempt, req)
+}
+
+// SignalBurst tells a queued job to run on rented instances; ErrJobGone if
+// the workflow is not running.
+func (j *Jobs) SignalBurst(ctx context.Context, id gangway.JobID, req workflows.BurstRequest) error {
+	return j.signal(ctx, id, workflows.SignalBurst, req)
+}
+
+func (j *Jobs) signal(ctx context.Context, id gangway.JobID, name string, arg any) error {
+	if err := j.c.SignalWorkflow(ctx, id, "", name, arg); err != nil {
+		return fmt.Errorf("signal %s to job %s: %w", name, id, gone(err))
+	}
+	return nil
+}
+
+// Description is where a job's workflow stands.
+type Description struct {
+	// Running is true until the workflow closes.
+	Running bool
+	// Closed is how it closed ("Completed", "Failed", "Canceled",
+	// "Terminated", "TimedOut", "ContinuedAsNew"); "" while running.
+	Closed    string
+	StartedAt time.Time
+	ClosedAt  time.Time // zero while running
+}
+
+// Describe reports whether the job's workflow runs and, if not, how it
+// closed. It returns ErrJobGone only when no such workflow exists, so a
+// caller can tell a finished job from an unknown one.
+func (j *Jobs) Describe(ctx context.Context, id gangway.JobID) (Description, error) {
+	resp, err := j.c.DescribeWorkflowExecution(ctx, id, "")
+	if err != nil {
+		return Description{}, fmt.Errorf("describe job %s: %w", id, gone(err))
+	}
+	info := resp.GetWorkflowExecutionInfo()
+	d := Description{Running: info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING}
+	if info.GetStartTime() != nil {
+		d.StartedAt = info.GetStartTime().AsTime()
+	}
+	if !d.Running {
+		d.Closed = info.GetStatus().String()
+		if info.GetCloseTime() != nil {
+			d.ClosedAt = info.GetCloseTime().AsTime()
+		}
+	}
+	return d, nil
+}
+
+// Running reports whether the job's workflow is still running; a job
+// with no workflow is not running (false, nil).
+func (j *Jobs) Running(ctx context.Context, id gangway.JobID) (bool, error) {
+	d, err := j.Describe(ctx, id)
+	if errors.Is(err, ErrJobGone) {
+		return false, nil
+	}
+	return d.Running, err
+}
+
+// Query returns the job's live status (the workflow's status query);
+// ErrJobGone if no such workflow exists.
+func (j *Jobs) Query(ctx context.Context, id gangway.JobID) (workflows.Status, error) {
+	var st workflows.Status
+	v, err := j.c.QueryWorkflow(ctx, id, "", workflows.QueryStatus)
+	if err != nil {
+		return st, fmt.Errorf("query job %s: %w", id, gone(err))
+	}
+	if err := v.Get(&st); err != nil {
+		return st, fmt.Errorf("decode status of job %s: %w", id, err)
+	}
+	return st, nil
+}
+
+// Result waits for the job to finish and returns its final status. A
+// workflow that ended without a status (terminated, timed out, an invalid
+// spec) is reported as Failed with Temporal's error as the reason;
+// ErrJobGone if no such workflow exists.
+func (j *Jobs) Result(ctx context.Context, id gangway.JobID) (workflows.Status, error) {
+	var st workflows.Status
+	err := j.c.GetWorkflow(ctx, id, "").Get(ctx, &st)
+	if err != nil {
+		var nf *serviceerror.NotFound
+		if errors.As(err, &nf) {
+			return st, fmt.Errorf("result of job %s: %w", id, ErrJobGone)
+		}
+		if ctx.Err() != nil {
+			return st, fmt.Errorf("result of job %s: %w", id, ctx.Err())
+		}
+		return workflows.Status{JobID: id, Phase: gangway.PhaseFailed, Reason: err.Error()}, nil
+	}
+	return st, nil
+}
+
+// Cancel asks the job's workflow to cancel (it frees the job's GPUs in
+// whatever phase it is). Cancelling a finished job changes nothing;
+// ErrJobGone if no such workflow exists.
+func (j *Jobs) Cancel(ctx context.Context, id gangway.JobID) error {
+	if err := j.c.CancelWorkflow(ctx, id, ""); err != nil {
+		return fmt.Errorf("cancel job %s: %w", id, gone(err))
+	}
+	return nil
+}
+
+// Summary is one job as Temporal's visibility store lists it.
+type Summary struct {
+	JobID gangway.JobID
+	Team  string
+	// Phase is the phase the workflow last wrote to its memo; Failed for
+	// a workflow that closed other than by completing.
+	Phase     gangway.Phase
+	GPUs      int
+	StartedAt time.Time
+	ClosedAt  time.Time // zero while running
+}
+
+// List returns every job Temporal's visibility store knows, newest first.
+func (j *Jobs) List(ctx context.Context) ([]Summary, error) {
+	var out []Summary
+	var token []byte
+	dc := converter.GetDefaultDataConverter()
+	for {
+		resp, err := j.c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+			Query:         fmt.Sprintf("WorkflowType = '%s'", workflows.WorkflowName),
+			NextPageToken: token,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("list jobs: %w", err)
+		}
+		for _, e := range resp.GetExecutions() {
+			s := Summary{JobID: e.GetExecution().GetWorkflowId(), StartedAt: e.GetStartTime().AsTime()}
+			if e.GetCloseTime() != nil {
+				s.ClosedAt = e.GetCloseTime().AsTime()
+			}
+			fields := e.GetMemo().GetFields()
+			var phase string
+			_ = dc.FromPayload(fields[workflows.MemoPhase], &phase)
+			_ = dc.FromPayload(fields[workflows.MemoTeam], &s.Team)
+			_ = dc.FromPayload(fields[workflows.MemoGPUs], &s.GPUs)
+			s.Phase = gangway.Phase(phase)
+			if e.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING &&
+				e.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
+				s.Phase = gangway.PhaseFailed // terminated, timed out, failed validation
+			}
+			out = append(out, s)
+		}
+		token = resp.GetNextPageToken()
+		if len(token) == 0 {
+			break
+		}
+	}
+	slices.SortStableFunc(out, func(a, b Summary) int { return b.StartedAt.Compare(a.StartedAt) })
+	return out, nil
+}
+
+// gone maps Temporal's "no such (running) workflow" to ErrJobGone, keeping
+// Temporal's message; other errors pass through.
+func gone(err error) error {
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return fmt.Errorf("%w: %s", ErrJobGone, nf.Error())
+	}
+	return err
+}
