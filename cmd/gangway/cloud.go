@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	compute "cloud.google.com/go/compute/apiv1"
@@ -16,57 +14,20 @@ import (
 
 	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/internal/cloud"
+	"github.com/gangwayhq/gangway/internal/devstack/fullstack"
 	"github.com/gangwayhq/gangway/providers"
 	"github.com/gangwayhq/gangway/providers/aws"
 	"github.com/gangwayhq/gangway/providers/fake"
 	"github.com/gangwayhq/gangway/providers/gcp"
 )
 
-// fakeTick is how often a fake cloud moves to the wall clock's time, so
-// boots, notices and reclaims happen on time without a call to it.
-const fakeTick = 250 * time.Millisecond
-
-// cloudSetup is the cloud a server rents from: the providers' registry,
-// the fake clouds among them (which need ticking), and what to close.
-type cloudSetup struct {
-	Registry *cloud.Registry
-	Fakes    []*fake.Provider
-	closers  []func() error
-}
-
-// Close releases the providers' clients.
-func (s *cloudSetup) Close() error {
-	var errs []error
-	for _, c := range s.closers {
-		errs = append(errs, c())
-	}
-	return errors.Join(errs...)
-}
-
-// RunFakes ticks every fake cloud until ctx ends.
-func (s *cloudSetup) RunFakes(ctx context.Context) {
-	var wg sync.WaitGroup
-	for _, f := range s.Fakes {
-		wg.Go(func() { _ = f.Run(ctx, fakeTick) })
-	}
-	wg.Wait()
-}
-
-// fakeHooks are the callbacks of fake clouds: the stand-in for the boot
-// script a real instance runs (see fakeAgents).
-type fakeHooks struct {
-	OnRunning    func(providers.Instance)
-	OnNotice     func(fake.Notice)
-	OnTerminated func(providers.Instance)
-}
-
 // buildCloud builds the configured providers. ctx bounds loading cloud
 // credentials only.
-func buildCloud(ctx context.Context, c CloudConfig, hooks fakeHooks, log *slog.Logger) (*cloudSetup, error) {
-	s := &cloudSetup{}
+func buildCloud(ctx context.Context, c CloudConfig, hooks fullstack.FakeHooks, log *slog.Logger) (*fullstack.Cloud, error) {
+	s := &fullstack.Cloud{}
 	var ps []providers.Provider
 	for i, pc := range c.Providers {
-		p, err := s.build(ctx, pc, hooks, log.With("provider", pc.name()))
+		p, err := buildProvider(ctx, s, pc, hooks, log.With("provider", pc.name()))
 		if err != nil {
 			_ = s.Close()
 			return nil, fmt.Errorf("cloud.providers[%d] (%s): %w", i, pc.name(), err)
@@ -82,14 +43,16 @@ func buildCloud(ctx context.Context, c CloudConfig, hooks fakeHooks, log *slog.L
 	return s, nil
 }
 
-func (s *cloudSetup) build(ctx context.Context, pc ProviderConfig, hooks fakeHooks, log *slog.Logger) (providers.Provider, error) {
+// buildProvider builds one provider, adding what it needs closed or
+// ticked to s.
+func buildProvider(ctx context.Context, s *fullstack.Cloud, pc ProviderConfig, hooks fullstack.FakeHooks, log *slog.Logger) (providers.Provider, error) {
 	switch pc.Type {
 	case providerAWS:
 		return buildAWS(ctx, pc, log)
 	case providerGCP:
 		p, closeFn, err := buildGCP(ctx, pc, log)
 		if closeFn != nil {
-			s.closers = append(s.closers, closeFn)
+			s.Closers = append(s.Closers, closeFn)
 		}
 		return p, err
 	case providerFake:
@@ -145,7 +108,7 @@ func buildGCP(ctx context.Context, pc ProviderConfig, log *slog.Logger) (provide
 	return p, client.Close, err
 }
 
-func buildFake(pc ProviderConfig, hooks fakeHooks, log *slog.Logger) (*fake.Provider, error) {
+func buildFake(pc ProviderConfig, hooks fullstack.FakeHooks, log *slog.Logger) (*fake.Provider, error) {
 	now := time.Now()
 	opts := fake.Options{Name: pc.name(), BootDelay: pc.BootDelay.Duration, NoticeLead: pc.NoticeLead.Duration,
 		TraceStart: now.Add(-pc.TraceOffset.Duration), Log: log,
@@ -182,12 +145,17 @@ func rescalePrices(tr *fake.Trace, price float64) *fake.Trace {
 	return &out
 }
 
+// join is the join section as launched instances' agents are given it.
+func (j JoinConfig) join() providers.Join {
+	return providers.Join{TemporalAddress: j.TemporalAddress, RedisURL: j.RedisURL,
+		Binary: j.Binary, DataDir: j.DataDir, FakeGPUs: j.FakeGPUs, Args: j.Args}
+}
+
 // joinConfig is what launched instances' agents are given: the join
 // section, with the server's own Temporal and Redis where it names none.
 func joinConfig(c Config) providers.Join {
-	j := c.Cloud.Join
-	out := providers.Join{TemporalAddress: j.TemporalAddress, Namespace: c.Temporal.Namespace, RedisURL: j.RedisURL,
-		Binary: j.Binary, DataDir: j.DataDir, FakeGPUs: j.FakeGPUs, Args: j.Args}
+	out := c.Cloud.Join.join()
+	out.Namespace = c.Temporal.Namespace
 	if out.TemporalAddress == "" {
 		out.TemporalAddress = c.Temporal.Address
 	}

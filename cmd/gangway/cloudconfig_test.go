@@ -15,6 +15,7 @@ import (
 
 	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/internal/accounting"
+	"github.com/gangwayhq/gangway/internal/devstack/fullstack"
 	"github.com/gangwayhq/gangway/placement"
 	"github.com/gangwayhq/gangway/providers"
 )
@@ -112,7 +113,7 @@ func TestCloudConfigLoadsValidatesAndBuilds(t *testing.T) {
 		t.Errorf("durations: burstAfter %v, reconcileInterval %v", c.BurstAfter, c.ReconcileInterval)
 	}
 
-	s, err := buildCloud(t.Context(), c, fakeHooks{}, slog.New(slog.DiscardHandler))
+	s, err := buildCloud(t.Context(), c, fullstack.FakeHooks{}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatalf("buildCloud: %v", err)
 	}

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/gangwayhq/gangway"
-	"github.com/gangwayhq/gangway/providers"
+	"github.com/gangwayhq/gangway/internal/devstack/fullstack"
 	"github.com/gangwayhq/gangway/providers/fake"
 )
 
@@ -108,51 +108,17 @@ func longestAvailable(tr *fake.Trace) int {
 	return bestAt
 }
 
-// describeCloud says what the cloud offers, a line per offer.
-func describeCloud(ctx context.Context, s *cloudSetup) []string {
-	offers, err := s.Registry.Offers(ctx)
-	if err != nil || len(offers) == 0 {
-		return []string{"no cloud: jobs never burst"}
-	}
-	var lines []string
-	for _, o := range offers {
-		lines = append(lines, fmt.Sprintf("cloud pool %s: %d×%s %s at $%.2f/h ($%.2f per GPU-hour)",
-			o.Pool, o.GPUsPerInstance, o.GPUModel, o.CapacityType, o.PricePerHour, o.PricePerGPUHour()))
-	}
-	return lines
-}
-
 // reportLeftovers says whether any cloud instance outlived the demo,
 // giving terminations a few seconds to land.
-func reportLeftovers(ctx context.Context, s *cloudSetup, out io.Writer) {
-	if len(s.Registry.Names()) == 0 {
+func reportLeftovers(ctx context.Context, c *fullstack.Cloud, out io.Writer) {
+	if len(c.Registry.Names()) == 0 {
 		return
 	}
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		var left []string
-		for _, p := range s.Registry.Providers() {
-			insts, err := p.ListByTag(ctx, providers.TagJob, "")
-			if err != nil {
-				left = append(left, fmt.Sprintf("%s (cannot list: %v)", p.Name(), err))
-				continue
-			}
-			for _, in := range insts {
-				left = append(left, fmt.Sprintf("%s/%s (job %s)", p.Name(), in.ID, in.Tags[providers.TagJob]))
-			}
-		}
-		if len(left) == 0 {
-			fmt.Fprintln(out, "\ncloud: no instance left running")
-			return
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			fmt.Fprintf(out, "\ncloud: %d instances still running: %s (the reconciler terminates orphans after a minute)\n",
-				len(left), strings.Join(left, ", "))
-			return
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(500 * time.Millisecond):
-		}
+	left := c.WaitNoLeftovers(ctx, 15*time.Second)
+	if len(left) == 0 {
+		fmt.Fprintln(out, "\ncloud: no instance left running")
+		return
 	}
+	fmt.Fprintf(out, "\ncloud: %d instances still running: %s (the reconciler terminates orphans after a minute)\n",
+		len(left), strings.Join(left, ", "))
 }

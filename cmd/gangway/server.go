@@ -12,6 +12,7 @@ import (
 	"github.com/gangwayhq/gangway/internal/accounting"
 	"github.com/gangwayhq/gangway/internal/agent"
 	"github.com/gangwayhq/gangway/internal/cloud"
+	"github.com/gangwayhq/gangway/internal/devstack/fullstack"
 	"github.com/gangwayhq/gangway/internal/dispatch"
 	"github.com/gangwayhq/gangway/internal/metrics"
 	"github.com/gangwayhq/gangway/internal/server"
@@ -52,10 +53,10 @@ within the lease TTL when it dies.`,
 				return err
 			}
 			// Fake providers' instances become in-process agents.
-			agents := newFakeAgents(c.view, c.temporal, agent.Config{
-				DataDir: filepath.Join(os.TempDir(), "gangway-fake-cloud"), Checkpoints: ckstore, Log: a.log}, a.log)
+			agents := fullstack.NewFakeAgents(c.view, c.temporal, agent.Config{
+				DataDir: filepath.Join(os.TempDir(), "gangway-fake-cloud"), Checkpoints: ckstore, Log: a.log}, a.log, nil)
 			defer agents.Close()
-			clouds, err := buildCloud(cmd.Context(), cl, agents.hooks(), a.log)
+			clouds, err := buildCloud(cmd.Context(), cl, agents.Hooks(), a.log)
 			if err != nil {
 				return err
 			}
