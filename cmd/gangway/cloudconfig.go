@@ -185,7 +185,7 @@ func (c CloudConfig) validate(bad func(field, format string, args ...any)) {
 	}
 	for _, pool := range slices.Sorted(maps.Keys(c.OnPremPricePerGPUHour)) {
 		field := "cloud.onPremPricePerGPUHour." + pool
-		if !dnsLabel.MatchString(pool) {
+		if !gangway.IsDNSLabel(pool) {
 			bad(field, "must be a pool name (a DNS label)")
 		} else if price := c.OnPremPricePerGPUHour[pool]; price < 0 {
 			bad(field, "must not be negative, got %v", price)
@@ -195,7 +195,7 @@ func (c CloudConfig) validate(bad func(field, format string, args ...any)) {
 		field := "cloud.teams." + team
 		t := c.Teams[team]
 		switch {
-		case !dnsLabel.MatchString(team):
+		case !gangway.IsDNSLabel(team):
 			bad(field, "must be a team name (a DNS label)")
 		case t.MonthlyBudget != nil && *t.MonthlyBudget < 0:
 			bad(field+".monthlyBudget", "must not be negative, got %v", *t.MonthlyBudget)
@@ -221,7 +221,7 @@ func (c CloudConfig) validate(bad func(field, format string, args ...any)) {
 			bad(field+".name", "%q is cloud.providers[%d]'s name too; give each provider its own", name, j)
 		}
 		seen[name] = i
-		if p.Name != "" && !dnsLabel.MatchString(p.Name) {
+		if p.Name != "" && !gangway.IsDNSLabel(p.Name) {
 			bad(field+".name", "must be a DNS label, got %q", p.Name)
 		}
 		if p.Endpoint != "" {
@@ -334,7 +334,7 @@ func (p ProviderConfig) validateFake(field string, bad func(field, format string
 	for k, pl := range p.Pools {
 		f := fmt.Sprintf("%s.pools[%d]", field, k)
 		switch {
-		case pl.Name != "" && !dnsLabel.MatchString(pl.Name):
+		case pl.Name != "" && !gangway.IsDNSLabel(pl.Name):
 			bad(f+".name", "must be a DNS label, got %q", pl.Name)
 		case pl.Zone == "":
 			bad(f+".zone", "is required")
