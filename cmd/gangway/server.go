@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
 	"github.com/gangwayhq/gangway/internal/accounting"
@@ -127,20 +128,25 @@ prints the inventory and topology as JSON and exits.`,
 			if err != nil {
 				return err
 			}
-			defer gpus.close()
+			defer gpus.Close()
 			if inventoryOnly {
 				return printInventory(cmd.OutOrStdout(), gpus)
 			}
-			reg := newAgentRegistry()
-			if err := serveAgentMetrics(cmd.Context(), ac.MetricsAddr, reg, a.log); err != nil {
-				return err
+			reg := prometheus.NewRegistry()
+			if ac.MetricsAddr != "" {
+				reg = metrics.NewProcessRegistry()
+				_, stop, err := metrics.Serve(ac.MetricsAddr, reg, a.log)
+				if err != nil {
+					return fmt.Errorf("agent metrics: %w", err)
+				}
+				defer stop()
 			}
 			c, err := a.connect(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer c.Close()
-			node := gpus.node
+			node := gpus.Node
 			store, err := openCheckpointStore(cmd.Context(), a.cfg.Checkpoint)
 			if err != nil {
 				return err
