@@ -12,6 +12,7 @@ import (
 
 	"github.com/gangwayhq/gangway/internal/accounting"
 	"github.com/gangwayhq/gangway/internal/agent"
+	"github.com/gangwayhq/gangway/internal/agent/notice"
 	"github.com/gangwayhq/gangway/internal/cloud"
 	"github.com/gangwayhq/gangway/internal/devstack/fullstack"
 	"github.com/gangwayhq/gangway/internal/dispatch"
@@ -151,9 +152,9 @@ prints the inventory and topology as JSON and exits.`,
 			if err != nil {
 				return err
 			}
-			notices, err := startNoticeWatcher(cmd.Context(), ac.Notices, a.log)
+			notices, err := notice.Start(cmd.Context(), ac.Notices, notice.Options{Log: a.log.With("component", "notices")})
 			if err != nil {
-				return err
+				return fmt.Errorf("agent.notices: %w", err)
 			}
 			ag := agent.New(agent.Config{Node: node, DataDir: ac.DataDir,
 				HeartbeatInterval: ac.HeartbeatInterval.Duration, Log: a.log,
