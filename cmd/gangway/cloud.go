@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"time"
 
 	compute "cloud.google.com/go/compute/apiv1"
@@ -77,13 +78,17 @@ func buildAWS(ctx context.Context, pc ProviderConfig, log *slog.Logger) (provide
 			o.Credentials = awssdk.AnonymousCredentials{}
 		}
 	})
+	return aws.New(client, awsOptions(pc, log))
+}
+
+func awsOptions(pc ProviderConfig, log *slog.Logger) aws.Options {
 	opts := aws.Options{Name: pc.name(), Region: pc.Region, Zones: pc.Zones, Subnets: pc.Subnets, ImageID: pc.Image,
 		SecurityGroupIDs: pc.SecurityGroupIDs, KeyName: pc.KeyName, InstanceProfile: pc.InstanceProfile, Log: log}
 	for _, t := range pc.InstanceTypes {
 		opts.InstanceTypes = append(opts.InstanceTypes, aws.InstanceType{Name: t.Name, GPUModel: t.GPUModel, GPUs: t.GPUs,
 			OnDemandPrice: t.OnDemandPrice, InterruptionRate: t.InterruptionRate})
 	}
-	return aws.New(client, opts)
+	return opts
 }
 
 func buildGCP(ctx context.Context, pc ProviderConfig, log *slog.Logger) (providers.Provider, func() error, error) {
@@ -95,6 +100,11 @@ func buildGCP(ctx context.Context, pc ProviderConfig, log *slog.Logger) (provide
 	if err != nil {
 		return nil, nil, fmt.Errorf("gcp client: %w", err)
 	}
+	p, err := gcp.New(client, gcpOptions(pc, log))
+	return p, client.Close, err
+}
+
+func gcpOptions(pc ProviderConfig, log *slog.Logger) gcp.Options {
 	opts := gcp.Options{Name: pc.name(), Project: pc.Project, Zones: pc.Zones, Image: pc.Image, DiskSizeGB: pc.DiskSizeGB,
 		Network: pc.Network, Subnetwork: pc.Subnetwork, ServiceAccount: pc.ServiceAccount, Log: log}
 	for _, t := range pc.InstanceTypes {
@@ -104,8 +114,7 @@ func buildGCP(ctx context.Context, pc ProviderConfig, log *slog.Logger) (provide
 	for _, pr := range pc.Prices {
 		opts.Prices = append(opts.Prices, gcp.Price{MachineType: pr.MachineType, Region: pr.Region, Spot: pr.Spot, OnDemand: pr.OnDemand})
 	}
-	p, err := gcp.New(client, opts)
-	return p, client.Close, err
+	return opts
 }
 
 func buildFake(pc ProviderConfig, hooks fullstack.FakeHooks, log *slog.Logger) (*fake.Provider, error) {
@@ -113,20 +122,47 @@ func buildFake(pc ProviderConfig, hooks fullstack.FakeHooks, log *slog.Logger) (
 	opts := fake.Options{Name: pc.name(), BootDelay: pc.BootDelay.Duration, NoticeLead: pc.NoticeLead.Duration,
 		TraceStart: now.Add(-pc.TraceOffset.Duration), Log: log,
 		OnRunning: hooks.OnRunning, OnNotice: hooks.OnNotice, OnTerminated: hooks.OnTerminated}
+	opts.Pools = fakePools(pc)
 	for i, pl := range pc.Pools {
-		p := fake.Pool{Name: pl.Name, Zone: pl.Zone, InstanceType: pl.InstanceType, GPUModel: pl.GPUModel, GPUs: pl.GPUs,
-			CapacityType: gangway.CapacityType(pl.CapacityType), PricePerHour: pl.PricePerHour,
-			MaxInstances: pl.MaxInstances, TraceScale: pl.TraceScale, InterruptionRate: pl.InterruptionRate}
 		if pl.Trace != "" {
 			tr, err := fake.LoadTrace(pl.Trace)
 			if err != nil {
 				return nil, fmt.Errorf("pools[%d].trace: %w", i, err)
 			}
-			p.Trace = rescalePrices(tr, pl.PricePerHour)
+			opts.Pools[i].Trace = rescalePrices(tr, pl.PricePerHour)
 		}
-		opts.Pools = append(opts.Pools, p)
 	}
 	return fake.New(opts)
+}
+
+// fakePools are a fake provider's pools, without their traces.
+func fakePools(pc ProviderConfig) []fake.Pool {
+	var out []fake.Pool
+	for _, pl := range pc.Pools {
+		out = append(out, fake.Pool{Name: pl.Name, Zone: pl.Zone, InstanceType: pl.InstanceType, GPUModel: pl.GPUModel, GPUs: pl.GPUs,
+			CapacityType: gangway.CapacityType(pl.CapacityType), PricePerHour: pl.PricePerHour,
+			MaxInstances: pl.MaxInstances, TraceScale: pl.TraceScale, InterruptionRate: pl.InterruptionRate})
+	}
+	return out
+}
+
+// onDemandPrices maps each spot pool the providers can offer to the
+// on-demand price per GPU-hour of the same instance type, for the "spot
+// saved" column of `gangway cost`; each provider package prices its own
+// (aws, gcp and fake OnDemandPrices), from config alone.
+func (c CloudConfig) onDemandPrices() map[string]float64 {
+	out := map[string]float64{}
+	for _, p := range c.Providers {
+		switch p.Type {
+		case providerAWS:
+			maps.Copy(out, aws.OnDemandPrices(awsOptions(p, nil)))
+		case providerGCP:
+			maps.Copy(out, gcp.OnDemandPrices(gcpOptions(p, nil)))
+		case providerFake:
+			maps.Copy(out, fake.OnDemandPrices(fake.Options{Name: p.name(), Pools: fakePools(p)}))
+		}
+	}
+	return out
 }
 
 // rescalePrices scales a trace's prices so their mean is price (when both

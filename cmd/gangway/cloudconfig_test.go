@@ -362,10 +362,10 @@ func TestOnDemandPrices(t *testing.T) {
 		"fake-spot":           4,
 		"fake-z2-a100x8-spot": 5,
 	}
-	if diff := cmp.Diff(want, onDemandPrices(c)); diff != "" {
+	if diff := cmp.Diff(want, c.Cloud.onDemandPrices()); diff != "" {
 		t.Errorf("onDemandPrices (-want +got):\n%s", diff)
 	}
-	if got := onDemandPrices(defaultConfig()); len(got) != 0 {
+	if got := defaultConfig().Cloud.onDemandPrices(); len(got) != 0 {
 		t.Errorf("no providers: %v", got)
 	}
 }

@@ -55,7 +55,9 @@ the on-demand price of a pool with spot usage is not known.`,
 			if err != nil {
 				return err
 			}
-			q.OnDemandPrices = onDemandPrices(a.cfg)
+			// A spot pool without an on-demand price reports its savings as
+			// unknown.
+			q.OnDemandPrices = a.cfg.Cloud.onDemandPrices()
 			sum, err := accounting.Report(segs, q)
 			if err != nil {
 				return err
@@ -69,15 +71,6 @@ the on-demand price of a pool with spot usage is not known.`,
 	fl.StringVar(&until, "until", "", "end of the window, like --since (default now)")
 	fl.StringVarP(&output, "output", "o", "table", "output format: table, csv or json")
 	return cmd
-}
-
-// onDemandPrices is the on-demand price per GPU-hour of each pool, which the
-// "spot saved" column compares spot prices against: for every spot pool the
-// cloud section configures, the on-demand price of the same instance type
-// (see CloudConfig.onDemandPrices). A spot pool without one reports its
-// savings as unknown.
-func onDemandPrices(c Config) map[string]float64 {
-	return c.Cloud.onDemandPrices()
 }
 
 // costQuery checks the window and grouping flags against now.
