@@ -183,50 +183,6 @@ func runDev(ctx context.Context, a *app, o devOptions, shapes []agent.NodeShape,
 	return nil
 }
 
-// demoJob is one job of the demo workload.
-type demoJob struct {
-	team             string
-	replicas, gpus   int
-	steps, instances int
-	burst            bool
-}
-
-// demoWorkload mixes the shapes a shared cluster sees: many small jobs,
-// some 4-GPU jobs, 2 × 8 gangs that need two whole nodes at once, and
-// whole-node jobs (one a gang) allowed to burst to the cloud: together more
-// than the default on-prem fleet can start at once.
-var demoWorkload = []demoJob{
-	{team: "vision", replicas: 1, gpus: 1, steps: 40, instances: 8},
-	{team: "nlp", replicas: 1, gpus: 4, steps: 60, instances: 4},
-	{team: "speech", replicas: 1, gpus: 2, steps: 50, instances: 4},
-	{team: "nlp", replicas: 2, gpus: 8, steps: 80, instances: 2},
-	{team: "research", replicas: 1, gpus: 8, steps: 120, instances: 3, burst: true},
-	{team: "research", replicas: 2, gpus: 8, steps: 100, instances: 1, burst: true},
-}
-
-func demoSpecs(self string, stepTime time.Duration, suffix string) []gangway.JobSpec {
-	var specs []gangway.JobSpec
-	for _, d := range demoWorkload {
-		for i := range d.instances {
-			s := gangway.JobSpec{
-				Name:    fmt.Sprintf("%s-%dx%d-%d-%s", d.team, d.replicas, d.gpus, i, suffix),
-				Team:    d.team,
-				Project: "demo",
-				Command: []string{self, "demo-train"},
-				Args:    []string{"--steps", fmt.Sprint(d.steps + 10*i), "--step-time", stepTime.String()},
-				Gang:    gangway.Gang{Replicas: d.replicas, GPUsPerReplica: d.gpus},
-				// A realistic bound lets the scheduler plan reservations
-				// for the gangs around the small jobs.
-				MaxRuntime: gangway.Duration{Duration: 2 * time.Minute},
-				Burst:      gangway.Burst{Enabled: d.burst},
-			}
-			s.Default()
-			specs = append(specs, s)
-		}
-	}
-	return specs
-}
-
 // runDemo submits the demo workload, shows progress and prints the summary.
 func runDemo(ctx context.Context, c conns, o devOptions, events <-chan string, out io.Writer) (bool, error) {
 	self, err := os.Executable()
@@ -234,7 +190,7 @@ func runDemo(ctx context.Context, c conns, o devOptions, events <-chan string, o
 		return false, fmt.Errorf("find own binary for demo-train: %w", err)
 	}
 	cl := c.client()
-	specs := demoSpecs(self, o.stepTime, time.Now().Format("150405"))
+	specs := fullstack.DemoSpecs(self, o.stepTime, time.Now().Format("150405"))
 	ids := make([]string, 0, len(specs))
 	for _, s := range specs {
 		id, err := cl.Submit(ctx, s, client.SubmitOptions{})
@@ -284,7 +240,7 @@ func runDemo(ctx context.Context, c conns, o devOptions, events <-chan string, o
 				break drain
 			}
 		}
-		busy, total, cloudNodes := gpuUse(ctx, c)
+		busy, total, cloudNodes := fullstack.GPUUse(ctx, c.view)
 		line := fmt.Sprintf("queued %2d  provisioning %d  running %2d  succeeded %2d  failed %d  cancelled %d | GPUs busy %2d/%d | cloud nodes %d",
 			counts[gangway.PhaseQueued]+counts[gangway.PhaseRequeued]+counts[gangway.PhaseSubmitted],
 			counts[gangway.PhaseProvisioning],
@@ -305,21 +261,6 @@ func runDemo(ctx context.Context, c conns, o devOptions, events <-chan string, o
 	}
 	fmt.Fprintf(out, "\nAll %d demo jobs finished in %s.\n\n", len(ids), time.Since(start).Round(100*time.Millisecond))
 	return printSummary(out, ids, statuses), nil
-}
-
-func gpuUse(ctx context.Context, c conns) (busy, total, cloudNodes int) {
-	nodes, err := c.view.Nodes(ctx)
-	if err != nil {
-		return 0, 0, 0
-	}
-	for _, n := range nodes {
-		busy += len(n.Allocated)
-		total += len(n.Node.GPUs)
-		if n.Node.Owner != "" {
-			cloudNodes++
-		}
-	}
-	return busy, total, cloudNodes
 }
 
 func printSummary(out io.Writer, ids []string, statuses map[string]client.JobStatus) bool {
