@@ -13,6 +13,7 @@ import (
 
 	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/internal/devstack/fullstack"
+	"github.com/gangwayhq/gangway/internal/sim"
 	"github.com/gangwayhq/gangway/providers/fake"
 )
 
@@ -76,16 +77,16 @@ func devCloud(c CloudConfig, o devOptions) (CloudConfig, error) {
 	return out, nil
 }
 
-// findDevTrace looks for the default spot trace beside the working
-// directory and beside the binary (bin/gangway in the repository).
+// findDevTrace looks for the default spot trace from the working
+// directory (and the project root above it, sim.FindTrace) and beside the
+// binary (bin/gangway in the repository).
 func findDevTrace() string {
-	candidates := []string{devSpotTrace}
-	if exe, err := os.Executable(); err == nil {
-		candidates = append(candidates, filepath.Join(filepath.Dir(exe), "..", devSpotTrace))
+	if p := sim.FindTrace(devSpotTrace); fileExists(p) {
+		return p
 	}
-	for _, c := range candidates {
-		if _, err := os.Stat(c); err == nil {
-			return c
+	if exe, err := os.Executable(); err == nil {
+		if p := filepath.Join(filepath.Dir(exe), "..", devSpotTrace); fileExists(p) {
+			return p
 		}
 	}
 	return ""

@@ -159,6 +159,7 @@ func tracePath(p string, isDefault bool) string {
 	return sim.FindTrace(p)
 }
 
+// fileExists reports whether p names something on disk.
 func fileExists(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil
