@@ -102,7 +102,7 @@ type Stack struct {
 	events     chan string
 	fakeAgents *FakeAgents
 	removeDir  bool
-	closers    []func() // run in reverse by Close
+	closers    []func() // clients, servers and files, closed in reverse by Close
 
 	stop     context.CancelFunc // ends the server and the fake clouds
 	done     chan struct{}      // closed when the server stops
@@ -158,9 +158,9 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		return nil, err
 	}
 
+	// The server, the fake clouds' ticks and their agents run until Close.
 	runCtx, stop := context.WithCancel(context.Background())
 	s.stop = stop
-	s.onClose(func() { stop(); s.wg.Wait() })
 	if opts.Cloud != nil {
 		if err := s.startCloud(ctx, runCtx, opts); err != nil {
 			return nil, err
@@ -226,14 +226,11 @@ func (s *Stack) startCloud(ctx, runCtx context.Context, opts Options) error {
 	base := s.agentDefaults(opts.CloudAgent, "cloud")
 	s.events = make(chan string, 64)
 	s.fakeAgents = NewFakeAgents(s.View, s.TemporalClient, base, s.log, s.events)
-	// Closed after the fakes stop ticking (closers run in reverse).
-	s.onClose(s.fakeAgents.Close)
 	c, err := opts.Cloud(ctx, s.fakeAgents.Hooks())
 	if err != nil {
 		return fmt.Errorf("cloud: %w", err)
 	}
 	s.Cloud = c
-	s.onClose(func() { _ = c.Close() })
 	s.wg.Go(func() { c.RunFakes(runCtx) })
 	return nil
 }
@@ -384,6 +381,18 @@ func (s *Stack) Close() {
 		s.mu.Unlock()
 		for _, a := range agents {
 			_ = a.Stop()
+		}
+		// The server and the fakes stop before the cloud agents and the
+		// providers' clients they use; the clients and servers go last.
+		if s.stop != nil {
+			s.stop()
+			s.wg.Wait()
+		}
+		if s.fakeAgents != nil {
+			s.fakeAgents.Close()
+		}
+		if s.Cloud != nil {
+			_ = s.Cloud.Close()
 		}
 		for i := len(s.closers) - 1; i >= 0; i-- {
 			s.closers[i]()
