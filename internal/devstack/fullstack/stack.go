@@ -2,6 +2,7 @@ package fullstack
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -29,11 +30,11 @@ import (
 // nodesTimeout bounds how long Start waits for Options.Nodes to register.
 const nodesTimeout = 30 * time.Second
 
-// Options describe the stack Start brings up. The zero value is Redis and
-// Temporal alone, in a temporary directory.
+// Options describe the stack Start brings up. With only Dir set it is Redis
+// and Temporal alone, with their clients.
 type Options struct {
 	// Dir holds the servers' state, the agents' data, the checkpoint store
-	// and the logs; "" means a temporary directory that Close removes.
+	// and the logs (required; Close leaves it).
 	Dir string
 	// Headless turns the Temporal Web UI off.
 	Headless bool
@@ -101,7 +102,6 @@ type Stack struct {
 	prefix     string
 	events     chan string
 	fakeAgents *FakeAgents
-	removeDir  bool
 	closers    []func() // clients, servers and files, closed in reverse by Close
 
 	stop     context.CancelFunc // ends the server and the fake clouds
@@ -130,10 +130,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		}
 	}()
 	if s.Dir == "" {
-		if s.Dir, err = os.MkdirTemp("", "gangway-dev-"); err != nil {
-			return nil, fmt.Errorf("state dir: %w", err)
-		}
-		s.removeDir = true
+		return nil, errors.New("fullstack: Options.Dir is required")
 	}
 	out := opts.ServerOutput
 	if out == nil {
@@ -369,8 +366,7 @@ func (s *Stack) WaitForNodes(ctx context.Context, want int) error {
 }
 
 // Close stops everything Start started, in reverse order — agents, server,
-// fake clouds, clients, Temporal, Redis — and removes a temporary Dir. No
-// child process outlives it.
+// fake clouds, clients, Temporal, Redis. No child process outlives it.
 func (s *Stack) Close() {
 	s.closeOnce.Do(func() {
 		s.mu.Lock()
@@ -396,9 +392,6 @@ func (s *Stack) Close() {
 		}
 		for i := len(s.closers) - 1; i >= 0; i-- {
 			s.closers[i]()
-		}
-		if s.removeDir {
-			_ = os.RemoveAll(s.Dir)
 		}
 	})
 }
