@@ -88,7 +88,7 @@ func TestAgentInventoryNVML(t *testing.T) {
 	if inv.Topology.Matrix[0][7] != "NV18" || len(inv.GPUs) != 8 || inv.GPUs[0].PCIBusID == "" {
 		t.Errorf("topology %+v, GPUs %+v", inv.Topology, inv.GPUs)
 	}
-	if g.node.CPUMilli <= 0 || g.node.MemMiB <= 0 {
-		t.Errorf("host resources %d milli-CPU, %d MiB", g.node.CPUMilli, g.node.MemMiB)
+	if g.Node.CPUMilli <= 0 || g.Node.MemMiB <= 0 {
+		t.Errorf("host resources %d milli-CPU, %d MiB", g.Node.CPUMilli, g.Node.MemMiB)
 	}
 }

@@ -2,10 +2,9 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
+	"maps"
 	"time"
 
 	compute "cloud.google.com/go/compute/apiv1"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/internal/cloud"
+	"github.com/gangwayhq/gangway/internal/devstack/fullstack"
 	"github.com/gangwayhq/gangway/internal/spotpolicy"
 	"github.com/gangwayhq/gangway/providers"
 	"github.com/gangwayhq/gangway/providers/aws"
@@ -23,51 +23,13 @@ import (
 	"github.com/gangwayhq/gangway/providers/gcp"
 )
 
-// fakeTick is how often a fake cloud moves to the wall clock's time, so
-// boots, notices and reclaims happen on time without a call to it.
-const fakeTick = 250 * time.Millisecond
-
-// cloudSetup is the cloud a server rents from: the providers' registry,
-// the fake clouds among them (which need ticking), and what to close.
-type cloudSetup struct {
-	Registry *cloud.Registry
-	Fakes    []*fake.Provider
-	closers  []func() error
-}
-
-// Close releases the providers' clients.
-func (s *cloudSetup) Close() error {
-	var errs []error
-	for _, c := range s.closers {
-		errs = append(errs, c())
-	}
-	return errors.Join(errs...)
-}
-
-// RunFakes ticks every fake cloud until ctx ends.
-func (s *cloudSetup) RunFakes(ctx context.Context) {
-	var wg sync.WaitGroup
-	for _, f := range s.Fakes {
-		wg.Go(func() { _ = f.Run(ctx, fakeTick) })
-	}
-	wg.Wait()
-}
-
-// fakeHooks are the callbacks of fake clouds: the stand-in for the boot
-// script a real instance runs (see fakeAgents).
-type fakeHooks struct {
-	OnRunning    func(providers.Instance)
-	OnNotice     func(fake.Notice)
-	OnTerminated func(providers.Instance)
-}
-
 // buildCloud builds the configured providers. ctx bounds loading cloud
 // credentials only.
-func buildCloud(ctx context.Context, c CloudConfig, hooks fakeHooks, log *slog.Logger) (*cloudSetup, error) {
-	s := &cloudSetup{}
+func buildCloud(ctx context.Context, c CloudConfig, hooks fullstack.FakeHooks, log *slog.Logger) (*fullstack.Cloud, error) {
+	s := &fullstack.Cloud{}
 	var ps []providers.Provider
 	for i, pc := range c.Providers {
-		p, err := s.build(ctx, pc, hooks, log.With("provider", pc.name()))
+		p, err := buildProvider(ctx, s, pc, hooks, log.With("provider", pc.name()))
 		if err != nil {
 			_ = s.Close()
 			return nil, fmt.Errorf("cloud.providers[%d] (%s): %w", i, pc.name(), err)
@@ -83,14 +45,16 @@ func buildCloud(ctx context.Context, c CloudConfig, hooks fakeHooks, log *slog.L
 	return s, nil
 }
 
-func (s *cloudSetup) build(ctx context.Context, pc ProviderConfig, hooks fakeHooks, log *slog.Logger) (providers.Provider, error) {
+// buildProvider builds one provider, adding what it needs closed or
+// ticked to s.
+func buildProvider(ctx context.Context, s *fullstack.Cloud, pc ProviderConfig, hooks fullstack.FakeHooks, log *slog.Logger) (providers.Provider, error) {
 	switch pc.Type {
 	case providerAWS:
 		return buildAWS(ctx, pc, log)
 	case providerGCP:
 		p, closeFn, err := buildGCP(ctx, pc, log)
 		if closeFn != nil {
-			s.closers = append(s.closers, closeFn)
+			s.Closers = append(s.Closers, closeFn)
 		}
 		return p, err
 	case providerFake:
@@ -115,13 +79,17 @@ func buildAWS(ctx context.Context, pc ProviderConfig, log *slog.Logger) (provide
 			o.Credentials = awssdk.AnonymousCredentials{}
 		}
 	})
+	return aws.New(client, awsOptions(pc, log))
+}
+
+func awsOptions(pc ProviderConfig, log *slog.Logger) aws.Options {
 	opts := aws.Options{Name: pc.name(), Region: pc.Region, Zones: pc.Zones, Subnets: pc.Subnets, ImageID: pc.Image,
 		SecurityGroupIDs: pc.SecurityGroupIDs, KeyName: pc.KeyName, InstanceProfile: pc.InstanceProfile, Log: log}
 	for _, t := range pc.InstanceTypes {
 		opts.InstanceTypes = append(opts.InstanceTypes, aws.InstanceType{Name: t.Name, GPUModel: t.GPUModel, GPUs: t.GPUs,
 			OnDemandPrice: t.OnDemandPrice, InterruptionRate: t.InterruptionRate})
 	}
-	return aws.New(client, opts)
+	return opts
 }
 
 func buildGCP(ctx context.Context, pc ProviderConfig, log *slog.Logger) (providers.Provider, func() error, error) {
@@ -133,6 +101,11 @@ func buildGCP(ctx context.Context, pc ProviderConfig, log *slog.Logger) (provide
 	if err != nil {
 		return nil, nil, fmt.Errorf("gcp client: %w", err)
 	}
+	p, err := gcp.New(client, gcpOptions(pc, log))
+	return p, client.Close, err
+}
+
+func gcpOptions(pc ProviderConfig, log *slog.Logger) gcp.Options {
 	opts := gcp.Options{Name: pc.name(), Project: pc.Project, Zones: pc.Zones, Image: pc.Image, DiskSizeGB: pc.DiskSizeGB,
 		Network: pc.Network, Subnetwork: pc.Subnetwork, ServiceAccount: pc.ServiceAccount, Log: log}
 	for _, t := range pc.InstanceTypes {
@@ -142,29 +115,55 @@ func buildGCP(ctx context.Context, pc ProviderConfig, log *slog.Logger) (provide
 	for _, pr := range pc.Prices {
 		opts.Prices = append(opts.Prices, gcp.Price{MachineType: pr.MachineType, Region: pr.Region, Spot: pr.Spot, OnDemand: pr.OnDemand})
 	}
-	p, err := gcp.New(client, opts)
-	return p, client.Close, err
+	return opts
 }
 
-func buildFake(pc ProviderConfig, hooks fakeHooks, log *slog.Logger) (*fake.Provider, error) {
+func buildFake(pc ProviderConfig, hooks fullstack.FakeHooks, log *slog.Logger) (*fake.Provider, error) {
 	now := time.Now()
 	opts := fake.Options{Name: pc.name(), BootDelay: pc.BootDelay.Duration, NoticeLead: pc.NoticeLead.Duration,
 		TraceStart: now.Add(-pc.TraceOffset.Duration), Log: log,
 		OnRunning: hooks.OnRunning, OnNotice: hooks.OnNotice, OnTerminated: hooks.OnTerminated}
+	opts.Pools = fakePools(pc)
 	for i, pl := range pc.Pools {
-		p := fake.Pool{Name: pl.Name, Zone: pl.Zone, InstanceType: pl.InstanceType, GPUModel: pl.GPUModel, GPUs: pl.GPUs,
-			CapacityType: gangway.CapacityType(pl.CapacityType), PricePerHour: pl.PricePerHour,
-			MaxInstances: pl.MaxInstances, TraceScale: pl.TraceScale, InterruptionRate: pl.InterruptionRate}
 		if pl.Trace != "" {
 			tr, err := spotpolicy.LoadTrace(pl.Trace)
 			if err != nil {
 				return nil, fmt.Errorf("pools[%d].trace: %w", i, err)
 			}
-			p.Trace = rescalePrices(tr, pl.PricePerHour)
+			opts.Pools[i].Trace = rescalePrices(tr, pl.PricePerHour)
 		}
-		opts.Pools = append(opts.Pools, p)
 	}
 	return fake.New(opts)
+}
+
+// fakePools are a fake provider's pools, without their traces.
+func fakePools(pc ProviderConfig) []fake.Pool {
+	var out []fake.Pool
+	for _, pl := range pc.Pools {
+		out = append(out, fake.Pool{Name: pl.Name, Zone: pl.Zone, InstanceType: pl.InstanceType, GPUModel: pl.GPUModel, GPUs: pl.GPUs,
+			CapacityType: gangway.CapacityType(pl.CapacityType), PricePerHour: pl.PricePerHour,
+			MaxInstances: pl.MaxInstances, TraceScale: pl.TraceScale, InterruptionRate: pl.InterruptionRate})
+	}
+	return out
+}
+
+// onDemandPrices maps each spot pool the providers can offer to the
+// on-demand price per GPU-hour of the same instance type, for the "spot
+// saved" column of `gangway cost`; each provider package prices its own
+// (aws, gcp and fake OnDemandPrices), from config alone.
+func (c CloudConfig) onDemandPrices() map[string]float64 {
+	out := map[string]float64{}
+	for _, p := range c.Providers {
+		switch p.Type {
+		case providerAWS:
+			maps.Copy(out, aws.OnDemandPrices(awsOptions(p, nil)))
+		case providerGCP:
+			maps.Copy(out, gcp.OnDemandPrices(gcpOptions(p, nil)))
+		case providerFake:
+			maps.Copy(out, fake.OnDemandPrices(fake.Options{Name: p.name(), Pools: fakePools(p)}))
+		}
+	}
+	return out
 }
 
 // rescalePrices scales a trace's prices so their mean is price (when both
@@ -183,12 +182,17 @@ func rescalePrices(tr *spotpolicy.Trace, price float64) *spotpolicy.Trace {
 	return &out
 }
 
+// join is the join section as launched instances' agents are given it.
+func (j JoinConfig) join() providers.Join {
+	return providers.Join{TemporalAddress: j.TemporalAddress, RedisURL: j.RedisURL,
+		Binary: j.Binary, DataDir: j.DataDir, FakeGPUs: j.FakeGPUs, Args: j.Args}
+}
+
 // joinConfig is what launched instances' agents are given: the join
 // section, with the server's own Temporal and Redis where it names none.
 func joinConfig(c Config) providers.Join {
-	j := c.Cloud.Join
-	out := providers.Join{TemporalAddress: j.TemporalAddress, Namespace: c.Temporal.Namespace, RedisURL: j.RedisURL,
-		Binary: j.Binary, DataDir: j.DataDir, FakeGPUs: j.FakeGPUs, Args: j.Args}
+	out := c.Cloud.Join.join()
+	out.Namespace = c.Temporal.Namespace
 	if out.TemporalAddress == "" {
 		out.TemporalAddress = c.Temporal.Address
 	}

@@ -7,14 +7,12 @@ import (
 	"net"
 	"net/url"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/internal/accounting"
-	"github.com/gangwayhq/gangway/providers"
 )
 
 // CloudConfig is rented capacity: the providers bursts launch in, how the
@@ -185,7 +183,7 @@ func (c CloudConfig) validate(bad func(field, format string, args ...any)) {
 	}
 	for _, pool := range slices.Sorted(maps.Keys(c.OnPremPricePerGPUHour)) {
 		field := "cloud.onPremPricePerGPUHour." + pool
-		if !dnsLabel.MatchString(pool) {
+		if !gangway.IsDNSLabel(pool) {
 			bad(field, "must be a pool name (a DNS label)")
 		} else if price := c.OnPremPricePerGPUHour[pool]; price < 0 {
 			bad(field, "must not be negative, got %v", price)
@@ -195,7 +193,7 @@ func (c CloudConfig) validate(bad func(field, format string, args ...any)) {
 		field := "cloud.teams." + team
 		t := c.Teams[team]
 		switch {
-		case !dnsLabel.MatchString(team):
+		case !gangway.IsDNSLabel(team):
 			bad(field, "must be a team name (a DNS label)")
 		case t.MonthlyBudget != nil && *t.MonthlyBudget < 0:
 			bad(field+".monthlyBudget", "must not be negative, got %v", *t.MonthlyBudget)
@@ -221,7 +219,7 @@ func (c CloudConfig) validate(bad func(field, format string, args ...any)) {
 			bad(field+".name", "%q is cloud.providers[%d]'s name too; give each provider its own", name, j)
 		}
 		seen[name] = i
-		if p.Name != "" && !dnsLabel.MatchString(p.Name) {
+		if p.Name != "" && !gangway.IsDNSLabel(p.Name) {
 			bad(field+".name", "must be a DNS label, got %q", p.Name)
 		}
 		if p.Endpoint != "" {
@@ -334,7 +332,7 @@ func (p ProviderConfig) validateFake(field string, bad func(field, format string
 	for k, pl := range p.Pools {
 		f := fmt.Sprintf("%s.pools[%d]", field, k)
 		switch {
-		case pl.Name != "" && !dnsLabel.MatchString(pl.Name):
+		case pl.Name != "" && !gangway.IsDNSLabel(pl.Name):
 			bad(f+".name", "must be a DNS label, got %q", pl.Name)
 		case pl.Zone == "":
 			bad(f+".zone", "is required")
@@ -356,84 +354,6 @@ func (p ProviderConfig) validateFake(field string, bad func(field, format string
 			bad(f+".interruptionRate", "must not be negative, got %v", pl.InterruptionRate)
 		}
 	}
-}
-
-// onDemandPrices maps each spot pool the providers can offer to the
-// on-demand price per GPU-hour of the same instance type, for the "spot
-// saved" column of `gangway cost`:
-//   - aws: each instance type's onDemandPrice, in each of zones (or, when
-//     zones is empty, zones a to f of the region);
-//   - gcp: each price's onDemand, in each configured zone of its region;
-//   - fake: the on-demand pool of the same instance type, in the same zone
-//     if there is one.
-func (c CloudConfig) onDemandPrices() map[string]float64 {
-	out := map[string]float64{}
-	for _, p := range c.Providers {
-		name := p.name()
-		switch p.Type {
-		case providerAWS:
-			zones := p.Zones
-			if len(zones) == 0 {
-				for _, letter := range "abcdef" {
-					zones = append(zones, p.Region+string(letter))
-				}
-			}
-			for _, t := range p.InstanceTypes {
-				if t.OnDemandPrice <= 0 || t.GPUs <= 0 {
-					continue
-				}
-				for _, z := range zones {
-					out[providers.PoolName(name, z, t.Name, gangway.CapacitySpot)] = t.OnDemandPrice / float64(t.GPUs)
-				}
-			}
-		case providerGCP:
-			gpus := map[string]int{}
-			for _, t := range p.InstanceTypes {
-				gpus[t.Name] = t.GPUs
-			}
-			for _, pr := range p.Prices {
-				if pr.OnDemand <= 0 || gpus[pr.MachineType] <= 0 {
-					continue
-				}
-				for _, z := range p.Zones {
-					if gcpRegion(z) == pr.Region {
-						out[providers.PoolName(name, z, pr.MachineType, gangway.CapacitySpot)] = pr.OnDemand / float64(gpus[pr.MachineType])
-					}
-				}
-			}
-		case providerFake:
-			poolName := func(pl FakePoolConfig) string {
-				if pl.Name != "" {
-					return pl.Name
-				}
-				return providers.PoolName(name, pl.Zone, pl.InstanceType, gangway.CapacityType(pl.CapacityType))
-			}
-			for _, spot := range p.Pools {
-				if spot.CapacityType != string(gangway.CapacitySpot) {
-					continue
-				}
-				price := 0.0
-				for _, od := range p.Pools {
-					if od.CapacityType == string(gangway.CapacityOnDemand) && od.InstanceType == spot.InstanceType && od.GPUs > 0 &&
-						(price == 0 || od.Zone == spot.Zone) {
-						price = od.PricePerHour / float64(od.GPUs)
-					}
-				}
-				if price > 0 {
-					out[poolName(spot)] = price
-				}
-			}
-		}
-	}
-	return out
-}
-
-// gcpRegion is the region of a GCP zone ("us-central1-a" → "us-central1").
-func gcpRegion(zone string) string {
-	if i := strings.LastIndexByte(zone, '-'); i > 0 {
-		return zone[:i]
-	}
-	return zone
 }
 
 // teamLimits are the teams' cloud limits as the ledger's budgets apply

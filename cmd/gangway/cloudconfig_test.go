@@ -15,6 +15,7 @@ import (
 
 	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/internal/accounting"
+	"github.com/gangwayhq/gangway/internal/devstack/fullstack"
 	"github.com/gangwayhq/gangway/placement"
 	"github.com/gangwayhq/gangway/providers"
 )
@@ -112,7 +113,7 @@ func TestCloudConfigLoadsValidatesAndBuilds(t *testing.T) {
 		t.Errorf("durations: burstAfter %v, reconcileInterval %v", c.BurstAfter, c.ReconcileInterval)
 	}
 
-	s, err := buildCloud(t.Context(), c, fakeHooks{}, slog.New(slog.DiscardHandler))
+	s, err := buildCloud(t.Context(), c, fullstack.FakeHooks{}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatalf("buildCloud: %v", err)
 	}
@@ -361,10 +362,10 @@ func TestOnDemandPrices(t *testing.T) {
 		"fake-spot":           4,
 		"fake-z2-a100x8-spot": 5,
 	}
-	if diff := cmp.Diff(want, onDemandPrices(c)); diff != "" {
+	if diff := cmp.Diff(want, c.Cloud.onDemandPrices()); diff != "" {
 		t.Errorf("onDemandPrices (-want +got):\n%s", diff)
 	}
-	if got := onDemandPrices(defaultConfig()); len(got) != 0 {
+	if got := defaultConfig().Cloud.onDemandPrices(); len(got) != 0 {
 		t.Errorf("no providers: %v", got)
 	}
 }

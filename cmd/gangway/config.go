@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"regexp"
 	"strings"
 	"time"
 
@@ -231,8 +230,6 @@ func load(fs *pflag.FlagSet, cfg *Config, configFile string) error {
 	return nil
 }
 
-var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
-
 // Validate checks the fields a command uses; what names the field in YAML.
 func (c Config) Validate(server, agentCmd bool) error {
 	var errs []error
@@ -292,7 +289,7 @@ func (c Config) Validate(server, agentCmd bool) error {
 		for k, q := range p.Quotas {
 			field := fmt.Sprintf("server.placement.quotas[%d]", k)
 			switch {
-			case !dnsLabel.MatchString(q.Team):
+			case !gangway.IsDNSLabel(q.Team):
 				bad(field+".team", "must be a team name (a DNS label), got %q", q.Team)
 			case q.Nominal < 0:
 				bad(field+".nominal", "must not be negative, got %d", q.Nominal)
@@ -306,10 +303,10 @@ func (c Config) Validate(server, agentCmd bool) error {
 	}
 	if agentCmd {
 		a := c.Agent
-		if !dnsLabel.MatchString(a.NodeID) {
+		if !gangway.IsDNSLabel(a.NodeID) {
 			bad("agent.nodeId", "must be a DNS label (lowercase letters, digits, '-'), got %q", a.NodeID)
 		}
-		if !dnsLabel.MatchString(a.Pool) {
+		if !gangway.IsDNSLabel(a.Pool) {
 			bad("agent.pool", "must be a DNS label, got %q", a.Pool)
 		}
 		if a.DataDir == "" {

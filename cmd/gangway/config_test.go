@@ -11,10 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gangwayhq/gangway/placement"
 	"github.com/google/go-cmp/cmp"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/gangwayhq/gangway/placement"
 )
 
 const exampleConfig = "../../deploy/gangway.example.yaml"

@@ -5,7 +5,6 @@ import (
 	"encoding/csv"
 	"fmt"
 	"io"
-	"regexp"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -55,7 +54,9 @@ the on-demand price of a pool with spot usage is not known.`,
 			if err != nil {
 				return err
 			}
-			q.OnDemandPrices = onDemandPrices(a.cfg)
+			// A spot pool without an on-demand price reports its savings as
+			// unknown.
+			q.OnDemandPrices = a.cfg.Cloud.onDemandPrices()
 			sum, err := accounting.Report(segs, q)
 			if err != nil {
 				return err
@@ -69,15 +70,6 @@ the on-demand price of a pool with spot usage is not known.`,
 	fl.StringVar(&until, "until", "", "end of the window, like --since (default now)")
 	fl.StringVarP(&output, "output", "o", "table", "output format: table, csv or json")
 	return cmd
-}
-
-// onDemandPrices is the on-demand price per GPU-hour of each pool, which the
-// "spot saved" column compares spot prices against: for every spot pool the
-// cloud section configures, the on-demand price of the same instance type
-// (see CloudConfig.onDemandPrices). A spot pool without one reports its
-// savings as unknown.
-func onDemandPrices(c Config) map[string]float64 {
-	return c.Cloud.onDemandPrices()
 }
 
 // costQuery checks the window and grouping flags against now.
@@ -102,39 +94,13 @@ func costQuery(by, since, until string, now time.Time) (accounting.Query, error)
 	return q, nil
 }
 
-// daysThen matches "7d", "1.5d" and "1d12h": days, then an optional Go
-// duration.
-var daysThen = regexp.MustCompile(`^(\d+(?:\.\d+)?)d(.*)$`)
-
-// parseWhen reads a --since or --until value: a duration ago (Go syntax,
-// plus a d suffix for days), an RFC 3339 time, or a date (UTC midnight).
+// parseWhen reads a --since or --until value (accounting.ParseWhen).
 func parseWhen(flag, v string, now time.Time) (time.Time, error) {
-	bad := func() (time.Time, error) {
-		return time.Time{}, fmt.Errorf("%s: want a duration ago (7d, 36h, 1d12h), an RFC 3339 time or a date (2006-01-02), got %q", flag, v)
+	t, err := accounting.ParseWhen(v, now)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%s: %w", flag, err)
 	}
-	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
-		return t.UTC(), nil
-	}
-	if t, err := time.Parse(time.DateOnly, v); err == nil {
-		return t, nil
-	}
-	var ago time.Duration
-	rest := v
-	if m := daysThen.FindStringSubmatch(v); m != nil {
-		days, err := strconv.ParseFloat(m[1], 64)
-		if err != nil {
-			return bad()
-		}
-		ago, rest = time.Duration(days*float64(24*time.Hour)), m[2]
-	}
-	if rest != "" {
-		d, err := time.ParseDuration(rest)
-		if err != nil || d < 0 {
-			return bad()
-		}
-		ago += d
-	}
-	return now.Add(-ago).UTC(), nil
+	return t, nil
 }
 
 func checkCostOutput(v string) error {

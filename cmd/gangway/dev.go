@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -17,12 +16,10 @@ import (
 
 	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/client"
-	"github.com/gangwayhq/gangway/internal/accounting"
 	"github.com/gangwayhq/gangway/internal/agent"
 	"github.com/gangwayhq/gangway/internal/cloud"
-	"github.com/gangwayhq/gangway/internal/devstack"
+	"github.com/gangwayhq/gangway/internal/devstack/fullstack"
 	"github.com/gangwayhq/gangway/internal/dispatch"
-	"github.com/gangwayhq/gangway/internal/server"
 )
 
 type devOptions struct {
@@ -86,20 +83,22 @@ Needs redis-server on PATH and the Temporal CLI in bin/ or on PATH
 }
 
 func runDev(ctx context.Context, a *app, o devOptions, shapes []agent.NodeShape, out io.Writer) error {
+	popts, err := a.cfg.Server.Placement.options()
+	if err != nil {
+		return err
+	}
+	popts.BurstAfter = devBurstAfter
+	cc, err := devCloud(a.cfg.Cloud, o)
+	if err != nil {
+		return err
+	}
 	dir := o.dataDir
 	if dir == "" {
-		tmp, err := os.MkdirTemp("", "gangway-dev-")
-		if err != nil {
+		if dir, err = os.MkdirTemp("", "gangway-dev-"); err != nil {
 			return fmt.Errorf("state dir: %w", err)
 		}
-		defer os.RemoveAll(tmp)
-		dir = tmp
+		defer os.RemoveAll(dir)
 	}
-	logFile, err := os.Create(filepath.Join(dir, "servers.log"))
-	if err != nil {
-		return fmt.Errorf("server log: %w", err)
-	}
-	defer logFile.Close()
 	// The terminal shows progress; the components log to a file beside the
 	// servers' output.
 	gwLog, err := os.Create(filepath.Join(dir, "gangway.log"))
@@ -110,193 +109,78 @@ func runDev(ctx context.Context, a *app, o devOptions, shapes []agent.NodeShape,
 	log := newLoggerTo(gwLog, a.cfg.Log)
 
 	fmt.Fprintf(out, "gangway dev: state and logs in %s\n", dir)
-	rds, err := devstack.StartRedis(ctx, devstack.RedisOptions{Dir: filepath.Join(dir, "redis"), Log: logFile})
-	if err != nil {
-		return err
-	}
-	defer rds.Stop()
-	tmp, err := devstack.StartTemporal(ctx, devstack.TemporalOptions{Dir: filepath.Join(dir, "temporal"), Headless: o.headless, Log: logFile})
-	if err != nil {
-		return err
-	}
-	defer tmp.Stop()
-	fmt.Fprintf(out, "gangway dev: redis at %s, temporal at %s\n", rds.URL, tmp.Addr)
-
-	c, err := dial(ctx, TemporalConfig{Address: tmp.Addr, Namespace: tmp.Namespace},
-		RedisConfig{URL: rds.URL, Prefix: a.cfg.Redis.Prefix}, log)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-
-	// Everything in-process stops when runCtx ends; wg waits for it.
-	runCtx, stop := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer stop()
-
-	popts, err := a.cfg.Server.Placement.options()
-	if err != nil {
-		return err
-	}
-	popts.BurstAfter = devBurstAfter
-	cc, err := devCloud(a.cfg.Cloud, o)
-	if err != nil {
-		return err
-	}
-	// Every node, on-prem or cloud, saves to one checkpoint store, as
-	// shared storage would be in production.
-	ckstore, err := openCheckpointStore(ctx, CheckpointConfig{Store: "file://" + filepath.Join(dir, "checkpoints")})
-	if err != nil {
-		return err
-	}
-	agents := newFakeAgents(c.view, c.temporal, agent.Config{DataDir: filepath.Join(dir, "cloud"), HeartbeatInterval: time.Second,
-		Checkpoints: ckstore, Log: log}, log)
-	agents.events = make(chan string, 64)
-	defer agents.Close()
-	clouds, err := buildCloud(ctx, cc, agents.hooks(), log)
-	if err != nil {
-		return fmt.Errorf("fake cloud: %w", err)
-	}
-	defer clouds.Close()
-	wg.Go(func() { clouds.RunFakes(runCtx) })
-	metricsAddr := make(chan string, 1)
-	wg.Go(func() {
-		err := server.Run(runCtx, server.Options{
-			Temporal: c.temporal, View: c.view, MetricsAddr: "127.0.0.1:0", Log: log,
-			Dispatch: dispatch.Config{Holder: "dev", Interval: 250 * time.Millisecond, LeaseTTL: 2 * time.Second, Placement: popts,
+	nodes := agent.FakeFleet("node", "onprem", shapes)
+	st, err := fullstack.Start(ctx, fullstack.Options{
+		Dir: dir, Headless: o.headless, Log: log, TemporalLogger: temporalLogger(log), RedisPrefix: a.cfg.Redis.Prefix,
+		Nodes: nodes, Agent: agent.Config{HeartbeatInterval: time.Second},
+		CloudAgent: agent.Config{HeartbeatInterval: time.Second},
+		Cloud: func(ctx context.Context, hooks fullstack.FakeHooks) (*fullstack.Cloud, error) {
+			return buildCloud(ctx, cc, hooks, log)
+		},
+		Server: &fullstack.ServerOptions{
+			Dispatch: dispatch.Config{Interval: 250 * time.Millisecond, LeaseTTL: 2 * time.Second, Placement: popts,
 				OnPremPrices: cc.OnPremPricePerGPUHour},
-			Cloud: clouds.Registry, Join: joinConfig(a.cfg),
-			Ledger:      accounting.New(c.redis, accounting.Options{Prefix: a.cfg.Redis.Prefix}),
-			Checkpoints: ckstore,
-			TeamLimits:  cc.teamLimits(),
+			TeamLimits: cc.teamLimits(), Join: cc.Join.join(),
 			// Instances of a finished demo job are gone within seconds.
 			Reconcile: cloud.ReconcilerConfig{Interval: 10 * time.Second, Grace: time.Minute},
-			Ready:     func(addr string) { metricsAddr <- addr },
-		})
-		if err != nil {
-			log.Error("server stopped", "error", err)
-			stop()
-		}
+		},
 	})
-	nodes := agent.FakeFleet("node", "onprem", shapes)
-	for _, n := range nodes {
-		ag := agent.New(agent.Config{Node: n, DataDir: filepath.Join(dir, "nodes", n.ID), HeartbeatInterval: time.Second,
-			Checkpoints: ckstore, Log: log}, c.view)
-		wg.Go(func() {
-			if err := ag.Run(runCtx, c.temporal); err != nil {
-				log.Error("agent stopped", "node", n.ID, "error", err)
-			}
-		})
-	}
-	if err := waitForNodes(runCtx, c, len(nodes)); err != nil {
+	if err != nil {
 		return err
 	}
-	maddr := ""
-	select {
-	case maddr = <-metricsAddr:
-	case <-runCtx.Done():
-		return runCtx.Err()
-	}
+	defer st.Close()
+	// The demo stops when the server does.
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() {
+		select {
+		case <-st.Done():
+			stop()
+		case <-runCtx.Done():
+		}
+	}()
+	fmt.Fprintf(out, "gangway dev: redis at %s, temporal at %s\n", st.Redis.URL, st.Temporal.Addr)
 	fmt.Fprintf(out, "gangway dev: %d simulated nodes up (%s)\n", len(nodes), o.nodes)
-	for _, line := range describeCloud(runCtx, clouds) {
+	for _, line := range st.Cloud.Describe(runCtx) {
 		fmt.Fprintf(out, "gangway dev: %s\n", line)
 	}
 
+	c := conns{temporal: st.TemporalClient, redis: st.RedisClient, view: st.View}
 	ok := true
 	if !o.noDemo {
-		ok, err = runDemo(runCtx, c, o, agents.events, out)
+		ok, err = runDemo(runCtx, c, o, st.Events(), out)
 		if err != nil && runCtx.Err() == nil {
 			return err
 		}
 		if runCtx.Err() == nil {
-			reportLeftovers(runCtx, clouds, out)
+			reportLeftovers(runCtx, st.Cloud, out)
 		}
 	}
 	if (o.keep || o.noDemo) && runCtx.Err() == nil {
 		self, _ := os.Executable()
 		fmt.Fprintf(out, "\nThe stack is up. In another terminal:\n")
-		fmt.Fprintf(out, "  export GANGWAY_TEMPORAL_ADDRESS=%s GANGWAY_REDIS_URL=%s\n", tmp.Addr, rds.URL)
+		fmt.Fprintf(out, "  export GANGWAY_TEMPORAL_ADDRESS=%s GANGWAY_REDIS_URL=%s\n", st.Temporal.Addr, st.Redis.URL)
 		fmt.Fprintf(out, "  %s submit examples/single-gpu.yaml --wait\n  %s list\n  %s nodes\n", self, self, self)
-		if tmp.UIURL != "" {
-			fmt.Fprintf(out, "Temporal Web UI: %s\n", tmp.UIURL)
+		if st.Temporal.UIURL != "" {
+			fmt.Fprintf(out, "Temporal Web UI: %s\n", st.Temporal.UIURL)
 		}
-		fmt.Fprintf(out, "Metrics:         http://%s/metrics\nRedis:           %s\nCtrl-C stops everything.\n", maddr, rds.URL)
+		fmt.Fprintf(out, "Metrics:         http://%s/metrics\nRedis:           %s\nCtrl-C stops everything.\n", st.MetricsAddr, st.Redis.URL)
 		<-runCtx.Done()
 	}
-	stop()
-	wg.Wait()
-	if ctx.Err() != nil {
+	serverErr := st.Err()
+	st.Close()
+	switch {
+	case ctx.Err() != nil:
 		fmt.Fprintln(out, "gangway dev: interrupted; everything stopped")
 		return nil
+	case serverErr != nil:
+		return serverErr
 	}
 	fmt.Fprintln(out, "gangway dev: stopped")
 	if !ok {
 		return errors.New("some demo jobs did not succeed")
 	}
 	return nil
-}
-
-func waitForNodes(ctx context.Context, c conns, want int) error {
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		nodes, err := c.view.FleetNodes(ctx)
-		if err == nil && len(nodes) >= want {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("only %d of %d simulated nodes registered within 30s", len(nodes), want)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
-// demoJob is one job of the demo workload.
-type demoJob struct {
-	team             string
-	replicas, gpus   int
-	steps, instances int
-	burst            bool
-}
-
-// demoWorkload mixes the shapes a shared cluster sees: many small jobs,
-// some 4-GPU jobs, 2 × 8 gangs that need two whole nodes at once, and
-// whole-node jobs (one a gang) allowed to burst to the cloud: together more
-// than the default on-prem fleet can start at once.
-var demoWorkload = []demoJob{
-	{team: "vision", replicas: 1, gpus: 1, steps: 40, instances: 8},
-	{team: "nlp", replicas: 1, gpus: 4, steps: 60, instances: 4},
-	{team: "speech", replicas: 1, gpus: 2, steps: 50, instances: 4},
-	{team: "nlp", replicas: 2, gpus: 8, steps: 80, instances: 2},
-	{team: "research", replicas: 1, gpus: 8, steps: 120, instances: 3, burst: true},
-	{team: "research", replicas: 2, gpus: 8, steps: 100, instances: 1, burst: true},
-}
-
-func demoSpecs(self string, stepTime time.Duration, suffix string) []gangway.JobSpec {
-	var specs []gangway.JobSpec
-	for _, d := range demoWorkload {
-		for i := range d.instances {
-			s := gangway.JobSpec{
-				Name:    fmt.Sprintf("%s-%dx%d-%d-%s", d.team, d.replicas, d.gpus, i, suffix),
-				Team:    d.team,
-				Project: "demo",
-				Command: []string{self, "demo-train"},
-				Args:    []string{"--steps", fmt.Sprint(d.steps + 10*i), "--step-time", stepTime.String()},
-				Gang:    gangway.Gang{Replicas: d.replicas, GPUsPerReplica: d.gpus},
-				// A realistic bound lets the scheduler plan reservations
-				// for the gangs around the small jobs.
-				MaxRuntime: gangway.Duration{Duration: 2 * time.Minute},
-				Burst:      gangway.Burst{Enabled: d.burst},
-			}
-			s.Default()
-			specs = append(specs, s)
-		}
-	}
-	return specs
 }
 
 // runDemo submits the demo workload, shows progress and prints the summary.
@@ -306,7 +190,7 @@ func runDemo(ctx context.Context, c conns, o devOptions, events <-chan string, o
 		return false, fmt.Errorf("find own binary for demo-train: %w", err)
 	}
 	cl := c.client()
-	specs := demoSpecs(self, o.stepTime, time.Now().Format("150405"))
+	specs := fullstack.DemoSpecs(self, o.stepTime, time.Now().Format("150405"))
 	ids := make([]string, 0, len(specs))
 	for _, s := range specs {
 		id, err := cl.Submit(ctx, s, client.SubmitOptions{})
@@ -356,7 +240,7 @@ func runDemo(ctx context.Context, c conns, o devOptions, events <-chan string, o
 				break drain
 			}
 		}
-		busy, total, cloudNodes := gpuUse(ctx, c)
+		busy, total, cloudNodes := fullstack.GPUUse(ctx, c.view)
 		line := fmt.Sprintf("queued %2d  provisioning %d  running %2d  succeeded %2d  failed %d  cancelled %d | GPUs busy %2d/%d | cloud nodes %d",
 			counts[gangway.PhaseQueued]+counts[gangway.PhaseRequeued]+counts[gangway.PhaseSubmitted],
 			counts[gangway.PhaseProvisioning],
@@ -377,21 +261,6 @@ func runDemo(ctx context.Context, c conns, o devOptions, events <-chan string, o
 	}
 	fmt.Fprintf(out, "\nAll %d demo jobs finished in %s.\n\n", len(ids), time.Since(start).Round(100*time.Millisecond))
 	return printSummary(out, ids, statuses), nil
-}
-
-func gpuUse(ctx context.Context, c conns) (busy, total, cloudNodes int) {
-	nodes, err := c.view.Nodes(ctx)
-	if err != nil {
-		return 0, 0, 0
-	}
-	for _, n := range nodes {
-		busy += len(n.Allocated)
-		total += len(n.Node.GPUs)
-		if n.Node.Owner != "" {
-			cloudNodes++
-		}
-	}
-	return busy, total, cloudNodes
 }
 
 func printSummary(out io.Writer, ids []string, statuses map[string]client.JobStatus) bool {

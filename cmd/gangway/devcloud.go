@@ -12,8 +12,9 @@ import (
 	"time"
 
 	"github.com/gangwayhq/gangway"
+	"github.com/gangwayhq/gangway/internal/devstack/fullstack"
+	"github.com/gangwayhq/gangway/internal/sim"
 	"github.com/gangwayhq/gangway/internal/spotpolicy"
-	"github.com/gangwayhq/gangway/providers"
 )
 
 // The fake cloud of `gangway dev`.
@@ -76,16 +77,16 @@ func devCloud(c CloudConfig, o devOptions) (CloudConfig, error) {
 	return out, nil
 }
 
-// findDevTrace looks for the default spot trace beside the working
-// directory and beside the binary (bin/gangway in the repository).
+// findDevTrace looks for the default spot trace from the working
+// directory (and the project root above it, sim.FindTrace) and beside the
+// binary (bin/gangway in the repository).
 func findDevTrace() string {
-	candidates := []string{devSpotTrace}
-	if exe, err := os.Executable(); err == nil {
-		candidates = append(candidates, filepath.Join(filepath.Dir(exe), "..", devSpotTrace))
+	if p := sim.FindTrace(devSpotTrace); fileExists(p) {
+		return p
 	}
-	for _, c := range candidates {
-		if _, err := os.Stat(c); err == nil {
-			return c
+	if exe, err := os.Executable(); err == nil {
+		if p := filepath.Join(filepath.Dir(exe), "..", devSpotTrace); fileExists(p) {
+			return p
 		}
 	}
 	return ""
@@ -108,51 +109,17 @@ func longestAvailable(tr *spotpolicy.Trace) int {
 	return bestAt
 }
 
-// describeCloud says what the cloud offers, a line per offer.
-func describeCloud(ctx context.Context, s *cloudSetup) []string {
-	offers, err := s.Registry.Offers(ctx)
-	if err != nil || len(offers) == 0 {
-		return []string{"no cloud: jobs never burst"}
-	}
-	var lines []string
-	for _, o := range offers {
-		lines = append(lines, fmt.Sprintf("cloud pool %s: %d×%s %s at $%.2f/h ($%.2f per GPU-hour)",
-			o.Pool, o.GPUsPerInstance, o.GPUModel, o.CapacityType, o.PricePerHour, o.PricePerGPUHour()))
-	}
-	return lines
-}
-
 // reportLeftovers says whether any cloud instance outlived the demo,
 // giving terminations a few seconds to land.
-func reportLeftovers(ctx context.Context, s *cloudSetup, out io.Writer) {
-	if len(s.Registry.Names()) == 0 {
+func reportLeftovers(ctx context.Context, c *fullstack.Cloud, out io.Writer) {
+	if len(c.Registry.Names()) == 0 {
 		return
 	}
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		var left []string
-		for _, p := range s.Registry.Providers() {
-			insts, err := p.ListByTag(ctx, providers.TagJob, "")
-			if err != nil {
-				left = append(left, fmt.Sprintf("%s (cannot list: %v)", p.Name(), err))
-				continue
-			}
-			for _, in := range insts {
-				left = append(left, fmt.Sprintf("%s/%s (job %s)", p.Name(), in.ID, in.Tags[providers.TagJob]))
-			}
-		}
-		if len(left) == 0 {
-			fmt.Fprintln(out, "\ncloud: no instance left running")
-			return
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			fmt.Fprintf(out, "\ncloud: %d instances still running: %s (the reconciler terminates orphans after a minute)\n",
-				len(left), strings.Join(left, ", "))
-			return
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(500 * time.Millisecond):
-		}
+	left := c.WaitNoLeftovers(ctx, 15*time.Second)
+	if len(left) == 0 {
+		fmt.Fprintln(out, "\ncloud: no instance left running")
+		return
 	}
+	fmt.Fprintf(out, "\ncloud: %d instances still running: %s (the reconciler terminates orphans after a minute)\n",
+		len(left), strings.Join(left, ", "))
 }

@@ -4,9 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -133,12 +131,12 @@ func runReplayFGD(cmd *cobra.Command, f replayFGDFlags) error {
 
 	stderr := cmd.ErrOrStderr()
 	start := time.Now()
-	bar := newProgressBar(stderr, fmt.Sprintf("fgd: %d policies x %d seeds", len(f.policies), len(seeds)))
+	bar := sim.NewProgressBar(stderr, fmt.Sprintf("fgd: %d policies x %d seeds", len(f.policies), len(seeds)), "arrivals")
 	res, err := sim.RunFGD(cmd.Context(), sim.FGDConfig{
 		Nodes: nodes, Tasks: tasks, Policies: f.policies, Seeds: seeds, NewScorer: placement.ScorerByName,
-		TuneRatio: f.tune, Workload: sim.WorkloadMode(f.workload), Parallel: f.parallel, Progress: bar.update,
+		TuneRatio: f.tune, Workload: sim.WorkloadMode(f.workload), Parallel: f.parallel, Progress: bar.Update,
 	})
-	bar.done()
+	bar.Done()
 	if err != nil {
 		return err
 	}
@@ -151,95 +149,20 @@ func runReplayFGD(cmd *cobra.Command, f replayFGDFlags) error {
 	return writeResult(cmd.OutOrStdout(), stderr, "fgd", res, f.output, f.csvDir, f.plot)
 }
 
-// tracePath resolves a default trace path: relative to the working
-// directory if it exists there, else to the project root (the nearest
-// directory up with a go.mod). Paths the user gave are used as given.
+// tracePath resolves a trace flag's default, which is relative to the
+// project root, from wherever gangway runs (sim.FindTrace); paths the user
+// gave are used as given.
 func tracePath(p string, isDefault bool) string {
-	if !isDefault || filepath.IsAbs(p) {
+	if !isDefault {
 		return p
 	}
-	if _, err := os.Stat(p); err == nil {
-		return p
-	}
-	dir, err := os.Getwd()
-	if err != nil {
-		return p
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			if c := filepath.Join(dir, p); fileExists(c) {
-				return c
-			}
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return p
-		}
-		dir = parent
-	}
+	return sim.FindTrace(p)
 }
 
+// fileExists reports whether p names something on disk.
 func fileExists(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil
-}
-
-// progressBar draws done/total on a terminal, redrawn in place at most
-// every 100ms; elsewhere (a log, CI) it prints a line every 10%.
-type progressBar struct {
-	mu        sync.Mutex
-	w         io.Writer
-	label     string
-	unit      string // what done and total count
-	tty       bool
-	start     time.Time
-	last      time.Time
-	lastTenth int
-	drawn     bool
-}
-
-func newProgressBar(w io.Writer, label string) *progressBar {
-	tty := false
-	if f, ok := w.(*os.File); ok {
-		if st, err := f.Stat(); err == nil {
-			tty = st.Mode()&os.ModeCharDevice != 0
-		}
-	}
-	return &progressBar{w: w, label: label, unit: "arrivals", tty: tty, start: time.Now(), lastTenth: -1}
-}
-
-func (b *progressBar) update(done, total int) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if total <= 0 {
-		return
-	}
-	frac := float64(done) / float64(total)
-	elapsed := time.Since(b.start).Round(100 * time.Millisecond)
-	if !b.tty {
-		if tenth := int(frac * 10); tenth > b.lastTenth {
-			b.lastTenth = tenth
-			fmt.Fprintf(b.w, "%s: %3.0f%% (%d/%d %s, %s)\n", b.label, 100*frac, done, total, b.unit, elapsed)
-		}
-		return
-	}
-	now := time.Now()
-	if done < total && now.Sub(b.last) < 100*time.Millisecond {
-		return
-	}
-	b.last = now
-	const width = 30
-	n := int(frac * width)
-	fmt.Fprintf(b.w, "\r%s [%s%s] %3.0f%% %s", b.label, strings.Repeat("=", n), strings.Repeat(" ", width-n), 100*frac, elapsed)
-	b.drawn = true
-}
-
-func (b *progressBar) done() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.tty && b.drawn {
-		fmt.Fprintln(b.w)
-	}
 }
 
 type replayTraceFlags struct {
@@ -396,13 +319,12 @@ func runReplayTrace(cmd *cobra.Command, f replayTraceFlags) error {
 
 	stderr := cmd.ErrOrStderr()
 	start := time.Now()
-	bar := newProgressBar(stderr, fmt.Sprintf("trace: %d policies x %d jobs", len(f.policies), len(jobs)))
-	bar.unit = "arrivals and departures"
+	bar := sim.NewProgressBar(stderr, fmt.Sprintf("trace: %d policies x %d jobs", len(f.policies), len(jobs)), "arrivals and departures")
 	res, err := sim.RunTrace(cmd.Context(), sim.TraceConfig{
 		Nodes: nodes, Jobs: jobs, Policies: f.policies, NewScorer: placement.ScorerByName, Options: opts, Seed: f.seed,
-		CheckpointEvery: f.checkpoint, ExactRuntimes: f.exactRuntimes, Speedup: f.speedup, Parallel: f.parallel, Progress: bar.update,
+		CheckpointEvery: f.checkpoint, ExactRuntimes: f.exactRuntimes, Speedup: f.speedup, Parallel: f.parallel, Progress: bar.Update,
 	})
-	bar.done()
+	bar.Done()
 	if err != nil {
 		return err
 	}
@@ -506,14 +428,13 @@ func runReplayScale(cmd *cobra.Command, f replayScaleFlags) error {
 	}
 	stderr := cmd.ErrOrStderr()
 	start := time.Now()
-	bar := newProgressBar(stderr, fmt.Sprintf("scale: %d fleets x %d queues x %d policies", len(fleets), len(counts), len(f.policies)))
-	bar.unit = "cycles"
+	bar := sim.NewProgressBar(stderr, fmt.Sprintf("scale: %d fleets x %d queues x %d policies", len(fleets), len(counts), len(f.policies)), "cycles")
 	res, err := sim.RunScale(cmd.Context(), sim.ScaleConfig{
 		Fleets: fleets, Jobs: counts, Policies: f.policies, NewScorer: placement.ScorerByName, Busy: f.busy, Seed: f.seed,
-		Repeat: f.repeat, Progress: bar.update,
+		Repeat: f.repeat, Progress: bar.Update,
 		Options: placement.Options{Reservations: f.reservations, Preempt: f.preempt, MinRuntime: f.minRuntime, SampleNodes: f.sampleNodes},
 	})
-	bar.done()
+	bar.Done()
 	if err != nil {
 		return err
 	}

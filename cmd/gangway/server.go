@@ -7,11 +7,14 @@ import (
 	"strings"
 
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
 	"github.com/gangwayhq/gangway/internal/accounting"
 	"github.com/gangwayhq/gangway/internal/agent"
+	"github.com/gangwayhq/gangway/internal/agent/notice"
 	"github.com/gangwayhq/gangway/internal/cloud"
+	"github.com/gangwayhq/gangway/internal/devstack/fullstack"
 	"github.com/gangwayhq/gangway/internal/dispatch"
 	"github.com/gangwayhq/gangway/internal/metrics"
 	"github.com/gangwayhq/gangway/internal/server"
@@ -52,10 +55,10 @@ within the lease TTL when it dies.`,
 				return err
 			}
 			// Fake providers' instances become in-process agents.
-			agents := newFakeAgents(c.view, c.temporal, agent.Config{
-				DataDir: filepath.Join(os.TempDir(), "gangway-fake-cloud"), Checkpoints: ckstore, Log: a.log}, a.log)
+			agents := fullstack.NewFakeAgents(c.view, c.temporal, agent.Config{
+				DataDir: filepath.Join(os.TempDir(), "gangway-fake-cloud"), Checkpoints: ckstore, Log: a.log}, a.log, nil)
 			defer agents.Close()
-			clouds, err := buildCloud(cmd.Context(), cl, agents.hooks(), a.log)
+			clouds, err := buildCloud(cmd.Context(), cl, agents.Hooks(), a.log)
 			if err != nil {
 				return err
 			}
@@ -126,27 +129,32 @@ prints the inventory and topology as JSON and exits.`,
 			if err != nil {
 				return err
 			}
-			defer gpus.close()
+			defer gpus.Close()
 			if inventoryOnly {
 				return printInventory(cmd.OutOrStdout(), gpus)
 			}
-			reg := newAgentRegistry()
-			if err := serveAgentMetrics(cmd.Context(), ac.MetricsAddr, reg, a.log); err != nil {
-				return err
+			reg := prometheus.NewRegistry()
+			if ac.MetricsAddr != "" {
+				reg = metrics.NewProcessRegistry()
+				_, stop, err := metrics.Serve(ac.MetricsAddr, reg, a.log)
+				if err != nil {
+					return fmt.Errorf("agent metrics: %w", err)
+				}
+				defer stop()
 			}
 			c, err := a.connect(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer c.Close()
-			node := gpus.node
+			node := gpus.Node
 			store, err := openCheckpointStore(cmd.Context(), a.cfg.Checkpoint)
 			if err != nil {
 				return err
 			}
-			notices, err := startNoticeWatcher(cmd.Context(), ac.Notices, a.log)
+			notices, err := notice.Start(cmd.Context(), ac.Notices, notice.Options{Log: a.log.With("component", "notices")})
 			if err != nil {
-				return err
+				return fmt.Errorf("agent.notices: %w", err)
 			}
 			ag := agent.New(agent.Config{Node: node, DataDir: ac.DataDir,
 				HeartbeatInterval: ac.HeartbeatInterval.Duration, Log: a.log,

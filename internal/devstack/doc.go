@@ -3,8 +3,10 @@
 // free loopback ports.
 //
 // It is the one place that knows how to start, wait for, and stop them, so
-// that `gangway dev` and the integration tests (through package devstacktest)
-// run exactly the same servers the same way. It owns:
+// that `gangway dev`, the end-to-end tests (both through package fullstack,
+// which builds the whole dev system on top) and the integration tests
+// (through package devstacktest) run exactly the same servers the same way.
+// It owns:
 //
 //   - picking free ports on 127.0.0.1 ([FreePort]);
 //   - finding the binaries ([FindTemporal]; redis-server comes from PATH);

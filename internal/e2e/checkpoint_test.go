@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -46,19 +45,13 @@ func TestCheckpointPathsOnRealServers(t *testing.T) {
 	s := newStack(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
-	tc, view := s.tc, s.view
-	storeURL, store := s.checkpointStore(ctx)
+	tc, view := s.TemporalClient, s.View
+	storeURL := s.CheckpointURL
 
 	// node-0 is a `gangway agent` process, so it can be killed outright;
 	// node-1 runs in the test.
 	victim := startAgentProc(t, s, "node-0", storeURL)
-	actx, stopAgent := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	t.Cleanup(func() { stopAgent(); wg.Wait() })
-	n1 := agent.FakeNode("node-1", "onprem", "127.0.0.1", 8, "H100")
-	ag := agent.New(agent.Config{Node: n1, DataDir: filepath.Join(s.logDir, n1.ID), HeartbeatInterval: 500 * time.Millisecond,
-		Checkpoints: store}, view)
-	wg.Go(func() { _ = ag.Run(actx, tc) })
+	s.startAgent(agent.FakeNode("node-1", "onprem", "127.0.0.1", 8, "H100"), agent.Config{})
 	waitFor(t, ctx, "nodes registered", func() bool {
 		nodes, err := view.FleetNodes(ctx)
 		return err == nil && len(nodes) == 2
@@ -88,7 +81,7 @@ func TestCheckpointPathsOnRealServers(t *testing.T) {
 	}
 	firstCheckpoint := func(job string) {
 		waitFor(t, ctx, job+"'s first checkpoint", func() bool {
-			ms, err := store.List(ctx, job)
+			ms, err := s.Checkpoints.List(ctx, job)
 			return err == nil && len(ms) > 0
 		})
 	}
@@ -166,7 +159,7 @@ func TestCheckpointPathsOnRealServers(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, ctx, lost.Name+"'s second checkpoint", func() bool {
-		ms, err := store.List(ctx, lost.Name)
+		ms, err := s.Checkpoints.List(ctx, lost.Name)
 		return err == nil && len(ms) >= 2
 	})
 	time.Sleep(600 * time.Millisecond) // a dozen steps past the checkpoint
@@ -213,7 +206,7 @@ func startAgentProc(t *testing.T, s *stack, nodeID, storeURL string) *agentProc 
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(s.bin, "agent", "--temporal-address", s.temporal.Addr, "--redis-url", s.redis.URL,
+	cmd := exec.Command(s.bin, "agent", "--temporal-address", s.Temporal.Addr, "--redis-url", s.Redis.URL,
 		"--node-id", nodeID, "--pool", "onprem", "--addr", "127.0.0.1", "--fake-gpus", "8xH100",
 		"--data-dir", filepath.Join(s.logDir, nodeID), "--heartbeat-interval", "500ms", "--notices", "none",
 		"--metrics-addr", "", "--checkpoint-store", storeURL)

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -66,9 +65,9 @@ func TestCloudOnRealServers(t *testing.T) {
 	s := newStack(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
-	tc, rdb, view := s.tc, s.rdb, s.view
+	tc, rdb, view := s.TemporalClient, s.RedisClient, s.View
 
-	storeURL, store := s.checkpointStore(ctx)
+	storeURL := s.CheckpointURL
 	// Spot is there for the first 20 s after the server starts, then gone:
 	// room for a slow machine to get the gang running on spot first.
 	trace := filepath.Join(s.logDir, "spot.json")
@@ -89,14 +88,8 @@ func TestCloudOnRealServers(t *testing.T) {
 	}
 
 	rec := &record{}
-	actx, stopAgents := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	t.Cleanup(func() { stopAgents(); wg.Wait() })
 	for i := range 2 {
-		n := agent.FakeNode(fmt.Sprintf("node-%d", i), "onprem", "127.0.0.1", 8, "H100")
-		ag := agent.New(agent.Config{Node: n, DataDir: filepath.Join(s.logDir, n.ID), HeartbeatInterval: 500 * time.Millisecond,
-			Recorder: rec, Checkpoints: store}, view)
-		wg.Go(func() { _ = ag.Run(actx, tc) })
+		s.startAgent(agent.FakeNode(fmt.Sprintf("node-%d", i), "onprem", "127.0.0.1", 8, "H100"), agent.Config{Recorder: rec})
 	}
 	waitFor(t, ctx, "nodes registered", func() bool {
 		nodes, err := view.FleetNodes(ctx)
@@ -170,7 +163,7 @@ func TestCloudOnRealServers(t *testing.T) {
 	if steps := stepsInLogs(t, ctx, view, gang.Name); steps != 600 {
 		t.Errorf("%s did %d steps over its runs, want exactly 600", gang.Name, steps)
 	}
-	if ms, err := store.List(ctx, gang.Name); err == nil && len(ms) > 0 {
+	if ms, err := s.Checkpoints.List(ctx, gang.Name); err == nil && len(ms) > 0 {
 		t.Logf("checkpoint size %d bytes", ms[len(ms)-1].TotalBytes)
 	}
 	t.Logf("spot notice: stop asked → checkpoint uploaded and gang stopped in %v; → placed and started on-prem in %v; → training again (restored, %q) in %v",

@@ -2,15 +2,12 @@ package e2e
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -125,20 +122,14 @@ func TestExternalModuleClient(t *testing.T) {
 
 	s := newStack(t)
 	ctx := t.Context()
-	actx, stopAgent := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	t.Cleanup(func() { stopAgent(); wg.Wait() })
-	n := agent.FakeNode("node-0", "onprem", "127.0.0.1", 8, "H100")
-	ag := agent.New(agent.Config{Node: n, DataDir: filepath.Join(s.logDir, n.ID), HeartbeatInterval: 500 * time.Millisecond}, s.view)
-	wg.Go(func() { _ = ag.Run(actx, s.tc) })
-	waitFor(t, ctx, "node registered", func() bool {
-		nodes, err := s.view.FleetNodes(ctx)
-		return err == nil && len(nodes) == 1
-	})
+	s.startAgent(agent.FakeNode("node-0", "onprem", "127.0.0.1", 8, "H100"), agent.Config{})
+	if err := s.WaitForNodes(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
 	s.startServer()
 
 	cmd := exec.CommandContext(ctx, prog)
-	cmd.Env = append(os.Environ(), "GW_TEMPORAL="+s.temporal.Addr, "GW_NAMESPACE="+s.temporal.Namespace, "GW_TRAIN="+s.bin)
+	cmd.Env = append(os.Environ(), "GW_TEMPORAL="+s.Temporal.Addr, "GW_NAMESPACE="+s.Temporal.Namespace, "GW_TRAIN="+s.bin)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("external program: %v\n%s", err, out)

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -34,10 +33,10 @@ func TestGPUFaultOnRealServers(t *testing.T) {
 	s := newStack(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
-	tc, view := s.tc, s.view
+	tc, view := s.TemporalClient, s.View
 
 	// One checkpoint store, shared by the agents and the server.
-	storeURL, store := s.checkpointStore(ctx)
+	storeURL := s.CheckpointURL
 	config := filepath.Join(s.logDir, "gangway.yaml")
 	if err := os.WriteFile(config, []byte("checkpoint:\n  store: "+storeURL+"\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -45,19 +44,10 @@ func TestGPUFaultOnRealServers(t *testing.T) {
 
 	rec := &record{}
 	gpus := map[string]*gpuinfo.Synthetic{}
-	actx, stopAgents := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	t.Cleanup(func() { stopAgents(); wg.Wait() })
 	for _, n := range agent.FakeFleet("node", "onprem", []agent.NodeShape{{Count: 2, GPUs: 8, Model: "H100"}}) {
 		src := gpuinfo.NewSynthetic(n.GPUs)
 		gpus[n.ID] = src
-		ag := agent.New(agent.Config{Node: n, DataDir: filepath.Join(s.logDir, n.ID), HeartbeatInterval: 500 * time.Millisecond,
-			Recorder: rec, Checkpoints: store, GPU: agent.GPUConfig{Source: src, SampleInterval: 200 * time.Millisecond}}, view)
-		wg.Go(func() {
-			if err := ag.Run(actx, tc); err != nil {
-				t.Errorf("agent %s: %v", n.ID, err)
-			}
-		})
+		s.startAgent(n, agent.Config{Recorder: rec, GPU: agent.GPUConfig{Source: src, SampleInterval: 200 * time.Millisecond}})
 	}
 	waitFor(t, ctx, "2 nodes registered", func() bool {
 		nodes, err := view.FleetNodes(ctx)
@@ -90,7 +80,7 @@ func TestGPUFaultOnRealServers(t *testing.T) {
 	}
 	ga, sa := running(gang.Name), running(single.Name)
 	waitFor(t, ctx, "the gang's first checkpoint", func() bool {
-		ms, err := store.List(ctx, gang.Name)
+		ms, err := s.Checkpoints.List(ctx, gang.Name)
 		return err == nil && len(ms) > 0
 	})
 

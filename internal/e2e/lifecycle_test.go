@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,19 +17,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	historypb "go.temporal.io/api/history/v1"
 	tclient "go.temporal.io/sdk/client"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/gangwayhq/gangway"
-	"github.com/gangwayhq/gangway/checkpoint"
 	"github.com/gangwayhq/gangway/client"
 	"github.com/gangwayhq/gangway/internal/agent"
 	"github.com/gangwayhq/gangway/internal/capacity"
 	"github.com/gangwayhq/gangway/internal/clientview"
-	"github.com/gangwayhq/gangway/internal/devstack"
-	"github.com/gangwayhq/gangway/internal/devstack/devstacktest"
+	"github.com/gangwayhq/gangway/internal/devstack/fullstack"
 	"github.com/gangwayhq/gangway/workflows"
 	"github.com/gangwayhq/gangway/workflows/jobs"
 )
@@ -64,27 +62,36 @@ func (p *serverProc) kill() {
 }
 
 type stack struct {
-	t        *testing.T
-	bin      string
-	temporal *devstack.Temporal
-	redis    *devstack.Redis
-	logDir   string
-	// Clients of the stack's servers.
-	tc   tclient.Client
-	rdb  *redis.Client
-	view *capacity.View
+	*fullstack.Stack
+	t      *testing.T
+	bin    string
+	logDir string
 
 	mu      sync.Mutex
 	servers map[int]*serverProc // by pid
 }
 
-// newStack starts a Temporal dev server and a redis-server for the test,
-// builds gangway, and connects a Temporal client and the Redis view. The
-// servers stop when the test ends; a failed test prints the tail of every
-// log in logDir.
+// newStack starts a Temporal dev server and a redis-server for the test
+// (fullstack, as `gangway dev` does, without the in-process server: tests
+// run `gangway server` processes they can kill), builds gangway, and
+// connects a Temporal client and the Redis view. The servers stop when the
+// test ends; a failed test prints the tail of every log in logDir.
 func newStack(t *testing.T) *stack {
-	s := &stack{t: t, bin: buildGangway(t), temporal: devstacktest.Temporal(t), redis: devstacktest.Redis(t),
-		logDir: t.TempDir(), servers: map[int]*serverProc{}}
+	s := &stack{t: t, bin: buildGangway(t), logDir: t.TempDir(), servers: map[int]*serverProc{}}
+	logf, err := os.Create(filepath.Join(s.logDir, "agents.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := fullstack.Start(t.Context(), fullstack.Options{Dir: s.logDir, Headless: true,
+		Log: slog.New(slog.NewTextHandler(logf, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Stack = st
+	t.Cleanup(func() {
+		st.Close()
+		logf.Close()
+	})
 	t.Cleanup(func() {
 		s.stopAll()
 		if t.Failed() {
@@ -95,31 +102,20 @@ func newStack(t *testing.T) *stack {
 			}
 		}
 	})
-	s.tc = dialTemporal(t, s.temporal.Addr)
-	opts, err := redis.ParseURL(s.redis.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.rdb = redis.NewClient(opts)
-	t.Cleanup(func() { s.rdb.Close() })
-	s.view = capacity.New(s.rdb, capacity.Options{})
 	return s
 }
 
-// checkpointStore is the file:// store every node of the stack shares, as
-// a directory all nodes mount would be.
-func (s *stack) checkpointStore(ctx context.Context) (string, checkpoint.Store) {
-	s.t.Helper()
-	dir := filepath.Join(s.logDir, "checkpoints")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		s.t.Fatal(err)
-	}
-	url := "file://" + dir
-	store, err := checkpoint.Open(ctx, url, checkpoint.Options{})
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	return url, store
+// startAgent runs an in-process agent for n, heartbeating every 500ms,
+// until the test ends or Stop; cfg's other fields are kept.
+func (s *stack) startAgent(n gangway.Node, cfg agent.Config) *fullstack.Agent {
+	cfg.Node, cfg.HeartbeatInterval = n, 500*time.Millisecond
+	a := s.StartAgent(cfg)
+	s.t.Cleanup(func() {
+		if err := a.Stop(); err != nil {
+			s.t.Errorf("agent %s: %v", n.ID, err)
+		}
+	})
+	return a
 }
 
 func (s *stack) startServer(extra ...string) *serverProc {
@@ -129,7 +125,7 @@ func (s *stack) startServer(extra ...string) *serverProc {
 		s.t.Fatal(err)
 	}
 	args := append([]string{"server",
-		"--temporal-address", s.temporal.Addr, "--redis-url", s.redis.URL,
+		"--temporal-address", s.Temporal.Addr, "--redis-url", s.Redis.URL,
 		"--metrics-addr", "127.0.0.1:0", "--dispatch-interval", "200ms", "--lease-ttl", "2s", "--node-ttl", "5s"}, extra...)
 	cmd := exec.Command(s.bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
@@ -242,16 +238,6 @@ func (r *record) checkNoDoubleBooking(t *testing.T) (starts int) {
 	return starts
 }
 
-func dialTemporal(t *testing.T, addr string) tclient.Client {
-	t.Helper()
-	c, err := tclient.Dial(tclient.Options{HostPort: addr})
-	if err != nil {
-		t.Fatalf("dial temporal: %v", err)
-	}
-	t.Cleanup(c.Close)
-	return c
-}
-
 // TestLifecycleOnRealServers runs 40 jobs, several of them 2 × 8 gangs, on 4
 // simulated 8-GPU nodes against a real Redis and a real Temporal server,
 // kills the dispatch leader, stops a node's agent and then kills every
@@ -265,30 +251,13 @@ func TestLifecycleOnRealServers(t *testing.T) {
 	s := newStack(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
-	tc, view := s.tc, s.view
+	tc, view := s.TemporalClient, s.View
 
 	rec := &record{}
-	var agents sync.WaitGroup
-	stopAgent := map[string]context.CancelFunc{}
-	startAgent := func(n gangway.Node) {
-		actx, stop := context.WithCancel(ctx)
-		stopAgent[n.ID] = stop
-		ag := agent.New(agent.Config{Node: n, DataDir: filepath.Join(s.logDir, n.ID), HeartbeatInterval: 500 * time.Millisecond, Recorder: rec}, view)
-		agents.Go(func() {
-			if err := ag.Run(actx, tc); err != nil {
-				t.Errorf("agent %s: %v", n.ID, err)
-			}
-		})
-	}
-	t.Cleanup(func() {
-		for _, stop := range stopAgent {
-			stop()
-		}
-		agents.Wait()
-	})
+	agents := map[string]*fullstack.Agent{}
 	fleet := agent.FakeFleet("node", "onprem", []agent.NodeShape{{Count: 4, GPUs: 8, Model: "H100"}})
 	for _, n := range fleet {
-		startAgent(n)
+		agents[n.ID] = s.startAgent(n, agent.Config{Recorder: rec})
 	}
 	waitFor(t, ctx, "4 nodes registered", func() bool {
 		nodes, err := view.FleetNodes(ctx)
@@ -331,9 +300,11 @@ func TestLifecycleOnRealServers(t *testing.T) {
 	// the node's queue is picked up by the restarted agent instead).
 	onNode3 := rec.running("node-3")
 	t.Logf("stopping the agent of node-3 (%d tasks on it)", onNode3)
-	stopAgent["node-3"]()
+	if err := agents["node-3"].Stop(); err != nil {
+		t.Errorf("agent node-3: %v", err)
+	}
 	time.Sleep(3 * time.Second)
-	startAgent(fleet[3])
+	s.startAgent(fleet[3], agent.Config{Recorder: rec})
 
 	// Kill every server process — no worker at all — then start one again.
 	time.Sleep(2 * time.Second)

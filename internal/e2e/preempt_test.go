@@ -2,9 +2,7 @@ package e2e
 
 import (
 	"context"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -29,15 +27,10 @@ func TestPreemptionOnRealServers(t *testing.T) {
 	s := newStack(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	tc, view := s.tc, s.view
+	tc, view := s.TemporalClient, s.View
 
 	rec := &record{}
-	actx, stopAgent := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	t.Cleanup(func() { stopAgent(); wg.Wait() })
-	n := agent.FakeNode("node-0", "onprem", "127.0.0.1", 8, "H100")
-	ag := agent.New(agent.Config{Node: n, DataDir: filepath.Join(s.logDir, n.ID), HeartbeatInterval: 500 * time.Millisecond, Recorder: rec}, view)
-	wg.Go(func() { _ = ag.Run(actx, tc) })
+	s.startAgent(agent.FakeNode("node-0", "onprem", "127.0.0.1", 8, "H100"), agent.Config{Recorder: rec})
 	waitFor(t, ctx, "node registered", func() bool {
 		nodes, err := view.FleetNodes(ctx)
 		return err == nil && len(nodes) == 1

@@ -2,16 +2,10 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	tclient "go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
@@ -111,8 +105,7 @@ func Run(ctx context.Context, o Options) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg := metrics.NewProcessRegistry()
 	o.Dispatch.Metrics = metrics.New(reg)
 	o.Dispatch.Log = log
 
@@ -134,21 +127,12 @@ func Run(ctx context.Context, o Options) error {
 
 	addr := ""
 	if o.MetricsAddr != "" {
-		ln, err := net.Listen("tcp", o.MetricsAddr)
-		if err != nil {
-			return fmt.Errorf("metrics listen on %s: %w", o.MetricsAddr, err)
+		var stop func()
+		var err error
+		if addr, stop, err = metrics.Serve(o.MetricsAddr, reg, log); err != nil {
+			return err
 		}
-		addr = ln.Addr().String()
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-		go func() {
-			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				log.Error("metrics server stopped", "error", err)
-			}
-		}()
-		defer srv.Close()
-		log.Info("serving metrics", "addr", "http://"+addr+"/metrics")
+		defer stop()
 	}
 	if o.Ready != nil {
 		o.Ready(addr)

@@ -297,3 +297,13 @@ func TestNew(t *testing.T) {
 		t.Error(`New("azure") succeeded`)
 	}
 }
+
+func TestStartNoneAndUnknown(t *testing.T) {
+	ch, err := Start(t.Context(), "none", Options{})
+	if ch != nil || err != nil {
+		t.Errorf(`Start("none") = %v, %v; want nothing to watch`, ch, err)
+	}
+	if _, err := Start(t.Context(), "azure", Options{}); err == nil {
+		t.Error(`Start("azure"): no error`)
+	}
+}

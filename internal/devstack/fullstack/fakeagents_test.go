@@ -1,4 +1,4 @@
-package main
+package fullstack
 
 import (
 	"log/slog"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	tclient "go.temporal.io/sdk/client"
+	tlog "go.temporal.io/sdk/log"
 
 	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/internal/agent"
@@ -34,14 +35,14 @@ func TestFakeAgents(t *testing.T) {
 	defer rdb.Close()
 	view := capacity.New(rdb, capacity.Options{Prefix: "{fakecloud-test}"})
 	log := slog.New(slog.DiscardHandler)
-	tc, err := tclient.Dial(tclient.Options{HostPort: ts.Addr, Namespace: ts.Namespace, Logger: temporalLogger(log)})
+	tc, err := tclient.Dial(tclient.Options{HostPort: ts.Addr, Namespace: ts.Namespace, Logger: tlog.NewStructuredLogger(log)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tc.Close()
 
-	agents := newFakeAgents(view, tc, agent.Config{DataDir: t.TempDir(), HeartbeatInterval: 100 * time.Millisecond, Log: log}, log)
-	agents.events = make(chan string, 16)
+	events := make(chan string, 16)
+	agents := NewFakeAgents(view, tc, agent.Config{DataDir: t.TempDir(), HeartbeatInterval: 100 * time.Millisecond, Log: log}, log, events)
 	defer agents.Close()
 	cloud, err := fake.New(fake.Options{Pools: []fake.Pool{{Name: "a100-spot", Zone: "z", InstanceType: "a100x8",
 		GPUModel: "A100", GPUs: 8, CapacityType: gangway.CapacitySpot, PricePerHour: 12}},
@@ -70,17 +71,17 @@ func TestFakeAgents(t *testing.T) {
 	}
 	waitNode(t, view, id, func(n *capacity.NodeStatus) bool { return n == nil })
 
-	var events []string
-	for len(agents.events) > 0 {
-		events = append(events, <-agents.events)
+	var got []string
+	for len(events) > 0 {
+		got = append(got, <-events)
 	}
 	wantEvents := []string{"up in a100-spot (8×A100, spot) for train", "gets a preemption notice", "terminated (terminated by request)"}
-	if len(events) != len(wantEvents) {
-		t.Fatalf("events %q, want %d", events, len(wantEvents))
+	if len(got) != len(wantEvents) {
+		t.Fatalf("events %q, want %d", got, len(wantEvents))
 	}
 	for i, w := range wantEvents {
-		if !strings.Contains(events[i], w) {
-			t.Errorf("event %d = %q, want it to say %q", i, events[i], w)
+		if !strings.Contains(got[i], w) {
+			t.Errorf("event %d = %q, want it to say %q", i, got[i], w)
 		}
 	}
 }

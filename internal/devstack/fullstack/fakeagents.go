@@ -1,4 +1,4 @@
-package main
+package fullstack
 
 import (
 	"context"
@@ -18,14 +18,14 @@ import (
 	"github.com/gangwayhq/gangway/providers/fake"
 )
 
-// fakeAgents runs an in-process agent for every running instance of a
+// FakeAgents runs an in-process agent for every running instance of a
 // fake cloud: what the boot script does on a real instance. A booted
 // instance's agent registers a node owned by the instance's job, in its
 // pool and capacity type; a preemption notice reaches the agent as a
 // real cloud's metadata service would deliver it; a terminated instance's
 // agent stops (killing its tasks, as the instance's end would) and its
 // node leaves the view.
-type fakeAgents struct {
+type FakeAgents struct {
 	view     *capacity.View
 	temporal client.Client
 	// base is every agent's config; Node, DataDir (under base.DataDir)
@@ -34,7 +34,7 @@ type fakeAgents struct {
 	log  *slog.Logger
 	// events, when set, receives a line per boot, notice and termination;
 	// a full channel drops lines.
-	events chan string
+	events chan<- string
 
 	mu     sync.Mutex
 	closed bool
@@ -48,15 +48,23 @@ type fakeAgent struct {
 	notices chan agent.Notice
 }
 
-func newFakeAgents(view *capacity.View, tc client.Client, base agent.Config, log *slog.Logger) *fakeAgents {
-	return &fakeAgents{view: view, temporal: tc, base: base, log: log, agents: map[string]*fakeAgent{}}
+// NewFakeAgents returns the agents of fake cloud instances: base is every
+// agent's config (Node, DataDir under base.DataDir, and Notices are set per
+// instance). events, if not nil, receives a line per boot, notice and
+// termination; a full channel drops lines.
+func NewFakeAgents(view *capacity.View, tc client.Client, base agent.Config, log *slog.Logger, events chan<- string) *FakeAgents {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &FakeAgents{view: view, temporal: tc, base: base, log: log, events: events, agents: map[string]*fakeAgent{}}
 }
 
-func (f *fakeAgents) hooks() fakeHooks {
-	return fakeHooks{OnRunning: f.running, OnNotice: f.notice, OnTerminated: f.terminated}
+// Hooks are the callbacks to give every fake cloud.
+func (f *FakeAgents) Hooks() FakeHooks {
+	return FakeHooks{OnRunning: f.running, OnNotice: f.notice, OnTerminated: f.terminated}
 }
 
-func (f *fakeAgents) event(format string, args ...any) {
+func (f *FakeAgents) event(format string, args ...any) {
 	if f.events == nil {
 		return
 	}
@@ -67,7 +75,7 @@ func (f *fakeAgents) event(format string, args ...any) {
 }
 
 // running starts the instance's agent.
-func (f *fakeAgents) running(in providers.Instance) {
+func (f *FakeAgents) running(in providers.Instance) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed || f.agents[in.ID] != nil {
@@ -96,7 +104,7 @@ func (f *fakeAgents) running(in providers.Instance) {
 }
 
 // notice hands a preemption notice to the instance's agent.
-func (f *fakeAgents) notice(n fake.Notice) {
+func (f *FakeAgents) notice(n fake.Notice) {
 	f.mu.Lock()
 	a := f.agents[n.InstanceID]
 	f.mu.Unlock()
@@ -114,7 +122,7 @@ func (f *fakeAgents) notice(n fake.Notice) {
 
 // terminated stops the instance's agent and removes its node. It returns
 // at once; the agent stops in the background.
-func (f *fakeAgents) terminated(in providers.Instance) {
+func (f *FakeAgents) terminated(in providers.Instance) {
 	f.event("cloud: %s in %s terminated (%s)", in.ID, in.Pool, in.StateReason)
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -146,7 +154,7 @@ func (f *fakeAgents) terminated(in providers.Instance) {
 }
 
 // Close stops every agent and waits for them.
-func (f *fakeAgents) Close() {
+func (f *FakeAgents) Close() {
 	f.mu.Lock()
 	f.closed = true
 	for _, a := range f.agents {

@@ -1,0 +1,17 @@
+// Package fullstack runs the whole Gangway system on one machine from typed
+// options: a redis-server and a Temporal dev server (package devstack), the
+// clients of both and the Redis view, a shared file:// checkpoint store,
+// the server in-process (workflow worker, dispatch loop, reconciler,
+// /metrics), simulated on-prem nodes run by in-process agents, and fake
+// clouds whose instances boot into in-process agents ([FakeAgents]).
+//
+// `gangway dev` and the end-to-end tests both start their stack here, so
+// they wire the pieces the same way; the tests leave Options.Server nil and
+// run `gangway server` processes they can kill. [Stack.Close] stops
+// everything in reverse order and leaves no child process behind.
+//
+// It is a package of its own, not part of devstack, because the unit tests
+// of capacity, agent, accounting and the activities start their servers
+// with devstack (through devstacktest), and this package imports all of
+// them.
+package fullstack
