@@ -174,8 +174,9 @@ func TestReplayPreemptionRequeue(t *testing.T) {
 	}
 }
 
-// A preempted job that is preempted again is still a victim candidate:
-// each attempt has its own placement ID.
+// A preempted job that is preempted again is still a victim candidate: its
+// next attempt runs under the same job ID, and the loop signals it again
+// once its re-signal interval has passed.
 func TestReplayPreemptedTwice(t *testing.T) {
 	nodes := []placement.Node{gpuNode("n0", 1)}
 	l := gang("l", 0, 7200, 1)

@@ -172,6 +172,26 @@ func (c *Capacity) GPUMilli(nodeID string, gpu int) int {
 	return 0
 }
 
+// NodeUse is what is held on one node: milli-GPU per GPU in inventory order
+// (placement.Whole for a GPU held whole), CPU and memory.
+func (c *Capacity) NodeUse(nodeID string) (gpuMilli []int, cpuMilli, memMiB int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r := c.byID[nodeID]
+	if r == nil {
+		return nil, 0, 0
+	}
+	gpuMilli = make([]int, len(r.node.GPUs))
+	for i, g := range r.node.GPUs {
+		if u := r.gpus[g.Index]; u.whole != "" {
+			gpuMilli[i] = placement.Whole
+		} else {
+			gpuMilli[i] = u.milli
+		}
+	}
+	return gpuMilli, r.cpu, r.mem
+}
+
 // Snapshot implements dispatch.Capacity.
 func (c *Capacity) Snapshot(context.Context) (capacity.Snapshot, error) {
 	c.mu.Lock()
