@@ -104,9 +104,9 @@ type Loop struct {
 	teamsAt time.Time
 }
 
-// preemptResignal is how long a victim may take to stop before it is asked
+// PreemptResignal is how long a victim may take to stop before it is asked
 // again.
-const preemptResignal = 30 * time.Second
+const PreemptResignal = 30 * time.Second
 
 // New returns a loop; Run starts it.
 func New(cfg Config, c Capacity, wf Workflows) *Loop {
@@ -358,13 +358,13 @@ func (l *Loop) setReasons(ctx context.Context, plan placement.Plan) error {
 	return nil
 }
 
-// preempt asks each victim to stop (once per preemptResignal); the
+// preempt asks each victim to stop (once per PreemptResignal); the
 // preemptor is placed in a later cycle, when the victims' GPUs are free.
 func (l *Loop) preempt(ctx context.Context, ps []placement.Preemption) {
 	now := l.cfg.Clock.Now()
 	for _, p := range ps {
 		for _, v := range p.Victims {
-			if last, ok := l.preempted[v.JobID]; ok && now.Sub(last) < preemptResignal {
+			if last, ok := l.preempted[v.JobID]; ok && now.Sub(last) < PreemptResignal {
 				continue
 			}
 			err := l.wf.SignalPreempt(ctx, v.JobID, workflows.PreemptRequest{Attempt: v.Attempt, Reason: v.Reason,
@@ -378,7 +378,7 @@ func (l *Loop) preempt(ctx context.Context, ps []placement.Preemption) {
 		}
 	}
 	for id, at := range l.preempted {
-		if now.Sub(at) > 10*preemptResignal {
+		if now.Sub(at) > 10*PreemptResignal {
 			delete(l.preempted, id)
 		}
 	}

@@ -225,6 +225,10 @@ type jobState struct {
 	start     time.Duration      // this attempt's start, while running
 	asg       gangway.Assignment // this attempt's, while running
 	state     uint8
+	// asked is when the loop last signalled the job to stop (valid if
+	// wasAsked); retryAt the retry event pushed for it, if any.
+	asked, retryAt time.Duration
+	wasAsked       bool
 }
 
 const (
@@ -235,14 +239,18 @@ const (
 	stNever
 )
 
-// event is a departure, or a wake-up when a running preemptible job comes
-// of age (MinRuntime) and may become a victim.
+// event is a departure; a wake-up when a running preemptible job comes of
+// age (MinRuntime) and may become a victim; or a retry when the loop chose
+// a victim it had asked to stop less than dispatch.PreemptResignal ago, so
+// it signals again only when that has passed — a time the loop would reach
+// on its own, with no event to wake the replay.
 type event struct {
 	at      time.Duration
 	seq     int
 	job     int
 	attempt int
 	wake    bool
+	retry   bool
 }
 
 type eventHeap []event
@@ -346,7 +354,9 @@ func (r *replay) run(ctx context.Context, policy string) (TraceRun, error) {
 			s := &r.st[e.job]
 			switch {
 			case s.state != stRunning || s.attempt != e.attempt:
-				// A preempted attempt's departure or wake-up.
+				// A preempted attempt's departure, wake-up or retry.
+			case e.retry:
+				changed = changed || len(r.pending) > 0
 			case e.wake:
 				changed = changed || r.higherPending(r.jobs[e.job].Job.Priority)
 			default:
@@ -453,6 +463,7 @@ func (r *replay) schedule(ctx context.Context, t time.Duration) error {
 					drop[k] = true
 				}
 			case workflows.SignalPreempt:
+				s.asked, s.wasAsked = t, true
 				if s.state == stRunning && sig.Preempt.Attempt == s.attempt+1 {
 					if err := r.preempt(ctx, k, t); err != nil {
 						return err
@@ -461,6 +472,7 @@ func (r *replay) schedule(ctx context.Context, t time.Duration) error {
 				}
 			}
 		}
+		r.retryVictims(t)
 		// A job the engine says never fits this fleet is dropped, as if
 		// its user cancelled it.
 		for _, u := range r.placer.last.Unplaced {
@@ -481,6 +493,27 @@ func (r *replay) schedule(ctx context.Context, t time.Duration) error {
 		}
 	}
 	return nil
+}
+
+// retryVictims schedules a retry for each victim of the cycle's plan that
+// is still running: the loop did not signal it, having asked it to stop
+// less than dispatch.PreemptResignal ago.
+func (r *replay) retryVictims(t time.Duration) {
+	for _, p := range r.placer.last.Preemptions {
+		for _, v := range p.Victims {
+			k, ok := r.byID[v.JobID]
+			if !ok {
+				continue
+			}
+			s := &r.st[k]
+			at := s.asked + dispatch.PreemptResignal
+			if s.state != stRunning || s.attempt+1 != v.Attempt || !s.wasAsked || at <= t || s.retryAt == at {
+				continue
+			}
+			s.retryAt = at
+			r.push(event{at: at, job: k, attempt: s.attempt, retry: true})
+		}
+	}
 }
 
 // estimate is the max runtime a job declares for work left: the engine's

@@ -287,3 +287,31 @@ func TestRoundRuntime(t *testing.T) {
 		}
 	}
 }
+
+// The dispatch loop asks a victim to stop at most once per
+// dispatch.PreemptResignal (30 s), and the replay runs the loop's rule. On
+// one GPU: l (preemptible, 1 h) runs from 0; h1 (priority 100, 10 s)
+// preempts it at 100 and runs 100-110; l restarts at 110. h2 (priority
+// 100, 10 s) arrives at 115 and the plan chooses l again, but the loop
+// asked l to stop 15 s ago: no signal until 130, when l is stopped again
+// and h2 runs 130-140. l restarts at 140 and ends at 140 + 1 h (no
+// checkpoints). Waits: h1 0, h2 15, l 10 + 10.
+func TestReplayPreemptResignal(t *testing.T) {
+	nodes := []placement.Node{gpuNode("n0", 1)}
+	l := gang("l", 0, 3600, 1)
+	l.Job.Preemptible = true
+	h1, h2 := gang("h1", 100, 10, 1), gang("h2", 115, 10, 1)
+	h1.Job.Priority, h2.Job.Priority = 100, 100
+	run := runOne(t, TraceConfig{Nodes: nodes, Jobs: []TraceJob{l, h1, h2}, Options: placement.Options{Preempt: true}})
+	want := replayWant{
+		Waits: []float64{0, 15, 20}, WaitMean: 35.0 / 3, WaitP50: 15, WaitP99: 20,
+		AllocMean: 1, AllocMeanAll: 1, Makespan: 3740 * time.Second,
+		Placed: 3, Finished: 3, Preemptions: 2, LostGPUSeconds: 100 + 20,
+		// 0 (l), 100 twice (preempt; h1 starts), 110 (l restarts), 115
+		// (no signal), 130 twice (preempt; h2 starts), 140 (l restarts).
+		PlaceCalls: 8, MaxQueue: 2,
+	}
+	if diff := cmp.Diff(want, gotOf(run), cmpopts.EquateApprox(0, 1e-9)); diff != "" {
+		t.Errorf("replay (-want +got):\n%s", diff)
+	}
+}
