@@ -114,13 +114,13 @@ type TraceRun struct {
 	// departure (or the last event), Makespan End − FirstSubmit.
 	FirstSubmit, LastSubmit, End time.Duration
 	Makespan                     time.Duration
-	// PlaceCalls is the number of Session.Place calls; MaxQueue the
-	// longest queue one was given, MeanQueue the mean.
+	// PlaceCalls is the number of placement.Place calls the loop made;
+	// MaxQueue the longest queue one was given, MeanQueue the mean.
 	PlaceCalls int
 	MaxQueue   int
 	MeanQueue  float64
 	// SkippedIdle counts instants with jobs waiting where nothing changed
-	// (a wake-up with no higher-priority job waiting): no Place call.
+	// (a wake-up with no higher-priority job waiting): no loop tick.
 	SkippedIdle        int
 	MaxRunning         int
 	PlaceTime, Elapsed time.Duration
@@ -445,6 +445,7 @@ func (r *replay) enqueue(k int) {
 func (r *replay) schedule(ctx context.Context, t time.Duration) error {
 	for round := 0; round < maxRounds && len(r.pending) > 0; round++ {
 		r.view.Heartbeat() // the agents are alive
+		r.placer.last = placement.Plan{}
 		if err := r.loop.Tick(ctx); err != nil {
 			return fmt.Errorf("dispatch at %s: %w", t, err)
 		}
