@@ -96,8 +96,9 @@ distclean: clean
 # bench: a short run of the scheduling-quality and speed benchmarks — the
 # FGD paper's protocol on the default openb trace for every policy with one
 # seed (the full run is `bin/gangway replay fgd`, seeds 42-51), the dynamic
-# replay of the default trace with arrivals compressed 100,000x (~20 s), the
-# placement-cycle scale sweep on 1,000 and 5,000 nodes (the full one is
+# replay of the default trace with arrivals compressed 100,000x (minutes on 2
+# cores: a full dispatch cycle per instant), the placement-cycle scale sweep
+# on 1,000 and 5,000 nodes (the full one is
 # `bin/gangway replay scale`, up to 10,000 nodes and jobs; see
 # docs/benchmarks.md), then the placement engine's Go benchmarks.
 .PHONY: bench

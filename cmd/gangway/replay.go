@@ -187,9 +187,10 @@ func newReplayTraceCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "trace",
 		Short: "Dynamic replay with departures: GPU allocation, queue waits, fragmentation and preemptions per policy",
-		Long: `Replay a trace in virtual time through Gangway's placement engine — one
-placement.Session per policy, one Place call per instant at which something
-changed, as the dispatch loop calls it each cycle.
+		Long: `Replay a trace in virtual time through Gangway's dispatch loop and placement
+engine — the server's dispatch.Loop per policy on a virtual clock, against an
+in-memory view and workflows, one loop cycle per instant at which something
+changed.
 
 Jobs arrive at their submit times and wait in the queue until the engine
 places them (its queue order, fair share, reservations and backfill,

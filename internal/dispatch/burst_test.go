@@ -63,7 +63,7 @@ func TestBurstCycle(t *testing.T) {
 	fw2 := &fakeWorkflows{}
 	l2 := New(Config{Holder: "new"}, fc, fw2)
 	fc.leaseOwner = ""
-	if err := l2.tick(ctx); err != nil {
+	if err := l2.Tick(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := fw2.bursts["b"]; !ok {

@@ -70,8 +70,10 @@ type Config struct {
 	// OnPremPrices is the amortized price per GPU-hour of each on-prem
 	// pool, for the ledger (a pool not listed costs 0).
 	OnPremPrices map[string]float64
-	Log          *slog.Logger
-	Metrics      *metrics.Metrics // optional
+	// Clock is the loop's time source; nil means the wall clock.
+	Clock   Clock
+	Log     *slog.Logger
+	Metrics *metrics.Metrics // optional
 }
 
 // Offers is the cloud capacity jobs may burst to.
@@ -105,9 +107,9 @@ type Loop struct {
 	teamsAt time.Time
 }
 
-// preemptResignal is how long a victim may take to stop before it is asked
+// PreemptResignal is how long a victim may take to stop before it is asked
 // again.
-const preemptResignal = 30 * time.Second
+const PreemptResignal = 30 * time.Second
 
 // New returns a loop; Run starts it.
 func New(cfg Config, c Capacity, wf Workflows) *Loop {
@@ -129,13 +131,16 @@ func New(cfg Config, c Capacity, wf Workflows) *Loop {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Clock == nil {
+		cfg.Clock = wallClock{}
+	}
 	return &Loop{cfg: cfg, cap: c, wf: wf, log: cfg.Log.With("holder", cfg.Holder),
 		unsignaled: map[gangway.JobID]gangway.Assignment{}, preempted: map[gangway.JobID]time.Time{},
 		bursts: map[gangway.JobID]workflows.BurstRequest{}}
 }
 
-// Run competes for the lease and, while leading, runs a cycle every
-// interval, until ctx is done; then it gives the lease up.
+// Run calls Tick every interval (on the configured clock) until ctx is
+// done; then it gives the lease up.
 func (l *Loop) Run(ctx context.Context) error {
 	defer func() {
 		if l.leading {
@@ -143,21 +148,22 @@ func (l *Loop) Run(ctx context.Context) error {
 			l.setLeading(false)
 		}
 	}()
-	t := time.NewTicker(l.cfg.Interval)
-	defer t.Stop()
 	for {
-		if err := l.tick(ctx); err != nil && ctx.Err() == nil {
+		if err := l.Tick(ctx); err != nil && ctx.Err() == nil {
 			l.log.Warn("dispatch cycle failed", "error", err)
 		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-t.C:
+		case <-l.cfg.Clock.After(l.cfg.Interval):
 		}
 	}
 }
 
-func (l *Loop) tick(ctx context.Context) error {
+// Tick is one turn of Run: compete for the lease and, while leading, take
+// over after a change of leader, reconcile when due and run a Cycle. The
+// simulator calls it at each virtual instant instead of Run.
+func (l *Loop) Tick(ctx context.Context) error {
 	ok, err := l.cap.AcquireLease(ctx, l.cfg.Holder, l.cfg.LeaseTTL)
 	if err != nil {
 		l.setLeading(false)
@@ -171,7 +177,7 @@ func (l *Loop) tick(ctx context.Context) error {
 		l.setLeading(true)
 		l.takeOver(ctx)
 	}
-	if time.Since(l.lastReconcile) >= l.cfg.ReconcileEvery {
+	if l.cfg.Clock.Now().Sub(l.lastReconcile) >= l.cfg.ReconcileEvery {
 		l.reconcile(ctx)
 	}
 	_, err = l.Cycle(ctx)
@@ -218,7 +224,7 @@ func (l *Loop) takeOver(ctx context.Context) {
 // reconcile releases allocations whose workflow is no longer running (a
 // workflow terminated by an operator never runs its own release).
 func (l *Loop) reconcile(ctx context.Context) {
-	l.lastReconcile = time.Now()
+	l.lastReconcile = l.cfg.Clock.Now()
 	allocs, err := l.cap.Allocations(ctx)
 	if err != nil {
 		l.log.Warn("reconcile: list allocations", "error", err)
@@ -258,11 +264,11 @@ const maxStaleRetries = 3
 // Cycle runs snapshot → place → commit → signal once (retrying the plan if
 // the commit finds it stale). The caller must hold the lease.
 func (l *Loop) Cycle(ctx context.Context) (CycleResult, error) {
-	start := time.Now()
+	start := l.cfg.Clock.Now()
 	var res CycleResult
 	result, err := l.cycle(ctx, &res)
 	if l.cfg.Metrics != nil {
-		l.cfg.Metrics.CycleDone(result, time.Since(start))
+		l.cfg.Metrics.CycleDone(result, l.cfg.Clock.Now().Sub(start))
 	}
 	l.resignal(ctx)
 	l.deliverBursts(ctx)
@@ -365,13 +371,13 @@ func waiting(u placement.Unplaced, rs []placement.Reservation) capacity.Waiting 
 	return w
 }
 
-// preempt asks each victim to stop (once per preemptResignal); the
+// preempt asks each victim to stop (once per PreemptResignal); the
 // preemptor is placed in a later cycle, when the victims' GPUs are free.
 func (l *Loop) preempt(ctx context.Context, ps []placement.Preemption) {
-	now := time.Now()
+	now := l.cfg.Clock.Now()
 	for _, p := range ps {
 		for _, v := range p.Victims {
-			if last, ok := l.preempted[v.JobID]; ok && now.Sub(last) < preemptResignal {
+			if last, ok := l.preempted[v.JobID]; ok && now.Sub(last) < PreemptResignal {
 				continue
 			}
 			err := l.wf.SignalPreempt(ctx, v.JobID, workflows.PreemptRequest{Attempt: v.Attempt, Reason: v.Reason,
@@ -385,7 +391,7 @@ func (l *Loop) preempt(ctx context.Context, ps []placement.Preemption) {
 		}
 	}
 	for id, at := range l.preempted {
-		if now.Sub(at) > 10*preemptResignal {
+		if now.Sub(at) > 10*PreemptResignal {
 			delete(l.preempted, id)
 		}
 	}

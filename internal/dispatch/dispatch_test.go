@@ -276,7 +276,7 @@ func TestTakeOverAndReconcile(t *testing.T) {
 		allocs: []gangway.Assignment{{JobID: "alive", Attempt: 2}, {JobID: "dead", Attempt: 1}}}
 	fw := &fakeWorkflows{running: map[string]bool{"alive": true}, gone: map[string]bool{"dead": true}}
 	l := New(Config{Holder: "new"}, fc, fw)
-	if err := l.tick(t.Context()); err != nil {
+	if err := l.Tick(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	if !l.leading {
@@ -304,10 +304,10 @@ func TestOneLeader(t *testing.T) {
 	a := New(Config{Holder: "a"}, fc, &fakeWorkflows{})
 	b := New(Config{Holder: "b"}, fc, &fakeWorkflows{})
 	ctxA, stopA := context.WithCancel(t.Context())
-	if err := a.tick(ctxA); err != nil {
+	if err := a.Tick(ctxA); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.tick(t.Context()); err != nil {
+	if err := b.Tick(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	if !a.leading || b.leading {
@@ -315,7 +315,7 @@ func TestOneLeader(t *testing.T) {
 	}
 	stopA()
 	_ = a.Run(ctxA) // returns at once and gives the lease up
-	if err := b.tick(t.Context()); err != nil {
+	if err := b.Tick(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	if !b.leading {

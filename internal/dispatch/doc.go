@@ -18,4 +18,9 @@
 // leader may have died between commit and signal; workflows ignore
 // repeats), and every so often the loop releases allocations whose workflow
 // is no longer running.
+//
+// The loop reads the time only through Config.Clock (the wall clock by
+// default), and Run is nothing but Tick on that clock's interval: the
+// simulator (internal/sim) calls Tick at virtual instants against the
+// in-memory view and workflows of dispatchtest, so a replay runs this code.
 package dispatch

@@ -1,6 +1,6 @@
 // Package sim replays public GPU cluster traces through Gangway's real
-// placement engine (placement.Session, the code the dispatch loop runs),
-// never a copy of its logic, and reports the field's yardsticks per policy.
+// placement engine and dispatch loop, never a copy of their logic, and
+// reports the field's yardsticks per policy.
 //
 // It owns the trace loaders (the Alibaba openb trace of the FGD paper:
 // LoadOpenBNodes, LoadOpenBTasks; gang-job CSV files: LoadGangJobs) and
@@ -18,16 +18,24 @@
 //
 // RunTrace is the dynamic replay (gangway replay trace): a discrete-event
 // simulation in virtual time over TraceJobs (from an openb pod list,
-// OpenBTraceJobs, or a gang-job CSV, LoadGangJobs), one placement.Session
-// per policy:
+// OpenBTraceJobs, or a gang-job CSV, LoadGangJobs) that runs the server's
+// dispatch.Loop, one per policy, on a virtual clock against dispatchtest's
+// in-memory view and workflows. The replay plays what is outside the loop:
+// the job workflows and the agents.
 //
-//	per instant:   departures (Session.Release), arrivals (to the queue),
-//	               then Session.Place(queue) if anything changed — again at
-//	               the same instant when the plan preempted, once the
-//	               victims stopped (Release, requeued with the work left
-//	               plus the work lost since their last checkpoint)
-//	record:        allocated GPU, fragmented GPU (FragMeter), queue length
+//	per instant:   departures (release through the view), arrivals
+//	               (enqueued), then loop.Tick if anything changed: snapshot,
+//	               Place, commit (with the view's stale and double-booking
+//	               checks), reasons, signals — again at the same instant
+//	               when the cycle preempted, once the victims stopped (on
+//	               the preempt signal: release, requeue the next attempt with
+//	               the work left plus the work lost since the last checkpoint)
+//	record:        allocated GPU, fragmented GPU (FragmentationOf), queue length
 //	report:        time-weighted allocation, queue waits, preemptions
+//
+// The Redis view has no GPU shares yet; the replay's placer (sharePlacer)
+// hands placement the shares the view cannot carry, so openb's GPU-share
+// tasks are not rounded up to whole GPUs.
 //
 // RunScale (gangway replay scale) times one placement.Place call, as the
 // dispatch loop makes it each cycle, on synthetic fleets (SyntheticFleet,

@@ -13,7 +13,10 @@ import (
 	"time"
 
 	"github.com/gangwayhq/gangway"
+	"github.com/gangwayhq/gangway/internal/dispatch"
+	"github.com/gangwayhq/gangway/internal/dispatch/dispatchtest"
 	"github.com/gangwayhq/gangway/placement"
+	"github.com/gangwayhq/gangway/workflows"
 )
 
 // TracePolicies are the policies `gangway replay trace` compares by
@@ -28,9 +31,10 @@ const DefaultCheckpointEvery = 30 * time.Minute
 // time 0); only differences matter.
 var TraceEpoch = time.Date(2023, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// maxRounds bounds the Place calls at one instant: after a plan preempts,
-// the victims stop at once and the engine is called again so the
-// preemptor can start (the dispatch loop would do so on its next cycle).
+// maxRounds bounds the dispatch cycles at one instant: after a cycle
+// preempts, the victims stop at once (the replay plays their workflows) and
+// the loop runs again so the preemptor can start, as the server's loop would
+// on its next cycle.
 const maxRounds = 8
 
 // TraceConfig is one dynamic replay: every policy on the same fleet and
@@ -110,13 +114,13 @@ type TraceRun struct {
 	// departure (or the last event), Makespan End − FirstSubmit.
 	FirstSubmit, LastSubmit, End time.Duration
 	Makespan                     time.Duration
-	// PlaceCalls is the number of Session.Place calls; MaxQueue the
-	// longest queue one was given, MeanQueue the mean.
+	// PlaceCalls is the number of placement.Place calls the loop made;
+	// MaxQueue the longest queue one was given, MeanQueue the mean.
 	PlaceCalls int
 	MaxQueue   int
 	MeanQueue  float64
 	// SkippedIdle counts instants with jobs waiting where nothing changed
-	// (a wake-up with no higher-priority job waiting): no Place call.
+	// (a wake-up with no higher-priority job waiting): no loop tick.
 	SkippedIdle        int
 	MaxRunning         int
 	PlaceTime, Elapsed time.Duration
@@ -215,13 +219,16 @@ func prepareJobs(in []TraceJob, speedup float64) []TraceJob {
 // jobState is one trace job during a replay.
 type jobState struct {
 	attempt   int
-	id        gangway.JobID // this attempt's placement ID
-	remaining time.Duration // work left
-	queuedAt  time.Duration // when it last entered the queue
-	wait      time.Duration // queued so far, every attempt
-	start     time.Duration // this attempt's start, while running
-	asg       gangway.Assignment
+	remaining time.Duration      // work left
+	queuedAt  time.Duration      // when it last entered the queue
+	wait      time.Duration      // queued so far, every attempt
+	start     time.Duration      // this attempt's start, while running
+	asg       gangway.Assignment // this attempt's, while running
 	state     uint8
+	// asked is when the loop last signalled the job to stop (valid if
+	// wasAsked); retryAt the retry event pushed for it, if any.
+	asked, retryAt time.Duration
+	wasAsked       bool
 }
 
 const (
@@ -232,14 +239,18 @@ const (
 	stNever
 )
 
-// event is a departure, or a wake-up when a running preemptible job comes
-// of age (MinRuntime) and may become a victim.
+// event is a departure; a wake-up when a running preemptible job comes of
+// age (MinRuntime) and may become a victim; or a retry when the loop chose
+// a victim it had asked to stop less than dispatch.PreemptResignal ago, so
+// it signals again only when that has passed — a time the loop would reach
+// on its own, with no event to wake the replay.
 type event struct {
 	at      time.Duration
 	seq     int
 	job     int
 	attempt int
 	wake    bool
+	retry   bool
 }
 
 type eventHeap []event
@@ -260,9 +271,12 @@ func (h *eventHeap) Pop() any {
 	return e
 }
 
-// replay is the discrete-event simulation of one policy: a virtual clock,
-// arrivals in submit order, a heap of departures, the pending queue, and
-// the placement session the dispatch loop's engine runs.
+// replay is the discrete-event simulation of one policy: arrivals in
+// submit order, a heap of departures, and the server's dispatch loop on a
+// virtual clock against an in-memory view and workflows. The replay plays
+// the parts outside the loop: JobWorkflow (enqueue on arrival; start on
+// the placed signal; on the preempt signal release and requeue the next
+// attempt) and the agents (a job runs its duration, then releases).
 type replay struct {
 	nodes      []placement.Node
 	jobs       []TraceJob
@@ -274,11 +288,15 @@ type replay struct {
 	exactRuntime bool
 	prog         *progress
 
-	sess    *placement.Session
-	meter   *meter
+	clock   *dispatchtest.Clock
+	view    *dispatchtest.Capacity
+	wf      *dispatchtest.Workflows
+	loop    *dispatch.Loop
+	placer  *sharePlacer
+	meter   *fleetMeter
 	events  eventHeap
 	seq     int
-	pending []int // job indexes, in queue order
+	pending []int // job indexes queued, in arrival order
 	byID    map[gangway.JobID]int
 	running int
 	out     TraceRun
@@ -289,10 +307,26 @@ func newReplay(nodes []placement.Node, jobs []TraceJob, o placement.Options, che
 		prog: prog, byID: make(map[gangway.JobID]int, len(jobs))}
 }
 
+// start sets up the view, the workflows and the loop on a fresh clock.
+func (r *replay) start() {
+	r.clock = dispatchtest.NewClock(TraceEpoch)
+	r.view, r.wf = dispatchtest.NewCapacity(r.clock), dispatchtest.NewWorkflows()
+	for i := range r.nodes {
+		r.view.RegisterNode(viewNode(r.nodes[i]))
+	}
+	r.placer = &sharePlacer{cap: r.view, milli: map[gangway.JobID]int{}}
+	for i := range r.jobs {
+		if j := &r.jobs[i].Job; j.Share() {
+			r.placer.milli[j.ID] = j.GPUMilli
+		}
+	}
+	r.loop = dispatch.New(dispatch.Config{Holder: "sim", Clock: r.clock, Placement: r.opts, Placer: r.placer}, r.view, r.wf)
+	r.meter = newFleetMeter(r.view, r.nodes, r.opts.Workload)
+}
+
 func (r *replay) run(ctx context.Context, policy string) (TraceRun, error) {
 	start := time.Now()
-	r.sess = placement.NewSession(placement.Snapshot{Now: TraceEpoch, Nodes: r.nodes}, r.opts)
-	r.meter = newMeter(r.sess.View())
+	r.start()
 	capacity := GPUCapacityMilli(r.nodes)
 	r.out = TraceRun{Policy: policy, CapacityMilli: capacity, Jobs: len(r.jobs),
 		FirstSubmit: r.jobs[0].Submit, LastSubmit: r.jobs[len(r.jobs)-1].Submit}
@@ -311,35 +345,42 @@ func (r *replay) run(ctx context.Context, policy string) (TraceRun, error) {
 		if !ok {
 			break
 		}
+		r.clock.Set(TraceEpoch.Add(t))
 		changed := false
-		// Departures (and wake-ups) first, then arrivals, then one
-		// scheduling decision for the instant.
+		// Departures (and wake-ups) first, then arrivals, then the
+		// dispatch loop's cycles for the instant.
 		for len(r.events) > 0 && r.events[0].at == t {
 			e := heap.Pop(&r.events).(event)
 			s := &r.st[e.job]
 			switch {
 			case s.state != stRunning || s.attempt != e.attempt:
-				// A preempted attempt's departure or wake-up.
+				// A preempted attempt's departure, wake-up or retry.
+			case e.retry:
+				changed = changed || len(r.pending) > 0
 			case e.wake:
 				changed = changed || r.higherPending(r.jobs[e.job].Job.Priority)
 			default:
-				r.finish(e.job, t)
+				if err := r.finish(ctx, e.job, t); err != nil {
+					return TraceRun{}, err
+				}
 				progressed++
 				changed = changed || len(r.pending) > 0
 			}
 		}
 		for next < len(r.jobs) && r.jobs[next].Submit == t {
 			s := &r.st[next]
-			s.state, s.queuedAt, s.id = stQueued, t, r.jobs[next].Job.ID
-			r.byID[s.id] = next
-			r.pending = append(r.pending, next)
+			s.state, s.queuedAt = stQueued, t
+			r.byID[r.jobs[next].Job.ID] = next
+			r.wf.Start(r.jobs[next].Job.ID)
+			r.enqueue(next)
 			next++
 			progressed++
 			changed = true
 		}
-		r.sess.SetNow(TraceEpoch.Add(t))
 		if changed {
-			r.schedule(t)
+			if err := r.schedule(ctx, t); err != nil {
+				return TraceRun{}, err
+			}
 		} else if len(r.pending) > 0 {
 			r.out.SkippedIdle++
 		}
@@ -355,6 +396,8 @@ func (r *replay) run(ctx context.Context, policy string) (TraceRun, error) {
 		r.prog.add(1)
 	}
 	r.pending = nil
+	r.out.PlaceCalls, r.out.MaxQueue, r.out.MeanQueue = r.placer.calls, r.placer.maxQueue, r.placer.sumQueue
+	r.out.PlaceTime = r.placer.elapsed
 	r.finishStats(&integ, time.Since(start))
 	return r.out, nil
 }
@@ -381,57 +424,95 @@ func (r *replay) higherPending(prio int) bool {
 	return false
 }
 
-// schedule calls the engine with the queue — again at the same instant
-// when the plan preempted, once the victims have stopped — and carries
-// out each plan.
-func (r *replay) schedule(t time.Duration) {
-	for round := 0; round < maxRounds && len(r.pending) > 0; round++ {
-		queue := make([]placement.Job, len(r.pending))
-		for q, k := range r.pending {
-			s := &r.st[k]
-			j := r.jobs[k].Job
-			j.ID, j.Attempt, j.Submitted = s.id, s.attempt, TraceEpoch.Add(r.jobs[k].Submit)
-			if r.opts.Reservations > 0 {
-				j.MaxRuntime = r.estimate(s.remaining)
-			}
-			queue[q] = j
-		}
-		r.out.PlaceCalls++
-		r.out.MaxQueue = max(r.out.MaxQueue, len(queue))
-		r.out.MeanQueue += float64(len(queue))
-		t0 := time.Now()
-		plan := r.sess.Place(queue)
-		r.out.PlaceTime += time.Since(t0)
+// enqueue puts job k's current attempt in the view's queue, as JobWorkflow's
+// enqueue activity does: the original submit time keeps its place in line.
+func (r *replay) enqueue(k int) {
+	s := &r.st[k]
+	j := &r.jobs[k].Job
+	e := gangway.QueueEntry{JobID: j.ID, Team: j.Team, Project: j.Project, Priority: j.Priority, Attempt: s.attempt + 1,
+		Replicas: j.Replicas, GPUsPerReplica: j.GPUsPerReplica, GPUModels: j.Models, CPUMilli: j.CPUMilli, MemMiB: j.MemMiB,
+		Pools: j.Pools, Preemptible: j.Preemptible, SubmittedAt: TraceEpoch.Add(r.jobs[k].Submit), EnqueuedAt: r.clock.Now()}
+	if r.opts.Reservations > 0 {
+		e.MaxRuntime = r.estimate(s.remaining)
+	}
+	r.view.Enqueue(e)
+	r.pending = append(r.pending, k)
+}
 
-		drop := map[int]bool{}
-		for _, a := range plan.Assignments {
-			k := r.byID[a.JobID]
-			r.begin(k, a, t)
-			drop[k] = true
+// schedule runs the dispatch loop's Tick at instant t — again at the same
+// instant when its cycle preempted, once the victims have stopped — and
+// plays the workflows' part in each signal it sent.
+func (r *replay) schedule(ctx context.Context, t time.Duration) error {
+	for round := 0; round < maxRounds && len(r.pending) > 0; round++ {
+		r.view.Heartbeat() // the agents are alive
+		r.placer.last = placement.Plan{}
+		if err := r.loop.Tick(ctx); err != nil {
+			return fmt.Errorf("dispatch at %s: %w", t, err)
 		}
-		for _, u := range plan.Unplaced {
-			if !u.Reason.Retry() {
-				k := r.byID[u.JobID]
+		drop := map[int]bool{}
+		stopped := 0
+		for _, sig := range r.wf.TakeSignals() {
+			k, ok := r.byID[sig.JobID]
+			if !ok {
+				continue
+			}
+			s := &r.st[k]
+			switch sig.Name {
+			case workflows.SignalPlaced:
+				if s.state == stQueued && sig.Placed.Attempt == s.attempt+1 {
+					r.begin(k, sig.Placed, t)
+					drop[k] = true
+				}
+			case workflows.SignalPreempt:
+				s.asked, s.wasAsked = t, true
+				if s.state == stRunning && sig.Preempt.Attempt == s.attempt+1 {
+					if err := r.preempt(ctx, k, t); err != nil {
+						return err
+					}
+					stopped++
+				}
+			}
+		}
+		r.retryVictims(t)
+		// A job the engine says never fits this fleet is dropped, as if
+		// its user cancelled it.
+		for _, u := range r.placer.last.Unplaced {
+			if k, ok := r.byID[u.JobID]; ok && !u.Reason.Retry() && r.st[k].state == stQueued {
+				r.view.Dequeue(u.JobID)
+				r.wf.End(u.JobID)
 				r.st[k].state = stNever
 				r.out.Unplaceable++
 				r.prog.add(1)
 				drop[k] = true
 			}
 		}
-		stopped := 0
-		for _, p := range plan.Preemptions {
-			for _, v := range p.Victims {
-				if k, ok := r.byID[v.JobID]; ok && r.st[k].state == stRunning && r.st[k].id == v.JobID {
-					r.preempt(k, t)
-					stopped++
-				}
-			}
-		}
 		if len(drop) > 0 {
 			r.pending = slices.DeleteFunc(r.pending, func(k int) bool { return drop[k] })
 		}
 		if stopped == 0 {
-			return
+			return nil
+		}
+	}
+	return nil
+}
+
+// retryVictims schedules a retry for each victim of the cycle's plan that
+// is still running: the loop did not signal it, having asked it to stop
+// less than dispatch.PreemptResignal ago.
+func (r *replay) retryVictims(t time.Duration) {
+	for _, p := range r.placer.last.Preemptions {
+		for _, v := range p.Victims {
+			k, ok := r.byID[v.JobID]
+			if !ok {
+				continue
+			}
+			s := &r.st[k]
+			at := s.asked + dispatch.PreemptResignal
+			if s.state != stRunning || s.attempt+1 != v.Attempt || !s.wasAsked || at <= t || s.retryAt == at {
+				continue
+			}
+			s.retryAt = at
+			r.push(event{at: at, job: k, attempt: s.attempt, retry: true})
 		}
 	}
 }
@@ -460,16 +541,17 @@ func RoundRuntime(d time.Duration) time.Duration {
 	return e
 }
 
-// begin starts job k's attempt on a plan's assignment.
+// begin starts job k's attempt on the assignment its placed signal carried.
 func (r *replay) begin(k int, a gangway.Assignment, t time.Duration) {
 	s := &r.st[k]
 	if s.attempt == 0 {
 		r.out.Placed++
 	}
-	s.state, s.start, s.asg = stRunning, t, a
+	s.state, s.start = stRunning, t
 	s.wait += t - s.queuedAt
 	r.running++
 	r.out.MaxRunning = max(r.out.MaxRunning, r.running)
+	s.asg = a
 	for _, m := range a.Members {
 		r.meter.update(m.NodeID)
 	}
@@ -485,31 +567,41 @@ func (r *replay) push(e event) {
 	heap.Push(&r.events, e)
 }
 
-// release gives job k's GPUs back to the session.
-func (r *replay) release(k int) {
+// release gives job k's GPUs back through the view, as the workflow's
+// release activity does.
+func (r *replay) release(ctx context.Context, k int) error {
 	s := &r.st[k]
-	j := &r.jobs[k].Job
-	r.sess.Release(s.asg, j.CPUMilli, j.MemMiB)
+	if _, err := r.view.Release(ctx, s.asg.JobID, s.asg.Attempt); err != nil {
+		return fmt.Errorf("release %s: %w", s.asg.JobID, err)
+	}
 	for _, m := range s.asg.Members {
 		r.meter.update(m.NodeID)
 	}
 	r.running--
+	return nil
 }
 
-// finish ends job k: it ran all its work.
-func (r *replay) finish(k int, t time.Duration) {
-	r.release(k)
+// finish ends job k: it ran all its work and its workflow completes.
+func (r *replay) finish(ctx context.Context, k int, t time.Duration) error {
+	if err := r.release(ctx, k); err != nil {
+		return err
+	}
+	r.wf.End(r.jobs[k].Job.ID)
 	r.st[k].state = stDone
 	r.st[k].remaining = 0
 	r.out.Finished++
 	r.out.End = max(r.out.End, t)
+	return nil
 }
 
-// preempt stops job k for a preemptor and requeues it with the work left
-// plus the work lost since its last checkpoint, as a new attempt.
-func (r *replay) preempt(k int, t time.Duration) {
+// preempt stops job k at once, as JobWorkflow does on the preempt signal:
+// it releases, and requeues the next attempt with the work left plus the
+// work lost since its last checkpoint.
+func (r *replay) preempt(ctx context.Context, k int, t time.Duration) error {
 	s := &r.st[k]
-	r.release(k)
+	if err := r.release(ctx, k); err != nil {
+		return err
+	}
 	elapsed := t - s.start
 	var saved time.Duration
 	if r.checkpoint > 0 {
@@ -520,12 +612,9 @@ func (r *replay) preempt(k int, t time.Duration) {
 	r.out.Preemptions++
 	r.out.LostGPUSeconds += lost.Seconds() * gpuShare(&r.jobs[k].Job)
 	s.attempt++
-	// A new placement ID per attempt: the session remembers the jobs it
-	// chose as victims by ID.
-	s.id = fmt.Sprintf("%s#%d", r.jobs[k].Job.ID, s.attempt)
-	r.byID[s.id] = k
 	s.state, s.queuedAt = stQueued, t
-	r.pending = append(r.pending, k)
+	r.enqueue(k)
+	return nil
 }
 
 // gpuShare is the GPUs a job holds, shares counted as fractions.

@@ -174,15 +174,23 @@ func TestReplayPreemptionRequeue(t *testing.T) {
 	}
 }
 
-// A preempted job that is preempted again is still a victim candidate:
-// each attempt has its own placement ID.
+// victimAndTwo is a preemptible one-GPU job l submitted at 0 that runs lDur
+// seconds, and two priority-100 one-GPU jobs h1 and h2 submitted at h1At
+// and h2At that run hDur seconds each.
+func victimAndTwo(lDur, h1At, h2At, hDur int) []TraceJob {
+	l := gang("l", 0, lDur, 1)
+	l.Job.Preemptible = true
+	h1, h2 := gang("h1", h1At, hDur, 1), gang("h2", h2At, hDur, 1)
+	h1.Job.Priority, h2.Job.Priority = 100, 100
+	return []TraceJob{l, h1, h2}
+}
+
+// A preempted job that is preempted again is still a victim candidate: its
+// next attempt runs under the same job ID, and the loop signals it again
+// once its re-signal interval has passed.
 func TestReplayPreemptedTwice(t *testing.T) {
 	nodes := []placement.Node{gpuNode("n0", 1)}
-	l := gang("l", 0, 7200, 1)
-	l.Job.Preemptible = true
-	h1, h2 := gang("h1", 1200, 600, 1), gang("h2", 3600, 600, 1)
-	h1.Job.Priority, h2.Job.Priority = 100, 100
-	run := runOne(t, TraceConfig{Nodes: nodes, Jobs: []TraceJob{l, h1, h2},
+	run := runOne(t, TraceConfig{Nodes: nodes, Jobs: victimAndTwo(7200, 1200, 3600, 600),
 		Options: placement.Options{Preempt: true, MinRuntime: 10 * time.Minute}})
 	// No checkpoints: l runs 0-20m, is preempted by h1 (20-30m), runs
 	// 30m-60m, is preempted by h2 (60-70m), and runs its 2 h from 70m to
@@ -284,5 +292,29 @@ func TestRoundRuntime(t *testing.T) {
 		if got := RoundRuntime(in); got != want {
 			t.Errorf("RoundRuntime(%s) = %s, want %s", in, got, want)
 		}
+	}
+}
+
+// The dispatch loop asks a victim to stop at most once per
+// dispatch.PreemptResignal (30 s), and the replay runs the loop's rule. On
+// one GPU: l (preemptible, 1 h) runs from 0; h1 (priority 100, 10 s)
+// preempts it at 100 and runs 100-110; l restarts at 110. h2 (priority
+// 100, 10 s) arrives at 115 and the plan chooses l again, but the loop
+// asked l to stop 15 s ago: no signal until 130, when l is stopped again
+// and h2 runs 130-140. l restarts at 140 and ends at 140 + 1 h (no
+// checkpoints). Waits: h1 0, h2 15, l 10 + 10.
+func TestReplayPreemptResignal(t *testing.T) {
+	nodes := []placement.Node{gpuNode("n0", 1)}
+	run := runOne(t, TraceConfig{Nodes: nodes, Jobs: victimAndTwo(3600, 100, 115, 10), Options: placement.Options{Preempt: true}})
+	want := replayWant{
+		Waits: []float64{0, 15, 20}, WaitMean: 35.0 / 3, WaitP50: 15, WaitP99: 20,
+		AllocMean: 1, AllocMeanAll: 1, Makespan: 3740 * time.Second,
+		Placed: 3, Finished: 3, Preemptions: 2, LostGPUSeconds: 100 + 20,
+		// 0 (l), 100 twice (preempt; h1 starts), 110 (l restarts), 115
+		// (no signal), 130 twice (preempt; h2 starts), 140 (l restarts).
+		PlaceCalls: 8, MaxQueue: 2,
+	}
+	if diff := cmp.Diff(want, gotOf(run), cmpopts.EquateApprox(0, 1e-9)); diff != "" {
+		t.Errorf("replay (-want +got):\n%s", diff)
 	}
 }

@@ -1,0 +1,118 @@
+package sim
+
+import (
+	"time"
+
+	"github.com/gangwayhq/gangway"
+	"github.com/gangwayhq/gangway/internal/dispatch/dispatchtest"
+	"github.com/gangwayhq/gangway/placement"
+)
+
+// sharePlacer is the dispatch loop's placement engine in a replay:
+// placement.Place itself, given back the two things the Redis view does not
+// carry yet — each queued job's GPU share (a queue entry has no milli) and
+// how much of each shared GPU is held (the view reports a GPU as held or
+// not). Without them every openb share would take a whole GPU. It also
+// counts the Place calls and the time they take.
+type sharePlacer struct {
+	cap   *dispatchtest.Capacity
+	milli map[gangway.JobID]int // per GPU, for share jobs
+
+	last     placement.Plan // the plan of the latest call
+	calls    int
+	maxQueue int
+	sumQueue float64
+	elapsed  time.Duration
+}
+
+var _ placement.Placer = (*sharePlacer)(nil)
+
+func (p *sharePlacer) Place(s placement.Snapshot, queue []placement.Job, o placement.Options) placement.Plan {
+	for i := range s.Nodes {
+		n := &s.Nodes[i]
+		for g := range n.GPUs {
+			if n.GPUs[g].UsedMilli > 0 {
+				n.GPUs[g].UsedMilli = p.cap.GPUMilli(n.ID, n.GPUs[g].Index)
+			}
+		}
+	}
+	for i := range s.Running {
+		if m := s.Running[i].Members; len(m) > 0 && m[0].Milli > 0 {
+			s.Running[i].GPUMilli = m[0].Milli
+		}
+	}
+	for i := range queue {
+		queue[i].GPUMilli = p.milli[queue[i].ID]
+	}
+	p.calls++
+	p.maxQueue = max(p.maxQueue, len(queue))
+	p.sumQueue += float64(len(queue))
+	t0 := time.Now()
+	p.last = placement.Place(s, queue, o)
+	p.elapsed += time.Since(t0)
+	return p.last
+}
+
+// fleetMeter keeps the fleet's free and fragmented GPU milli up to date
+// from the view, re-measuring only the nodes a start or an end touched.
+// Fragmentation is placement's kernel (placement.FragmentationOf) against
+// the replay's workload.
+type fleetMeter struct {
+	cap      *dispatchtest.Capacity
+	nodes    []placement.Node
+	workload []placement.WorkloadClass
+	index    map[string]int
+	free     int64
+	frag     float64
+	nodeFree []int64
+	fragOf   []float64
+	buf      []int
+}
+
+func newFleetMeter(c *dispatchtest.Capacity, nodes []placement.Node, workload []placement.WorkloadClass) *fleetMeter {
+	m := &fleetMeter{cap: c, nodes: nodes, workload: workload, index: make(map[string]int, len(nodes)),
+		nodeFree: make([]int64, len(nodes)), fragOf: make([]float64, len(nodes))}
+	for i := range nodes {
+		m.index[nodes[i].ID] = i
+		m.update(nodes[i].ID)
+	}
+	return m
+}
+
+func (m *fleetMeter) update(nodeID string) {
+	i, ok := m.index[nodeID]
+	if !ok {
+		return
+	}
+	n := &m.nodes[i]
+	used, cpu, mem := m.cap.NodeUse(nodeID)
+	m.buf = m.buf[:0]
+	var free int64
+	for g, gpu := range n.GPUs {
+		f := 0
+		if gpu.Healthy {
+			f = max(placement.Whole-used[g], 0)
+		}
+		m.buf = append(m.buf, f)
+		free += int64(f)
+	}
+	fr := placement.FragmentationOf(m.buf, n.CPUMilli-cpu, n.MemMiB-mem, n.Model, m.workload)
+	m.free += free - m.nodeFree[i]
+	m.nodeFree[i] = free
+	m.frag += fr - m.fragOf[i]
+	m.fragOf[i] = fr
+}
+
+// viewNode is a trace node as its agent would register it.
+func viewNode(n placement.Node) gangway.Node {
+	out := gangway.Node{ID: n.ID, Addr: n.Addr, Pool: n.Pool, Owner: n.Owner, Rack: n.Rack, Block: n.Block,
+		CPUMilli: n.CPUMilli, MemMiB: n.MemMiB, GPUs: make([]gangway.GPU, len(n.GPUs))}
+	if n.CapacityType != gangway.CapacityOnPrem {
+		out.CapacityType = n.CapacityType
+	}
+	for i, g := range n.GPUs {
+		out.GPUs[i] = gangway.GPU{Index: g.Index, Model: g.Model, Healthy: g.Healthy, NVLinkDomain: g.Domain,
+			NUMA: g.NUMA, Flakiness: g.Flakiness}
+	}
+	return out
+}
