@@ -178,7 +178,7 @@ func (c *Client) List(ctx context.Context) ([]Summary, error) {
 
 // Nodes lists the registered nodes with their state, heartbeat and the
 // jobs holding their GPUs.
-func (c *Client) Nodes(ctx context.Context) ([]NodeInfo, error) {
+func (c *Client) Nodes(ctx context.Context) ([]gangway.NodeStatus, error) {
 	if c.view == nil {
 		return nil, fmt.Errorf("nodes: %w", ErrNoView)
 	}
@@ -233,7 +233,7 @@ func (c *Client) Drain(ctx context.Context, nodeID string) ([]gangway.JobID, err
 
 // Logs returns the job's output lines after the given stream ID ("" = from
 // the start); block > 0 waits that long for new lines.
-func (c *Client) Logs(ctx context.Context, id gangway.JobID, after string, block time.Duration) ([]LogLine, error) {
+func (c *Client) Logs(ctx context.Context, id gangway.JobID, after string, block time.Duration) ([]gangway.LogLine, error) {
 	if c.view == nil {
 		return nil, fmt.Errorf("logs of %s: %w", id, ErrNoView)
 	}

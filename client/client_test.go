@@ -24,7 +24,6 @@ import (
 	"github.com/gangwayhq/gangway/client"
 	"github.com/gangwayhq/gangway/internal/agent"
 	"github.com/gangwayhq/gangway/internal/capacity"
-	"github.com/gangwayhq/gangway/internal/clientview"
 	"github.com/gangwayhq/gangway/internal/devstack/devstacktest"
 	"github.com/gangwayhq/gangway/internal/server"
 	"github.com/gangwayhq/gangway/workflows"
@@ -63,7 +62,7 @@ func newStack(t *testing.T) *stack {
 			t.Fatalf("register %s: %v", n.ID, err)
 		}
 	}
-	return &stack{tc: tc, view: view, c: client.New(jobs.New(tc), clientview.New(view))}
+	return &stack{tc: tc, view: view, c: client.New(jobs.New(tc), view)}
 }
 
 // startWorker runs JobWorkflow and the server-side activities (enqueue,
@@ -494,7 +493,7 @@ func TestQueuedJob(t *testing.T) {
 		Phase   gangway.Phase
 		Team    string
 		Attempt int
-		Waiting *client.Waiting
+		Waiting *gangway.Waiting
 	}
 	status := func() view {
 		t.Helper()
@@ -512,12 +511,12 @@ func TestQueuedJob(t *testing.T) {
 		t.Errorf("queue mismatch (-want +got):\n%s", diff)
 	}
 
-	reason := capacity.Waiting{Reason: "WaitingForReservation", Detail: "needs 2 × 8 H100, 1 node has 8 free", Retry: true,
+	reason := gangway.Waiting{Reason: "WaitingForReservation", Detail: "needs 2 × 8 H100, 1 node has 8 free", Retry: true,
 		ReservationStart: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), ReservedNodes: []string{"node-0", "node-1"}}
-	if err := s.view.SetReasons(ctx, map[string]capacity.Waiting{id: reason}); err != nil {
+	if err := s.view.SetReasons(ctx, map[string]gangway.Waiting{id: reason}); err != nil {
 		t.Fatalf("SetReasons: %v", err)
 	}
-	want := client.Waiting(reason)
+	want := gangway.Waiting(reason)
 	if diff := cmp.Diff(view{Phase: gangway.PhaseQueued, Team: "ml", Attempt: 1, Waiting: &want}, status()); diff != "" {
 		t.Errorf("status after a dispatch cycle mismatch (-want +got):\n%s", diff)
 	}
@@ -585,17 +584,17 @@ func TestLogs(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: r.Addr})
 	t.Cleanup(func() { _ = rdb.Close() })
 	view := capacity.New(rdb, capacity.Options{})
-	s := &stack{view: view, c: client.New(nil, clientview.New(view))}
+	s := &stack{view: view, c: client.New(nil, view)}
 	ctx := t.Context()
 	const id = "logs"
 	t0 := time.UnixMilli(1_750_000_000_000)
-	lines := []client.LogLine{
+	lines := []gangway.LogLine{
 		{Time: t0, Rank: 0, Attempt: 1, Text: "epoch 1"},
 		{Time: t0.Add(time.Second), Rank: 1, Attempt: 1, Text: "epoch 1 on rank 1"},
 		{Time: t0.Add(2 * time.Second), Rank: 0, Attempt: 2, Text: "resumed from checkpoint"},
 	}
 	for _, l := range lines {
-		if err := s.view.AppendLog(ctx, id, capacity.LogLine(l)); err != nil {
+		if err := s.view.AppendLog(ctx, id, gangway.LogLine(l)); err != nil {
 			t.Fatalf("AppendLog: %v", err)
 		}
 	}
@@ -603,7 +602,7 @@ func TestLogs(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Logs: %v", err)
 	}
-	ignoreID := cmpopts.IgnoreFields(client.LogLine{}, "ID")
+	ignoreID := cmpopts.IgnoreFields(gangway.LogLine{}, "ID")
 	if diff := cmp.Diff(lines, all, ignoreID); diff != "" {
 		t.Fatalf("all lines mismatch (-want +got):\n%s", diff)
 	}
@@ -614,14 +613,14 @@ func TestLogs(t *testing.T) {
 		job   string
 		after string
 		block time.Duration
-		want  []client.LogLine
+		want  []gangway.LogLine
 	}{
 		{name: "from the start", job: id, want: lines},
 		{name: "after the first line", job: id, after: all[0].ID, want: lines[1:]},
-		{name: "after the last line", job: id, after: last, want: []client.LogLine{}},
-		{name: "after the last line, blocking", job: id, after: last, block: 20 * time.Millisecond, want: []client.LogLine{}},
+		{name: "after the last line", job: id, after: last, want: []gangway.LogLine{}},
+		{name: "after the last line, blocking", job: id, after: last, block: 20 * time.Millisecond, want: []gangway.LogLine{}},
 		{name: "from the start, blocking", job: id, block: time.Second, want: lines},
-		{name: "unknown job", job: "no-such-job", want: []client.LogLine{}},
+		{name: "unknown job", job: "no-such-job", want: []gangway.LogLine{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -636,9 +635,9 @@ func TestLogs(t *testing.T) {
 	}
 
 	t.Run("blocking read wakes on a new line", func(t *testing.T) {
-		next := client.LogLine{Time: t0.Add(3 * time.Second), Rank: 0, Attempt: 2, Text: "epoch 2"}
+		next := gangway.LogLine{Time: t0.Add(3 * time.Second), Rank: 0, Attempt: 2, Text: "epoch 2"}
 		type result struct {
-			lines []client.LogLine
+			lines []gangway.LogLine
 			err   error
 		}
 		done := make(chan result, 1)
@@ -649,14 +648,14 @@ func TestLogs(t *testing.T) {
 			l, err := s.c.Logs(ctx, id, last, 10*time.Second)
 			done <- result{l, err}
 		}()
-		if err := s.view.AppendLog(ctx, id, capacity.LogLine(next)); err != nil {
+		if err := s.view.AppendLog(ctx, id, gangway.LogLine(next)); err != nil {
 			t.Fatalf("AppendLog: %v", err)
 		}
 		r := <-done
 		if r.err != nil {
 			t.Fatalf("Logs: %v", r.err)
 		}
-		if diff := cmp.Diff([]client.LogLine{next}, r.lines, ignoreID); diff != "" {
+		if diff := cmp.Diff([]gangway.LogLine{next}, r.lines, ignoreID); diff != "" {
 			t.Errorf("lines mismatch (-want +got):\n%s", diff)
 		}
 	})
@@ -683,8 +682,8 @@ func TestWithoutView(t *testing.T) {
 		t.Fatalf("Submit: %v", err)
 	}
 	// The dispatch loop would say why it waits; this client cannot see it.
-	why := capacity.Waiting{Reason: "ModelUnavailable", Detail: "no A100 in the fleet"}
-	if err := s.view.SetReasons(ctx, map[string]capacity.Waiting{j.Name: why}); err != nil {
+	why := gangway.Waiting{Reason: "ModelUnavailable", Detail: "no A100 in the fleet"}
+	if err := s.view.SetReasons(ctx, map[string]gangway.Waiting{j.Name: why}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the job to queue", func() bool {
@@ -722,7 +721,7 @@ func TestNodes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	c := client.New(nil, clientview.New(view))
+	c := client.New(nil, view)
 	if err := c.Cordon(ctx, fleet[1].ID); err != nil {
 		t.Fatal(err)
 	}

@@ -10,5 +10,7 @@
 // waiting reasons and job output. Dial connects to Temporal from Options
 // alone; a client without a View still submits (validating the spec but
 // skipping the check against the fleet) and follows jobs to their end.
-// Inside Gangway, internal/clientview adapts the Redis view to View.
+// Inside Gangway, the Redis view (internal/capacity.View) is the View; the
+// types it returns (gangway.Waiting, LogLine, NodeStatus) are the root
+// package's, so nothing is copied between the view and the client.
 package client

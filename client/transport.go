@@ -36,13 +36,13 @@ type View interface {
 	FleetNodes(ctx context.Context) ([]gangway.Node, error)
 	// Nodes is every registered node with its state, heartbeat and
 	// allocations, sorted by ID.
-	Nodes(ctx context.Context) ([]NodeInfo, error)
+	Nodes(ctx context.Context) ([]gangway.NodeStatus, error)
 	SetNodeState(ctx context.Context, nodeID, state string) error
 	Allocations(ctx context.Context) ([]gangway.Assignment, error)
 	// Waiting is why the last dispatch cycle left the job pending; the
 	// zero Waiting when there is no reason on record.
-	Waiting(ctx context.Context, id gangway.JobID) (Waiting, error)
+	Waiting(ctx context.Context, id gangway.JobID) (gangway.Waiting, error)
 	// Logs returns the job's output lines after the stream ID after (""
 	// = from the start); block > 0 waits that long for new lines.
-	Logs(ctx context.Context, id gangway.JobID, after string, block time.Duration) ([]LogLine, error)
+	Logs(ctx context.Context, id gangway.JobID, after string, block time.Duration) ([]gangway.LogLine, error)
 }

@@ -16,7 +16,7 @@ import (
 
 	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/client"
-	"github.com/gangwayhq/gangway/internal/clientview"
+	"github.com/gangwayhq/gangway/internal/capacity"
 	"github.com/gangwayhq/gangway/workflows"
 	"github.com/gangwayhq/gangway/workflows/jobs"
 )
@@ -50,10 +50,13 @@ func (a *app) withConns(cmd *cobra.Command, output string, f func(ctx context.Co
 	return f(cmd.Context(), c)
 }
 
+// The Redis view is the client's View.
+var _ client.View = (*capacity.View)(nil)
+
 // client is the job commands' client: job workflows through the one door
 // to them, the fleet through the Redis view.
 func (c conns) client() *client.Client {
-	return client.New(jobs.New(c.temporal), clientview.New(c.view))
+	return client.New(jobs.New(c.temporal), c.view)
 }
 
 func printJSON(w io.Writer, v any) error {
@@ -434,7 +437,7 @@ func printWhy(w io.Writer, output string, st client.JobStatus, now time.Time) er
 
 // printWaiting says why a job waits, whether waiting helps, and when its
 // own reservation starts.
-func printWaiting(w io.Writer, wt client.Waiting, now time.Time) {
+func printWaiting(w io.Writer, wt gangway.Waiting, now time.Time) {
 	fmt.Fprintf(w, "Why: %s\n", wt)
 	if !wt.ReservationStart.IsZero() {
 		fmt.Fprintf(w, "Reserved: GPUs on %s from %s (in %s)\n", strings.Join(wt.ReservedNodes, ","),

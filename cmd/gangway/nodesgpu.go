@@ -8,17 +8,18 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/internal/capacity"
 )
 
 // nodeWithHealth is one node of `gangway nodes --output json`: the view's
 // node status and its GPUs' health records.
 type nodeWithHealth struct {
-	capacity.NodeStatus
+	gangway.NodeStatus
 	GPUHealth map[int]capacity.GPUHealth `json:"GPUHealth,omitempty"`
 }
 
-func withHealth(nodes []capacity.NodeStatus, health map[string]map[int]capacity.GPUHealth) []nodeWithHealth {
+func withHealth(nodes []gangway.NodeStatus, health map[string]map[int]capacity.GPUHealth) []nodeWithHealth {
 	out := make([]nodeWithHealth, len(nodes))
 	for i, n := range nodes {
 		out[i] = nodeWithHealth{NodeStatus: n, GPUHealth: health[n.Node.ID]}
@@ -27,7 +28,7 @@ func withHealth(nodes []capacity.NodeStatus, health map[string]map[int]capacity.
 }
 
 // fencedGPUs counts a node's GPUs out of service.
-func fencedGPUs(n capacity.NodeStatus) int {
+func fencedGPUs(n gangway.NodeStatus) int {
 	k := 0
 	for _, g := range n.Node.GPUs {
 		if !g.Healthy {
@@ -39,7 +40,7 @@ func fencedGPUs(n capacity.NodeStatus) int {
 
 // printGPUHealth lists GPU by GPU the ones that are fenced, flaky or have
 // faulted (every GPU with all), with the job on each and its last fault.
-func printGPUHealth(w io.Writer, nodes []capacity.NodeStatus, health map[string]map[int]capacity.GPUHealth, all bool, now time.Time) error {
+func printGPUHealth(w io.Writer, nodes []gangway.NodeStatus, health map[string]map[int]capacity.GPUHealth, all bool, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	header := false
 	for _, n := range nodes {

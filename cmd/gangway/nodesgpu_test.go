@@ -18,7 +18,7 @@ func TestPrintGPUHealth(t *testing.T) {
 		{Index: 1, UUID: "GPU-b", Healthy: false, Flakiness: 1},
 		{Index: 2, UUID: "GPU-c", Healthy: true},
 	}}
-	nodes := []capacity.NodeStatus{{Node: node, Allocated: map[int]gangway.JobID{2: "notebook"}}}
+	nodes := []gangway.NodeStatus{{Node: node, Allocated: map[int]gangway.JobID{2: "notebook"}}}
 	health := map[string]map[int]capacity.GPUHealth{"n1": {
 		1: {Node: "n1", GPU: 1, FencedAt: now.Add(-2 * time.Minute), Fences: 1, LastFault: &capacity.GPUEvent{
 			Kind: "xid", Xid: 79, Meaning: "GPU has fallen off the bus", Blame: "gpu", Jobs: []gangway.JobID{"train"}, At: now.Add(-2 * time.Minute)}},

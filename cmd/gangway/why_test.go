@@ -19,7 +19,7 @@ func TestPrintWhy(t *testing.T) {
 	queued := workflows.Status{JobID: "big", Team: "nlp", Phase: gangway.PhaseQueued, Attempt: 1}
 	tests := map[string]struct {
 		output  string
-		waiting *client.Waiting
+		waiting *gangway.Waiting
 		want    string
 	}{
 		"not yet considered": {
@@ -29,7 +29,7 @@ func TestPrintWhy(t *testing.T) {
 		},
 		"own reservation": {
 			output: "text",
-			waiting: &client.Waiting{Reason: "WaitingForReservation", Detail: "16 GPUs free up when 2 jobs end", Retry: true,
+			waiting: &gangway.Waiting{Reason: "WaitingForReservation", Detail: "16 GPUs free up when 2 jobs end", Retry: true,
 				ReservationStart: now.Add(90 * time.Minute), ReservedNodes: []string{"n1", "n2"}},
 			want: "Job big (team nlp) is Queued, attempt 1.\n" +
 				"Why: WaitingForReservation: 16 GPUs free up when 2 jobs end\n" +
@@ -37,14 +37,14 @@ func TestPrintWhy(t *testing.T) {
 		},
 		"never fits": {
 			output:  "text",
-			waiting: &client.Waiting{Reason: "NeverFits", Detail: "needs 16 GPUs on one node; the largest has 8"},
+			waiting: &gangway.Waiting{Reason: "NeverFits", Detail: "needs 16 GPUs on one node; the largest has 8"},
 			want: "Job big (team nlp) is Queued, attempt 1.\n" +
 				"Why: NeverFits: needs 16 GPUs on one node; the largest has 8\n" +
 				"It will not fit as the fleet stands: change the job's spec or add capacity.\n",
 		},
 		"json": {
 			output:  "json",
-			waiting: &client.Waiting{Reason: "QuotaExceeded", Detail: "team nlp uses 32 of 32 GPUs", Retry: true},
+			waiting: &gangway.Waiting{Reason: "QuotaExceeded", Detail: "team nlp uses 32 of 32 GPUs", Retry: true},
 			want: `{
   "attempt": 1,
   "jobId": "big",

@@ -25,7 +25,7 @@ import (
 type Capacity interface {
 	RegisterNode(ctx context.Context, n gangway.Node, now time.Time) error
 	Heartbeat(ctx context.Context, nodeID string, now time.Time) error
-	AppendLog(ctx context.Context, jobID gangway.JobID, l capacity.LogLine) error
+	AppendLog(ctx context.Context, jobID gangway.JobID, l gangway.LogLine) error
 }
 
 // Event is a task starting or stopping on GPUs, as the agent saw it. Tests

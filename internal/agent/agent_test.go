@@ -33,7 +33,7 @@ type fakeCapacity struct {
 	registered   []string // node IDs, one per RegisterNode
 	heartbeats   []string // node IDs, one per Heartbeat
 	heartbeatErr error
-	logs         map[gangway.JobID][]capacity.LogLine
+	logs         map[gangway.JobID][]gangway.LogLine
 }
 
 var _ Capacity = (*fakeCapacity)(nil)
@@ -52,20 +52,20 @@ func (c *fakeCapacity) Heartbeat(_ context.Context, nodeID string, _ time.Time) 
 	return c.heartbeatErr
 }
 
-func (c *fakeCapacity) AppendLog(_ context.Context, jobID gangway.JobID, l capacity.LogLine) error {
+func (c *fakeCapacity) AppendLog(_ context.Context, jobID gangway.JobID, l gangway.LogLine) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.logs == nil {
-		c.logs = map[gangway.JobID][]capacity.LogLine{}
+		c.logs = map[gangway.JobID][]gangway.LogLine{}
 	}
 	c.logs[jobID] = append(c.logs[jobID], l)
 	return nil
 }
 
-func (c *fakeCapacity) logLines(jobID gangway.JobID) []capacity.LogLine {
+func (c *fakeCapacity) logLines(jobID gangway.JobID) []gangway.LogLine {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return append([]capacity.LogLine(nil), c.logs[jobID]...)
+	return append([]gangway.LogLine(nil), c.logs[jobID]...)
 }
 
 // recorder keeps every event, in order.
@@ -328,12 +328,12 @@ func TestRunTaskSucceeds(t *testing.T) {
 	if got, want := string(b), "hello\nto stderr\nno newline\n"; got != want {
 		t.Errorf("log file = %q, want %q", got, want)
 	}
-	want := []capacity.LogLine{
+	want := []gangway.LogLine{
 		{Rank: 1, Attempt: 2, Text: "hello"},
 		{Rank: 1, Attempt: 2, Text: "to stderr"},
 		{Rank: 1, Attempt: 2, Text: "no newline"},
 	}
-	if diff := cmp.Diff(want, h.cap.logLines("train-1"), cmpopts.IgnoreFields(capacity.LogLine{}, "Time")); diff != "" {
+	if diff := cmp.Diff(want, h.cap.logLines("train-1"), cmpopts.IgnoreFields(gangway.LogLine{}, "Time")); diff != "" {
 		t.Errorf("log stream mismatch (-want +got):\n%s", diff)
 	}
 	if res.StartedAt.IsZero() || res.FinishedAt.Before(res.StartedAt) {

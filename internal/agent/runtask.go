@@ -18,7 +18,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/gangwayhq/gangway/internal/capacity"
+	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/workflows"
 )
 
@@ -375,7 +375,7 @@ func newTaskOutput(path string, a *Agent, in workflows.RunTaskInput) (*taskOutpu
 				o.last = o.last[1:]
 			}
 			o.mu.Unlock()
-			err := a.cap.AppendLog(context.Background(), in.JobID, capacity.LogLine{
+			err := a.cap.AppendLog(context.Background(), in.JobID, gangway.LogLine{
 				Time: time.Now(), Rank: in.Rank, Attempt: in.Attempt, Text: line})
 			if err != nil && !warned {
 				a.log.Warn("log stream append failed; the log file still has everything", "job_id", in.JobID, "error", err)

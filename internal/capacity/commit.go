@@ -20,7 +20,7 @@ import (
 // dispatcher agrees on it.
 type Snapshot struct {
 	Now   time.Time
-	Nodes []NodeStatus         // sorted by ID
+	Nodes []gangway.NodeStatus // sorted by ID
 	Queue []gangway.QueueEntry // in queue order
 	// Allocations are the committed assignments, sorted by job ID (what
 	// preemption may choose victims from).
@@ -294,20 +294,20 @@ func (v *View) read(ctx context.Context, withQueue bool) (Snapshot, error) {
 		return Snapshot{}, err
 	}
 
-	byID := make(map[string]*NodeStatus, len(nodes))
-	s.Nodes = make([]NodeStatus, 0, len(nodes))
+	byID := make(map[string]*gangway.NodeStatus, len(nodes))
+	s.Nodes = make([]gangway.NodeStatus, 0, len(nodes))
 	for id, raw := range nodes {
 		var n gangway.Node
 		if err := json.Unmarshal([]byte(raw), &n); err != nil {
 			return Snapshot{}, fmt.Errorf("decode node %s: %w", id, err)
 		}
-		st := NodeStatus{Node: n, State: states[id], Allocated: map[int]gangway.JobID{}}
+		st := gangway.NodeStatus{Node: n, State: states[id], Allocated: map[int]gangway.JobID{}}
 		if ms, err := strconv.ParseInt(beats[id], 10, 64); err == nil {
 			st.LastHeartbeat = time.UnixMilli(ms)
 		}
 		s.Nodes = append(s.Nodes, st)
 	}
-	slices.SortFunc(s.Nodes, func(a, b NodeStatus) int { return strings.Compare(a.Node.ID, b.Node.ID) })
+	slices.SortFunc(s.Nodes, func(a, b gangway.NodeStatus) int { return strings.Compare(a.Node.ID, b.Node.ID) })
 	for i := range s.Nodes {
 		byID[s.Nodes[i].Node.ID] = &s.Nodes[i]
 	}

@@ -16,8 +16,8 @@ func TestCommit(t *testing.T) {
 	ctx := t.Context()
 	v := world(t, rdb, []gangway.Node{node("n1", 4), node("n2", 4)},
 		entry("a", 1, 2, 2), entry("b", 3, 1, 1), entry("c", 1, 1, 8))
-	c := Waiting{Reason: "Fragmented", Detail: "needs 8 GPUs on one node", Retry: true}
-	must(t, v.SetReasons(ctx, map[gangway.JobID]Waiting{"a": {Reason: "InsufficientFreeGPUs", Retry: true}, "c": c}))
+	c := gangway.Waiting{Reason: "Fragmented", Detail: "needs 8 GPUs on one node", Retry: true}
+	must(t, v.SetReasons(ctx, map[gangway.JobID]gangway.Waiting{"a": {Reason: "InsufficientFreeGPUs", Retry: true}, "c": c}))
 
 	plan := []gangway.Assignment{
 		assign("a", 1, member(0, "n1", 0, 1), member(1, "n2", 0, 1)),
@@ -32,7 +32,7 @@ func TestCommit(t *testing.T) {
 	}
 	want := Snapshot{
 		Now: snap.Now,
-		Nodes: []NodeStatus{
+		Nodes: []gangway.NodeStatus{
 			{Node: node("n1", 4), State: gangway.NodeReady, LastHeartbeat: t0,
 				Allocated: map[int]gangway.JobID{0: "a", 1: "a", 3: "b"}, UsedCPUMilli: 8000, UsedMemMiB: 32768},
 			{Node: node("n2", 4), State: gangway.NodeReady, LastHeartbeat: t0,
@@ -53,12 +53,12 @@ func TestCommit(t *testing.T) {
 	if _, err := v.Allocation(ctx, "c"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("Allocation(c) error = %v, want ErrNotFound", err)
 	}
-	reasons := map[string]Waiting{}
+	reasons := map[string]gangway.Waiting{}
 	for _, job := range []string{"a", "c"} {
-		reasons[job], err = v.Reason(ctx, job)
+		reasons[job], err = v.Waiting(ctx, job)
 		must(t, err)
 	}
-	if diff := cmp.Diff(map[string]Waiting{"a": {}, "c": c}, reasons); diff != "" {
+	if diff := cmp.Diff(map[string]gangway.Waiting{"a": {}, "c": c}, reasons); diff != "" {
 		t.Errorf("reasons after commit mismatch (-want +got):\n%s", diff)
 	}
 }

@@ -12,19 +12,10 @@ import (
 	"github.com/gangwayhq/gangway"
 )
 
-// LogLine is one line of task output.
-type LogLine struct {
-	ID      string // stream entry ID, set by Redis; pass it to Logs as after
-	Time    time.Time
-	Rank    int
-	Attempt int
-	Text    string
-}
-
 // AppendLog appends a line to the job's log stream, trimming the stream to
 // about Options.LogMaxLen lines (XADD MAXLEN ~). l.ID is ignored: Redis
 // assigns IDs.
-func (v *View) AppendLog(ctx context.Context, jobID gangway.JobID, l LogLine) error {
+func (v *View) AppendLog(ctx context.Context, jobID gangway.JobID, l gangway.LogLine) error {
 	err := v.rdb.XAdd(ctx, &redis.XAddArgs{
 		Stream: v.k.logPrefix + jobID,
 		MaxLen: v.logMaxLen,
@@ -45,7 +36,7 @@ func (v *View) AppendLog(ctx context.Context, jobID gangway.JobID, l LogLine) er
 // Logs returns the job's lines after the entry ID after ("" = from the
 // start). With block > 0 and nothing new, it waits up to block for new lines
 // (XREAD BLOCK) and returns an empty slice on timeout.
-func (v *View) Logs(ctx context.Context, jobID gangway.JobID, after string, block time.Duration) ([]LogLine, error) {
+func (v *View) Logs(ctx context.Context, jobID gangway.JobID, after string, block time.Duration) ([]gangway.LogLine, error) {
 	key := v.k.logPrefix + jobID
 	var msgs []redis.XMessage
 	if block > 0 {
@@ -57,7 +48,7 @@ func (v *View) Logs(ctx context.Context, jobID gangway.JobID, after string, bloc
 		}
 		streams, err := v.rdb.XRead(ctx, &redis.XReadArgs{Streams: []string{key, after}, Block: block}).Result()
 		if errors.Is(err, redis.Nil) {
-			return []LogLine{}, nil
+			return []gangway.LogLine{}, nil
 		}
 		if err != nil {
 			return nil, fmt.Errorf("logs %s: %w", jobID, err)
@@ -76,7 +67,7 @@ func (v *View) Logs(ctx context.Context, jobID gangway.JobID, after string, bloc
 			return nil, fmt.Errorf("logs %s: %w", jobID, err)
 		}
 	}
-	lines := make([]LogLine, 0, len(msgs))
+	lines := make([]gangway.LogLine, 0, len(msgs))
 	for _, m := range msgs {
 		lines = append(lines, decodeLogLine(m))
 	}
@@ -85,8 +76,8 @@ func (v *View) Logs(ctx context.Context, jobID gangway.JobID, after string, bloc
 
 // decodeLogLine reads a stream entry; a malformed field reads as zero
 // rather than losing the line.
-func decodeLogLine(m redis.XMessage) LogLine {
-	l := LogLine{ID: m.ID}
+func decodeLogLine(m redis.XMessage) gangway.LogLine {
+	l := gangway.LogLine{ID: m.ID}
 	str := func(k string) string {
 		s, _ := m.Values[k].(string)
 		return s

@@ -10,32 +10,32 @@ import (
 	"github.com/gangwayhq/gangway"
 )
 
-func logLine(i int) LogLine {
-	return LogLine{Time: t0.Add(time.Duration(i) * time.Second), Rank: i % 2, Attempt: 1, Text: "step " + string(rune('a'+i))}
+func logLine(i int) gangway.LogLine {
+	return gangway.LogLine{Time: t0.Add(time.Duration(i) * time.Second), Rank: i % 2, Attempt: 1, Text: "step " + string(rune('a'+i))}
 }
 
 func TestLogs(t *testing.T) {
 	rdb := startRedis(t)
-	ignoreID := cmpopts.IgnoreFields(LogLine{}, "ID")
+	ignoreID := cmpopts.IgnoreFields(gangway.LogLine{}, "ID")
 
 	tests := map[string]struct {
 		lines     int
 		afterLine int // 0: from the start; n: after the n-th line
 		block     time.Duration
-		want      []LogLine
+		want      []gangway.LogLine
 	}{
-		"no lines":       {want: []LogLine{}},
-		"all lines":      {lines: 3, want: []LogLine{logLine(0), logLine(1), logLine(2)}},
-		"after a line":   {lines: 3, afterLine: 1, want: []LogLine{logLine(1), logLine(2)}},
-		"after the last": {lines: 3, afterLine: 3, want: []LogLine{}},
+		"no lines":       {want: []gangway.LogLine{}},
+		"all lines":      {lines: 3, want: []gangway.LogLine{logLine(0), logLine(1), logLine(2)}},
+		"after a line":   {lines: 3, afterLine: 1, want: []gangway.LogLine{logLine(1), logLine(2)}},
+		"after the last": {lines: 3, afterLine: 3, want: []gangway.LogLine{}},
 		"block returns existing lines at once": {
-			lines: 2, afterLine: 1, block: time.Minute, want: []LogLine{logLine(1)},
+			lines: 2, afterLine: 1, block: time.Minute, want: []gangway.LogLine{logLine(1)},
 		},
 		"block from the start": {
-			lines: 2, block: time.Minute, want: []LogLine{logLine(0), logLine(1)},
+			lines: 2, block: time.Minute, want: []gangway.LogLine{logLine(0), logLine(1)},
 		},
 		"block times out empty": {
-			lines: 2, afterLine: 2, block: 50 * time.Millisecond, want: []LogLine{},
+			lines: 2, afterLine: 2, block: 50 * time.Millisecond, want: []gangway.LogLine{},
 		},
 	}
 	for name, tc := range tests {
@@ -76,7 +76,7 @@ func TestLogsBlockWakesOnAppend(t *testing.T) {
 	got, err := v.Logs(ctx, "job", first[0].ID, 10*time.Second)
 	must(t, err)
 	must(t, <-errc)
-	if diff := cmp.Diff([]LogLine{logLine(1)}, got, cmpopts.IgnoreFields(LogLine{}, "ID")); diff != "" {
+	if diff := cmp.Diff([]gangway.LogLine{logLine(1)}, got, cmpopts.IgnoreFields(gangway.LogLine{}, "ID")); diff != "" {
 		t.Errorf("Logs() mismatch (-want +got):\n%s", diff)
 	}
 	if len(got) == 1 && got[0].ID <= first[0].ID {
@@ -91,9 +91,9 @@ func TestLogsCapped(t *testing.T) {
 	v := newView(rdb, Options{LogMaxLen: maxLen})
 	jobs := []gangway.JobID{"capped", "other"}
 	for i := range appended {
-		must(t, v.AppendLog(ctx, jobs[0], LogLine{Time: t0, Text: "x"}))
+		must(t, v.AppendLog(ctx, jobs[0], gangway.LogLine{Time: t0, Text: "x"}))
 		if i == 0 {
-			must(t, v.AppendLog(ctx, jobs[1], LogLine{Time: t0, Text: "y"}))
+			must(t, v.AppendLog(ctx, jobs[1], gangway.LogLine{Time: t0, Text: "y"}))
 		}
 	}
 	got, err := v.Logs(ctx, jobs[0], "", 0)

@@ -12,31 +12,6 @@ import (
 	"github.com/gangwayhq/gangway"
 )
 
-// NodeStatus is a node as the view sees it: inventory, state, last
-// heartbeat and what is allocated on it.
-type NodeStatus struct {
-	Node          gangway.Node
-	State         string // gangway.NodeReady, NodeCordoned or NodeLost
-	LastHeartbeat time.Time
-	// Allocated maps each held GPU index to the job holding it; free GPUs
-	// are absent.
-	Allocated    map[int]gangway.JobID
-	UsedCPUMilli int64
-	UsedMemMiB   int64
-}
-
-// FreeGPUs returns the indices of the node's GPUs that no job holds, in
-// inventory order. Health is not considered; that is placement's call.
-func (s NodeStatus) FreeGPUs() []int {
-	var free []int
-	for _, g := range s.Node.GPUs {
-		if _, held := s.Allocated[g.Index]; !held {
-			free = append(free, g.Index)
-		}
-	}
-	return free
-}
-
 // validState reports whether SetNodeState accepts state.
 func validState(state string) bool {
 	switch state {
@@ -128,7 +103,7 @@ func (v *View) RemoveNode(ctx context.Context, nodeID string) error {
 
 // Nodes returns every registered node with its state, heartbeat and
 // allocations, read at one instant, sorted by ID.
-func (v *View) Nodes(ctx context.Context) ([]NodeStatus, error) {
+func (v *View) Nodes(ctx context.Context) ([]gangway.NodeStatus, error) {
 	st, err := v.read(ctx, false)
 	if err != nil {
 		return nil, fmt.Errorf("nodes: %w", err)

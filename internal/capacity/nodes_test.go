@@ -20,7 +20,7 @@ func TestNodes(t *testing.T) {
 	tests := map[string]struct {
 		act       func(ctx context.Context, v *View) error
 		wantErr   error // nil: no error; errAny: some error
-		wantNodes []NodeStatus
+		wantNodes []gangway.NodeStatus
 	}{
 		"register new nodes, sorted by id": {
 			act: func(ctx context.Context, v *View) error {
@@ -29,7 +29,7 @@ func TestNodes(t *testing.T) {
 				}
 				return v.RegisterNode(ctx, n1, t0.Add(time.Second))
 			},
-			wantNodes: []NodeStatus{
+			wantNodes: []gangway.NodeStatus{
 				{Node: n1, State: gangway.NodeReady, LastHeartbeat: t0.Add(time.Second)},
 				{Node: n2, State: gangway.NodeReady, LastHeartbeat: t0},
 			},
@@ -44,7 +44,7 @@ func TestNodes(t *testing.T) {
 				}
 				return v.RegisterNode(ctx, n1Bigger, t0.Add(time.Minute))
 			},
-			wantNodes: []NodeStatus{{Node: n1Bigger, State: gangway.NodeCordoned, LastHeartbeat: t0.Add(time.Minute)}},
+			wantNodes: []gangway.NodeStatus{{Node: n1Bigger, State: gangway.NodeCordoned, LastHeartbeat: t0.Add(time.Minute)}},
 		},
 		"re-register makes a lost node ready": {
 			act: func(ctx context.Context, v *View) error {
@@ -56,7 +56,7 @@ func TestNodes(t *testing.T) {
 				}
 				return v.RegisterNode(ctx, n1, t0.Add(time.Minute))
 			},
-			wantNodes: []NodeStatus{{Node: n1, State: gangway.NodeReady, LastHeartbeat: t0.Add(time.Minute)}},
+			wantNodes: []gangway.NodeStatus{{Node: n1, State: gangway.NodeReady, LastHeartbeat: t0.Add(time.Minute)}},
 		},
 		"uncordon": {
 			act: func(ctx context.Context, v *View) error {
@@ -68,7 +68,7 @@ func TestNodes(t *testing.T) {
 				}
 				return v.SetNodeState(ctx, "n1", gangway.NodeReady)
 			},
-			wantNodes: []NodeStatus{{Node: n1, State: gangway.NodeReady, LastHeartbeat: t0}},
+			wantNodes: []gangway.NodeStatus{{Node: n1, State: gangway.NodeReady, LastHeartbeat: t0}},
 		},
 		"heartbeat moves forward only": {
 			act: func(ctx context.Context, v *View) error {
@@ -80,21 +80,21 @@ func TestNodes(t *testing.T) {
 				}
 				return v.Heartbeat(ctx, "n1", t0.Add(5*time.Second)) // late retry
 			},
-			wantNodes: []NodeStatus{{Node: n1, State: gangway.NodeReady, LastHeartbeat: t0.Add(10 * time.Second)}},
+			wantNodes: []gangway.NodeStatus{{Node: n1, State: gangway.NodeReady, LastHeartbeat: t0.Add(10 * time.Second)}},
 		},
 		"heartbeat from unregistered node": {
 			act: func(ctx context.Context, v *View) error {
 				return v.Heartbeat(ctx, "ghost", t0)
 			},
 			wantErr:   ErrNotFound,
-			wantNodes: []NodeStatus{},
+			wantNodes: []gangway.NodeStatus{},
 		},
 		"cordon unregistered node": {
 			act: func(ctx context.Context, v *View) error {
 				return v.SetNodeState(ctx, "ghost", gangway.NodeCordoned)
 			},
 			wantErr:   ErrNotFound,
-			wantNodes: []NodeStatus{},
+			wantNodes: []gangway.NodeStatus{},
 		},
 		"invalid state": {
 			act: func(ctx context.Context, v *View) error {
@@ -104,7 +104,7 @@ func TestNodes(t *testing.T) {
 				return v.SetNodeState(ctx, "n1", "draining-ish")
 			},
 			wantErr:   errAny,
-			wantNodes: []NodeStatus{{Node: n1, State: gangway.NodeReady, LastHeartbeat: t0}},
+			wantNodes: []gangway.NodeStatus{{Node: n1, State: gangway.NodeReady, LastHeartbeat: t0}},
 		},
 		"remove node": {
 			act: func(ctx context.Context, v *View) error {
@@ -116,14 +116,14 @@ func TestNodes(t *testing.T) {
 				}
 				return v.RemoveNode(ctx, "n1")
 			},
-			wantNodes: []NodeStatus{{Node: n2, State: gangway.NodeReady, LastHeartbeat: t0}},
+			wantNodes: []gangway.NodeStatus{{Node: n2, State: gangway.NodeReady, LastHeartbeat: t0}},
 		},
 		"remove unknown node": {
 			act: func(ctx context.Context, v *View) error {
 				return v.RemoveNode(ctx, "ghost")
 			},
 			wantErr:   ErrNotFound,
-			wantNodes: []NodeStatus{},
+			wantNodes: []gangway.NodeStatus{},
 		},
 	}
 	for name, tc := range tests {
@@ -168,7 +168,7 @@ func TestNodesReportAllocations(t *testing.T) {
 
 	got, err := v.Nodes(ctx)
 	must(t, err)
-	want := []NodeStatus{
+	want := []gangway.NodeStatus{
 		{Node: node("n1", 4), State: gangway.NodeReady, LastHeartbeat: t0,
 			Allocated: map[int]gangway.JobID{0: "a", 1: "a", 3: "b"}, UsedCPUMilli: 8000, UsedMemMiB: 32768},
 		{Node: node("n2", 4), State: gangway.NodeReady, LastHeartbeat: t0,

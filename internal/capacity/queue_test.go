@@ -173,26 +173,26 @@ func jobIDs(q []gangway.QueueEntry) []string {
 
 func TestReasons(t *testing.T) {
 	rdb := startRedis(t)
-	short := Waiting{Reason: "InsufficientFreeGPUs", Detail: "needs 16 GPUs, 8 free", Retry: true}
-	quota := Waiting{Reason: "QuotaExceeded", Detail: "team ml uses 32 of 32 GPUs", Retry: true}
-	reserved := Waiting{Reason: "WaitingForReservation", Detail: "GPUs free up at 12:00", Retry: true,
+	short := gangway.Waiting{Reason: "InsufficientFreeGPUs", Detail: "needs 16 GPUs, 8 free", Retry: true}
+	quota := gangway.Waiting{Reason: "QuotaExceeded", Detail: "team ml uses 32 of 32 GPUs", Retry: true}
+	reserved := gangway.Waiting{Reason: "WaitingForReservation", Detail: "GPUs free up at 12:00", Retry: true,
 		ReservationStart: t0.Add(time.Hour), ReservedNodes: []string{"n1", "n2"}}
-	never := Waiting{Reason: "ModelUnavailable", Detail: "no H200 in the fleet"}
+	never := gangway.Waiting{Reason: "ModelUnavailable", Detail: "no H200 in the fleet"}
 	tests := map[string]struct {
-		sets []map[gangway.JobID]Waiting
-		want map[gangway.JobID]Waiting // job → Reason()
+		sets []map[gangway.JobID]gangway.Waiting
+		want map[gangway.JobID]gangway.Waiting // job → Reason()
 	}{
 		"set": {
-			sets: []map[gangway.JobID]Waiting{{"a": short, "b": quota, "r": reserved}},
-			want: map[gangway.JobID]Waiting{"a": short, "b": quota, "r": reserved, "c": {}},
+			sets: []map[gangway.JobID]gangway.Waiting{{"a": short, "b": quota, "r": reserved}},
+			want: map[gangway.JobID]gangway.Waiting{"a": short, "b": quota, "r": reserved, "c": {}},
 		},
 		"replace drops jobs no longer listed": {
-			sets: []map[gangway.JobID]Waiting{{"a": short, "b": quota}, {"b": reserved, "c": never}},
-			want: map[gangway.JobID]Waiting{"a": {}, "b": reserved, "c": never},
+			sets: []map[gangway.JobID]gangway.Waiting{{"a": short, "b": quota}, {"b": reserved, "c": never}},
+			want: map[gangway.JobID]gangway.Waiting{"a": {}, "b": reserved, "c": never},
 		},
 		"empty set clears": {
-			sets: []map[gangway.JobID]Waiting{{"a": short}, {}},
-			want: map[gangway.JobID]Waiting{"a": {}},
+			sets: []map[gangway.JobID]gangway.Waiting{{"a": short}, {}},
+			want: map[gangway.JobID]gangway.Waiting{"a": {}},
 		},
 	}
 	for name, tc := range tests {
@@ -202,9 +202,9 @@ func TestReasons(t *testing.T) {
 			for _, s := range tc.sets {
 				must(t, v.SetReasons(ctx, s))
 			}
-			got := map[gangway.JobID]Waiting{}
+			got := map[gangway.JobID]gangway.Waiting{}
 			for job := range tc.want {
-				r, err := v.Reason(ctx, job)
+				r, err := v.Waiting(ctx, job)
 				must(t, err)
 				got[job] = r
 			}
@@ -228,15 +228,15 @@ func TestReasonsWrittenAsText(t *testing.T) {
 		"d": "",
 	}
 	must(t, rdb.HSet(ctx, v.k.reasons, old).Err())
-	want := map[gangway.JobID]Waiting{
+	want := map[gangway.JobID]gangway.Waiting{
 		"a": {Reason: "Fragmented", Detail: "8 GPUs free in total but at most 4 on one node", Retry: true},
 		"b": {Reason: "NeverFits", Detail: "needs 16 GPUs per replica, the largest node has 8"},
 		"c": {Detail: "waiting", Retry: true},
 		"d": {},
 	}
-	got := map[gangway.JobID]Waiting{}
+	got := map[gangway.JobID]gangway.Waiting{}
 	for job := range want {
-		r, err := v.Reason(ctx, job)
+		r, err := v.Waiting(ctx, job)
 		must(t, err)
 		got[job] = r
 	}

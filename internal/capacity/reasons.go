@@ -6,36 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/gangwayhq/gangway"
 )
 
-// Waiting is why the dispatch loop's last cycle left a job pending: the
-// placement reason, typed, with the numbers placement gave. It is stored
-// as JSON so `gangway why` and the client can read it field by field.
-type Waiting struct {
-	// Reason is the placement reason code (placement.Reason), e.g.
-	// "QuotaExceeded", "Fragmented", "WaitingForReservation".
-	Reason string `json:"reason"`
-	// Detail is placement's sentence for people, with its numbers.
-	Detail string `json:"detail,omitempty"`
-	// Retry: the job may fit later without the fleet changing; false
-	// means it never will as the fleet stands (NeverFits,
-	// ModelUnavailable).
-	Retry bool `json:"retry"`
-	// ReservationStart is when the GPUs reserved for the job free up
-	// (running jobs' max runtimes), ReservedNodes where; set only while
-	// the job holds a reservation.
-	ReservationStart time.Time `json:"reservationStart,omitzero"`
-	ReservedNodes    []string  `json:"reservedNodes,omitempty"`
-}
-
 // SetReasons replaces every pending reason with reasons (job → why it
 // waits). The dispatch loop calls it once per cycle with the whole set.
-func (v *View) SetReasons(ctx context.Context, reasons map[gangway.JobID]Waiting) error {
+func (v *View) SetReasons(ctx context.Context, reasons map[gangway.JobID]gangway.Waiting) error {
 	fields := make(map[string]any, len(reasons))
 	for id, w := range reasons {
 		b, err := json.Marshal(w)
@@ -59,13 +38,13 @@ func (v *View) SetReasons(ctx context.Context, reasons map[gangway.JobID]Waiting
 
 // Reason returns why the job is still pending, as of the last dispatch
 // cycle; the zero Waiting if there is no reason on record.
-func (v *View) Reason(ctx context.Context, jobID gangway.JobID) (Waiting, error) {
+func (v *View) Waiting(ctx context.Context, jobID gangway.JobID) (gangway.Waiting, error) {
 	r, err := v.rdb.HGet(ctx, v.k.reasons, jobID).Result()
 	if errors.Is(err, redis.Nil) {
-		return Waiting{}, nil
+		return gangway.Waiting{}, nil
 	}
 	if err != nil {
-		return Waiting{}, fmt.Errorf("reason %s: %w", jobID, err)
+		return gangway.Waiting{}, fmt.Errorf("reason %s: %w", jobID, err)
 	}
 	return decodeWaiting(r), nil
 }
@@ -74,8 +53,8 @@ func (v *View) Reason(ctx context.Context, jobID gangway.JobID) (Waiting, error)
 // stored the text "<reason code>: <detail>"; such a value (until the next
 // cycle replaces it) is split back into code and detail, with Retry as
 // those versions' placement defined it.
-func decodeWaiting(s string) Waiting {
-	var w Waiting
+func decodeWaiting(s string) gangway.Waiting {
+	var w gangway.Waiting
 	if s == "" {
 		return w
 	}
@@ -86,5 +65,5 @@ func decodeWaiting(s string) Waiting {
 	if !ok || strings.ContainsAny(code, " \t") {
 		code, detail = "", s // free text: no code to recover
 	}
-	return Waiting{Reason: code, Detail: detail, Retry: code != "NeverFits" && code != "ModelUnavailable"}
+	return gangway.Waiting{Reason: code, Detail: detail, Retry: code != "NeverFits" && code != "ModelUnavailable"}
 }

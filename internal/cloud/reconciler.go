@@ -29,7 +29,7 @@ type Jobs interface {
 // Nodes is the part of the capacity view the reconciler cleans up: nodes
 // of cloud instances that are gone.
 type Nodes interface {
-	Nodes(ctx context.Context) ([]capacity.NodeStatus, error)
+	Nodes(ctx context.Context) ([]gangway.NodeStatus, error)
 	RemoveNode(ctx context.Context, nodeID string) error
 }
 

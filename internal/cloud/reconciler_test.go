@@ -276,7 +276,7 @@ func TestReconcileProviderFailure(t *testing.T) {
 	c.Advance(time.Hour)
 	bad.FailNext(fake.OpList, fmt.Errorf("%w: rate exceeded", providers.ErrThrottled))
 	reg, _ := cloud.NewRegistry([]providers.Provider{good, bad}, cloud.RegistryOptions{})
-	nodes := &fakeNodes{nodes: []capacity.NodeStatus{cloudNode("ghost", "gone", t0)}}
+	nodes := &fakeNodes{nodes: []gangway.NodeStatus{cloudNode("ghost", "gone", t0)}}
 	preg := prometheus.NewRegistry()
 	r := cloud.NewReconciler(reg, &fakeJobs{}, cloud.ReconcilerConfig{Now: c.Now, Nodes: nodes, Metrics: metrics.NewCloud(preg)})
 	got := summarize(r.Reconcile(t.Context()))
@@ -337,11 +337,11 @@ gangway_cloud_orphans_terminated_total{provider="c1",reason="job-unknown"} 1
 // fakeNodes is a capacity view with a fixed node list.
 type fakeNodes struct {
 	mu      sync.Mutex
-	nodes   []capacity.NodeStatus
+	nodes   []gangway.NodeStatus
 	removed []string
 }
 
-func (f *fakeNodes) Nodes(context.Context) ([]capacity.NodeStatus, error) {
+func (f *fakeNodes) Nodes(context.Context) ([]gangway.NodeStatus, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return slices.Clone(f.nodes), nil
@@ -364,8 +364,8 @@ func (f *fakeNodes) RemoveNode(_ context.Context, id string) error {
 	return fmt.Errorf("remove node %s: %w", id, capacity.ErrNotFound)
 }
 
-func cloudNode(id string, owner gangway.JobID, heartbeat time.Time) capacity.NodeStatus {
-	return capacity.NodeStatus{Node: gangway.Node{ID: id, Pool: "a100-spot", Owner: owner, CapacityType: "spot"},
+func cloudNode(id string, owner gangway.JobID, heartbeat time.Time) gangway.NodeStatus {
+	return gangway.NodeStatus{Node: gangway.Node{ID: id, Pool: "a100-spot", Owner: owner, CapacityType: "spot"},
 		State: gangway.NodeReady, LastHeartbeat: heartbeat}
 }
 
@@ -377,7 +377,7 @@ func TestReconcileSweepsNodesOfGoneInstances(t *testing.T) {
 	now := c.Now()
 	busy := cloudNode("busy", "gone", t0)
 	busy.Allocated = map[int]gangway.JobID{0: "gone"}
-	nodes := &fakeNodes{nodes: []capacity.NodeStatus{
+	nodes := &fakeNodes{nodes: []gangway.NodeStatus{
 		cloudNode(ids[0], "live", t0),   // its instance is live
 		cloudNode("ghost", "gone", t0),  // instance gone, silent for an hour
 		cloudNode("fresh", "gone", now), // gone but heartbeating: not yet

@@ -36,7 +36,7 @@ func burstEntry(id string) gangway.QueueEntry {
 func TestBurstCycle(t *testing.T) {
 	full := func() *fakeCapacity {
 		n := node("n1", 8, 0, gangway.NodeReady, 0, 1, 2, 3, 4, 5, 6, 7)
-		return &fakeCapacity{snap: capacity.Snapshot{Now: t0, Nodes: []capacity.NodeStatus{n},
+		return &fakeCapacity{snap: capacity.Snapshot{Now: t0, Nodes: []gangway.NodeStatus{n},
 			Allocations: []gangway.Assignment{{JobID: "other", Attempt: 1, At: t0, MaxRuntime: 10 * time.Hour,
 				Members: []gangway.Member{{NodeID: "n1", GPUs: []int{0, 1, 2, 3, 4, 5, 6, 7}}}}},
 			Queue: []gangway.QueueEntry{burstEntry("b"), entry("stay", 1, 8)}}}

@@ -25,7 +25,7 @@ type Capacity interface {
 	Allocations(ctx context.Context) ([]gangway.Assignment, error)
 	AcquireLease(ctx context.Context, holder string, ttl time.Duration) (bool, error)
 	ReleaseLease(ctx context.Context, holder string) error
-	SetReasons(ctx context.Context, reasons map[gangway.JobID]capacity.Waiting) error
+	SetReasons(ctx context.Context, reasons map[gangway.JobID]gangway.Waiting) error
 	StartBurst(ctx context.Context, holder string, jobID gangway.JobID, attempt int, request []byte) error
 	Bursts(ctx context.Context) (map[gangway.JobID][]byte, error)
 	ForgetBurst(ctx context.Context, jobID gangway.JobID) error
@@ -351,7 +351,7 @@ func (l *Loop) resignal(ctx context.Context) {
 }
 
 func (l *Loop) setReasons(ctx context.Context, plan placement.Plan) error {
-	reasons := make(map[gangway.JobID]capacity.Waiting, len(plan.Unplaced))
+	reasons := make(map[gangway.JobID]gangway.Waiting, len(plan.Unplaced))
 	for _, u := range plan.Unplaced {
 		reasons[u.JobID] = waiting(u, plan.Reservations)
 	}
@@ -363,8 +363,8 @@ func (l *Loop) setReasons(ctx context.Context, plan placement.Plan) error {
 
 // waiting is u as the view stores it: typed, with the start and nodes of
 // the job's own reservation when it holds one.
-func waiting(u placement.Unplaced, rs []placement.Reservation) capacity.Waiting {
-	w := capacity.Waiting{Reason: string(u.Reason), Detail: u.Detail, Retry: u.Reason.Retry()}
+func waiting(u placement.Unplaced, rs []placement.Reservation) gangway.Waiting {
+	w := gangway.Waiting{Reason: string(u.Reason), Detail: u.Detail, Retry: u.Reason.Retry()}
 	if i := slices.IndexFunc(rs, func(r placement.Reservation) bool { return r.JobID == u.JobID }); i >= 0 {
 		w.ReservationStart, w.ReservedNodes = rs[i].Start, rs[i].Nodes
 	}

@@ -28,7 +28,7 @@ type fakeCapacity struct {
 	commitErrs []error // returned by successive commits, then nil
 	committed  [][]gangway.Assignment
 	released   []string
-	reasons    map[gangway.JobID]capacity.Waiting
+	reasons    map[gangway.JobID]gangway.Waiting
 	leaseOwner string
 	bursting   map[gangway.JobID][]byte
 }
@@ -73,7 +73,7 @@ func (f *fakeCapacity) ReleaseLease(_ context.Context, holder string) error {
 	return nil
 }
 
-func (f *fakeCapacity) SetReasons(_ context.Context, r map[gangway.JobID]capacity.Waiting) error {
+func (f *fakeCapacity) SetReasons(_ context.Context, r map[gangway.JobID]gangway.Waiting) error {
 	f.reasons = r
 	return nil
 }
@@ -149,8 +149,8 @@ func (f *fakeWorkflows) Running(_ context.Context, id gangway.JobID) (bool, erro
 	return f.running[id], nil
 }
 
-func node(id string, gpus int, hbAge time.Duration, state string, used ...int) capacity.NodeStatus {
-	n := capacity.NodeStatus{State: state, LastHeartbeat: t0.Add(-hbAge), Allocated: map[int]gangway.JobID{}}
+func node(id string, gpus int, hbAge time.Duration, state string, used ...int) gangway.NodeStatus {
+	n := gangway.NodeStatus{State: state, LastHeartbeat: t0.Add(-hbAge), Allocated: map[int]gangway.JobID{}}
 	n.Node = gangway.Node{ID: id, Pool: "onprem", CPUMilli: 1 << 20, MemMiB: 1 << 20}
 	for i := range gpus {
 		n.Node.GPUs = append(n.Node.GPUs, gangway.GPU{Index: i, Model: "H100", Healthy: true})
@@ -176,44 +176,44 @@ func TestCycle(t *testing.T) {
 		err       bool
 	}
 	cases := map[string]struct {
-		nodes      []capacity.NodeStatus
+		nodes      []gangway.NodeStatus
 		queue      []gangway.QueueEntry
 		commitErrs []error
 		gone       []string
 		want       want
 	}{
 		"places what fits and explains the rest": {
-			nodes: []capacity.NodeStatus{node("n0", 8, 0, gangway.NodeReady, 0, 1, 2, 3)},
+			nodes: []gangway.NodeStatus{node("n0", 8, 0, gangway.NodeReady, 0, 1, 2, 3)},
 			queue: []gangway.QueueEntry{entry("big", 2, 8), entry("small", 1, 4)},
 			want: want{result: CycleResult{Placed: 1, Unplaced: 1}, committed: []string{"small"},
 				signaled: []string{"small/1"}, reasons: []string{"big"}, leading: true},
 		},
 		"lost and cordoned nodes get no work": {
-			nodes: []capacity.NodeStatus{node("lost", 8, time.Minute, gangway.NodeReady), node("cordoned", 8, 0, gangway.NodeCordoned)},
+			nodes: []gangway.NodeStatus{node("lost", 8, time.Minute, gangway.NodeReady), node("cordoned", 8, 0, gangway.NodeCordoned)},
 			queue: []gangway.QueueEntry{entry("j", 1, 1)},
 			want:  want{result: CycleResult{Unplaced: 1}, reasons: []string{"j"}, leading: true},
 		},
 		"stale plan is made again": {
-			nodes:      []capacity.NodeStatus{node("n0", 8, 0, gangway.NodeReady)},
+			nodes:      []gangway.NodeStatus{node("n0", 8, 0, gangway.NodeReady)},
 			queue:      []gangway.QueueEntry{entry("j", 1, 8)},
 			commitErrs: []error{fmt.Errorf("gpu taken: %w", capacity.ErrStale)},
 			want: want{result: CycleResult{Placed: 1, Stale: 1}, committed: []string{"j"},
 				signaled: []string{"j/1"}, leading: true},
 		},
 		"always stale gives up for this cycle": {
-			nodes:      []capacity.NodeStatus{node("n0", 8, 0, gangway.NodeReady)},
+			nodes:      []gangway.NodeStatus{node("n0", 8, 0, gangway.NodeReady)},
 			queue:      []gangway.QueueEntry{entry("j", 1, 8)},
 			commitErrs: []error{capacity.ErrStale, capacity.ErrStale, capacity.ErrStale, capacity.ErrStale},
 			want:       want{result: CycleResult{Stale: 3}, leading: true, err: true},
 		},
 		"deposed leader stops": {
-			nodes:      []capacity.NodeStatus{node("n0", 8, 0, gangway.NodeReady)},
+			nodes:      []gangway.NodeStatus{node("n0", 8, 0, gangway.NodeReady)},
 			queue:      []gangway.QueueEntry{entry("j", 1, 8)},
 			commitErrs: []error{capacity.ErrNotLeader},
 			want:       want{leading: false, err: true},
 		},
 		"workflow gone before its signal: released": {
-			nodes: []capacity.NodeStatus{node("n0", 8, 0, gangway.NodeReady)},
+			nodes: []gangway.NodeStatus{node("n0", 8, 0, gangway.NodeReady)},
 			queue: []gangway.QueueEntry{entry("gone", 1, 8)},
 			gone:  []string{"gone"},
 			want: want{result: CycleResult{Placed: 1}, committed: []string{"gone"},
@@ -249,7 +249,7 @@ func TestCycle(t *testing.T) {
 // TestSignalRetried: a signal that fails is delivered on a later cycle, not
 // dropped (the job's GPUs are committed; it must hear of them).
 func TestSignalRetried(t *testing.T) {
-	fc := &fakeCapacity{snap: capacity.Snapshot{Now: t0, Nodes: []capacity.NodeStatus{node("n0", 8, 0, gangway.NodeReady)},
+	fc := &fakeCapacity{snap: capacity.Snapshot{Now: t0, Nodes: []gangway.NodeStatus{node("n0", 8, 0, gangway.NodeReady)},
 		Queue: []gangway.QueueEntry{entry("j", 1, 1)}}}
 	fw := &fakeWorkflows{flaky: map[string]int{"j": 1}}
 	l := New(Config{Holder: "me"}, fc, fw)
@@ -331,7 +331,7 @@ func TestPreemptionSignalsVictims(t *testing.T) {
 		At: t0.Add(-time.Hour), Members: []gangway.Member{{NodeID: "n0", GPUs: []int{0, 1, 2, 3, 4, 5, 6, 7}}}}
 	high := entry("high", 1, 8)
 	high.Priority = 200
-	fc := &fakeCapacity{snap: capacity.Snapshot{Now: t0, Nodes: []capacity.NodeStatus{n},
+	fc := &fakeCapacity{snap: capacity.Snapshot{Now: t0, Nodes: []gangway.NodeStatus{n},
 		Queue: []gangway.QueueEntry{high}, Allocations: []gangway.Assignment{low}}}
 	fw := &fakeWorkflows{}
 	l := New(Config{Holder: "me", Placement: placement.Options{Preempt: true}}, fc, fw)
@@ -354,7 +354,7 @@ func TestPreemptionSignalsVictims(t *testing.T) {
 func TestCommitStampsAssignments(t *testing.T) {
 	e := entry("j", 1, 2)
 	e.Team, e.Priority, e.MaxRuntime, e.Preemptible, e.CPUMilli, e.MemMiB = "nlp", 200, time.Hour, true, 4000, 8192
-	fc := &fakeCapacity{snap: capacity.Snapshot{Now: t0, Nodes: []capacity.NodeStatus{node("n0", 8, 0, gangway.NodeReady)},
+	fc := &fakeCapacity{snap: capacity.Snapshot{Now: t0, Nodes: []gangway.NodeStatus{node("n0", 8, 0, gangway.NodeReady)},
 		Queue: []gangway.QueueEntry{e}}}
 	l := New(Config{Holder: "me"}, fc, &fakeWorkflows{})
 	if _, err := l.Cycle(t.Context()); err != nil {
@@ -373,19 +373,19 @@ func TestWaiting(t *testing.T) {
 	rs := []placement.Reservation{{JobID: "other", Start: t0}, {JobID: "big", Start: t0.Add(time.Hour), Nodes: []string{"n0", "n1"}}}
 	tests := map[string]struct {
 		u    placement.Unplaced
-		want capacity.Waiting
+		want gangway.Waiting
 	}{
 		"retries": {
 			u:    placement.Unplaced{JobID: "j", Reason: placement.ReasonQuota, Detail: "team a uses 8 of 8 GPUs"},
-			want: capacity.Waiting{Reason: "QuotaExceeded", Detail: "team a uses 8 of 8 GPUs", Retry: true},
+			want: gangway.Waiting{Reason: "QuotaExceeded", Detail: "team a uses 8 of 8 GPUs", Retry: true},
 		},
 		"never fits": {
 			u:    placement.Unplaced{JobID: "j", Reason: placement.ReasonNeverFits, Detail: "needs 16 GPUs on one node"},
-			want: capacity.Waiting{Reason: "NeverFits", Detail: "needs 16 GPUs on one node"},
+			want: gangway.Waiting{Reason: "NeverFits", Detail: "needs 16 GPUs on one node"},
 		},
 		"own reservation": {
 			u: placement.Unplaced{JobID: "big", Reason: placement.ReasonReservation, Detail: "GPUs reserved"},
-			want: capacity.Waiting{Reason: "WaitingForReservation", Detail: "GPUs reserved", Retry: true,
+			want: gangway.Waiting{Reason: "WaitingForReservation", Detail: "GPUs reserved", Retry: true,
 				ReservationStart: t0.Add(time.Hour), ReservedNodes: []string{"n0", "n1"}},
 		},
 	}

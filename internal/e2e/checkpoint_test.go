@@ -12,7 +12,6 @@ import (
 	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/client"
 	"github.com/gangwayhq/gangway/internal/agent"
-	"github.com/gangwayhq/gangway/internal/clientview"
 	"github.com/gangwayhq/gangway/workflows"
 	"github.com/gangwayhq/gangway/workflows/jobs"
 )
@@ -60,7 +59,7 @@ func TestCheckpointPathsOnRealServers(t *testing.T) {
 	// the job found lost must still not be placed on the dead node again.
 	s.startServer("--preempt", "--min-runtime", "0s", "--checkpoint-store", storeURL)
 
-	cl := client.New(jobs.New(tc), clientview.New(view))
+	cl := client.New(jobs.New(tc), view)
 	timing := client.SubmitOptions{Timing: workflows.Timing{HeartbeatTimeout: 3 * time.Second, StartTimeout: 30 * time.Second}}
 	submit := func(sp gangway.JobSpec) {
 		t.Helper()

@@ -18,7 +18,6 @@ import (
 	"github.com/gangwayhq/gangway/internal/accounting"
 	"github.com/gangwayhq/gangway/internal/agent"
 	"github.com/gangwayhq/gangway/internal/capacity"
-	"github.com/gangwayhq/gangway/internal/clientview"
 	"github.com/gangwayhq/gangway/workflows"
 	"github.com/gangwayhq/gangway/workflows/jobs"
 )
@@ -98,7 +97,7 @@ func TestCloudOnRealServers(t *testing.T) {
 	metricsAddr := freeAddr(t)
 	s.startServer("--config", config, "--metrics-addr", metricsAddr)
 
-	cl := client.New(jobs.New(tc), clientview.New(view))
+	cl := client.New(jobs.New(tc), view)
 	timing := client.SubmitOptions{Timing: workflows.Timing{HeartbeatTimeout: 5 * time.Second, StartTimeout: 30 * time.Second,
 		BootTimeout: 30 * time.Second}}
 	submit := func(sp gangway.JobSpec) {

@@ -13,7 +13,6 @@ import (
 	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/client"
 	"github.com/gangwayhq/gangway/internal/agent"
-	"github.com/gangwayhq/gangway/internal/clientview"
 	"github.com/gangwayhq/gangway/internal/gpuinfo"
 	"github.com/gangwayhq/gangway/workflows"
 	"github.com/gangwayhq/gangway/workflows/jobs"
@@ -55,7 +54,7 @@ func TestGPUFaultOnRealServers(t *testing.T) {
 	})
 	s.startServer("--config", config)
 
-	cl := client.New(jobs.New(tc), clientview.New(view))
+	cl := client.New(jobs.New(tc), view)
 	timing := client.SubmitOptions{Timing: workflows.Timing{HeartbeatTimeout: 5 * time.Second, StartTimeout: 30 * time.Second}}
 	gang := spec("gang-ckpt", "nlp", 2, 4, s.bin, 200) // 10 s of work
 	gang.Args = append(gang.Args, "--step-time", "50ms", "--checkpoint-every", "10")

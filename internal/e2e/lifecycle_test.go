@@ -25,7 +25,6 @@ import (
 	"github.com/gangwayhq/gangway/client"
 	"github.com/gangwayhq/gangway/internal/agent"
 	"github.com/gangwayhq/gangway/internal/capacity"
-	"github.com/gangwayhq/gangway/internal/clientview"
 	"github.com/gangwayhq/gangway/internal/devstack/fullstack"
 	"github.com/gangwayhq/gangway/workflows"
 	"github.com/gangwayhq/gangway/workflows/jobs"
@@ -266,7 +265,7 @@ func TestLifecycleOnRealServers(t *testing.T) {
 	s.startServer()
 	s.startServer()
 
-	cl := client.New(jobs.New(tc), clientview.New(view))
+	cl := client.New(jobs.New(tc), view)
 	timing := client.SubmitOptions{Timing: workflows.Timing{HeartbeatTimeout: 5 * time.Second, StartTimeout: 30 * time.Second}}
 	specs := workload(s.bin)
 	for _, spec := range specs {

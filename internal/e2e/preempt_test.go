@@ -9,7 +9,6 @@ import (
 	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/client"
 	"github.com/gangwayhq/gangway/internal/agent"
-	"github.com/gangwayhq/gangway/internal/clientview"
 	"github.com/gangwayhq/gangway/workflows"
 	"github.com/gangwayhq/gangway/workflows/jobs"
 )
@@ -37,7 +36,7 @@ func TestPreemptionOnRealServers(t *testing.T) {
 	})
 	s.startServer("--preempt", "--min-runtime", "0s")
 
-	cl := client.New(jobs.New(tc), clientview.New(view))
+	cl := client.New(jobs.New(tc), view)
 	timing := client.SubmitOptions{Timing: workflows.Timing{HeartbeatTimeout: 5 * time.Second}}
 	low := spec("low-batch", "vision", 1, 8, s.bin, 60) // 6 s of work
 	low.PriorityClass, low.Preemptible = gangway.PriorityLow, true

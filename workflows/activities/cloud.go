@@ -58,7 +58,7 @@ func (m ProviderMap) Provider(name string) (providers.Provider, bool) {
 // Nodes is the part of the capacity view the cloud activities use: which
 // nodes have registered, and removing those of terminated instances.
 type Nodes interface {
-	Nodes(ctx context.Context) ([]capacity.NodeStatus, error)
+	Nodes(ctx context.Context) ([]gangway.NodeStatus, error)
 	RemoveNode(ctx context.Context, nodeID string) error
 }
 

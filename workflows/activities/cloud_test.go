@@ -32,27 +32,27 @@ import (
 // view is a capacity view with a node list tests change as they go.
 type view struct {
 	mu      sync.Mutex
-	nodes   map[string]capacity.NodeStatus
+	nodes   map[string]gangway.NodeStatus
 	removed []string
 	fail    error // returned by the next Nodes call
 }
 
-func newView() *view { return &view{nodes: map[string]capacity.NodeStatus{}} }
+func newView() *view { return &view{nodes: map[string]gangway.NodeStatus{}} }
 
 func (v *view) register(id, state string) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	v.nodes[id] = capacity.NodeStatus{Node: gangway.Node{ID: id}, State: state}
+	v.nodes[id] = gangway.NodeStatus{Node: gangway.Node{ID: id}, State: state}
 }
 
-func (v *view) Nodes(context.Context) ([]capacity.NodeStatus, error) {
+func (v *view) Nodes(context.Context) ([]gangway.NodeStatus, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if err := v.fail; err != nil {
 		v.fail = nil
 		return nil, err
 	}
-	var out []capacity.NodeStatus
+	var out []gangway.NodeStatus
 	for _, n := range v.nodes {
 		out = append(out, n)
 	}
@@ -452,7 +452,7 @@ func TestTerminateRefusals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	busy := capacity.NodeStatus{Node: gangway.Node{ID: "busy"}, State: gangway.NodeReady, Allocated: map[int]gangway.JobID{0: "train"}}
+	busy := gangway.NodeStatus{Node: gangway.Node{ID: "busy"}, State: gangway.NodeReady, Allocated: map[int]gangway.JobID{0: "train"}}
 	e.view.nodes["busy"] = busy
 
 	tests := map[string]struct {

@@ -58,7 +58,7 @@ func TestFakeAgents(t *testing.T) {
 	}
 	id := insts[0].ID
 
-	node := waitNode(t, view, id, func(n *capacity.NodeStatus) bool { return n != nil })
+	node := waitNode(t, view, id, func(n *gangway.NodeStatus) bool { return n != nil })
 	want := gangway.Node{ID: id, Pool: "a100-spot", Owner: "train", CapacityType: "spot"}
 	if got := node.Node; got.Owner != want.Owner || got.Pool != want.Pool || got.CapacityType != want.CapacityType || len(got.GPUs) != 8 || got.Model() != "A100" {
 		t.Errorf("node %+v, want owner train, pool a100-spot, spot, 8 × A100", got)
@@ -69,7 +69,7 @@ func TestFakeAgents(t *testing.T) {
 	if err := cloud.Terminate(ctx, []string{id}); err != nil {
 		t.Fatal(err)
 	}
-	waitNode(t, view, id, func(n *capacity.NodeStatus) bool { return n == nil })
+	waitNode(t, view, id, func(n *gangway.NodeStatus) bool { return n == nil })
 
 	var got []string
 	for len(events) > 0 {
@@ -87,7 +87,7 @@ func TestFakeAgents(t *testing.T) {
 }
 
 // waitNode polls the view until ok holds for the node (nil: absent).
-func waitNode(t *testing.T, view *capacity.View, id string, ok func(*capacity.NodeStatus) bool) *capacity.NodeStatus {
+func waitNode(t *testing.T, view *capacity.View, id string, ok func(*gangway.NodeStatus) bool) *gangway.NodeStatus {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -95,7 +95,7 @@ func waitNode(t *testing.T, view *capacity.View, id string, ok func(*capacity.No
 		if err != nil {
 			t.Fatal(err)
 		}
-		var found *capacity.NodeStatus
+		var found *gangway.NodeStatus
 		for i := range nodes {
 			if nodes[i].Node.ID == id {
 				found = &nodes[i]

@@ -25,7 +25,7 @@ type Capacity struct {
 	byID      map[string]*nodeRec
 	queue     map[gangway.JobID]gangway.QueueEntry
 	allocs    map[gangway.JobID]alloc
-	reasons   map[gangway.JobID]capacity.Waiting
+	reasons   map[gangway.JobID]gangway.Waiting
 	bursting  map[gangway.JobID][]byte
 	holder    string
 	leaseTill time.Time
@@ -44,7 +44,7 @@ type nodeRec struct {
 	cpu   int64           // CPU held by allocations
 	mem   int64
 	// status is the node as Snapshot reports it; nil after a change.
-	status *capacity.NodeStatus
+	status *gangway.NodeStatus
 }
 
 // gpuUse is who holds one GPU: one job whole, or shares adding up to at
@@ -69,7 +69,7 @@ var _ dispatch.Capacity = (*Capacity)(nil)
 // NewCapacity returns an empty view whose snapshots read clock.
 func NewCapacity(clock interface{ Now() time.Time }) *Capacity {
 	return &Capacity{clock: clock, byID: map[string]*nodeRec{}, queue: map[gangway.JobID]gangway.QueueEntry{},
-		allocs: map[gangway.JobID]alloc{}, reasons: map[gangway.JobID]capacity.Waiting{}, bursting: map[gangway.JobID][]byte{}}
+		allocs: map[gangway.JobID]alloc{}, reasons: map[gangway.JobID]gangway.Waiting{}, bursting: map[gangway.JobID][]byte{}}
 }
 
 // RegisterNode adds the node, ready and heartbeating now, or replaces its
@@ -150,7 +150,7 @@ func (c *Capacity) Dequeue(jobID gangway.JobID) {
 }
 
 // Reasons returns the reasons the last cycle wrote, by job.
-func (c *Capacity) Reasons() map[gangway.JobID]capacity.Waiting {
+func (c *Capacity) Reasons() map[gangway.JobID]gangway.Waiting {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return maps.Clone(c.reasons)
@@ -196,10 +196,10 @@ func (c *Capacity) NodeUse(nodeID string) (gpuMilli []int, cpuMilli, memMiB int6
 func (c *Capacity) Snapshot(context.Context) (capacity.Snapshot, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	s := capacity.Snapshot{Now: c.clock.Now(), Nodes: make([]capacity.NodeStatus, len(c.nodes))}
+	s := capacity.Snapshot{Now: c.clock.Now(), Nodes: make([]gangway.NodeStatus, len(c.nodes))}
 	for i, r := range c.nodes {
 		if r.status == nil {
-			st := capacity.NodeStatus{Node: r.node, State: r.state, Allocated: map[int]gangway.JobID{},
+			st := gangway.NodeStatus{Node: r.node, State: r.state, Allocated: map[int]gangway.JobID{},
 				UsedCPUMilli: r.cpu, UsedMemMiB: r.mem}
 			for idx, g := range r.gpus {
 				switch {
@@ -412,7 +412,7 @@ func (c *Capacity) leads(holder string) bool {
 }
 
 // SetReasons implements dispatch.Capacity: it replaces every reason.
-func (c *Capacity) SetReasons(_ context.Context, reasons map[gangway.JobID]capacity.Waiting) error {
+func (c *Capacity) SetReasons(_ context.Context, reasons map[gangway.JobID]gangway.Waiting) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.reasons = maps.Clone(reasons)
