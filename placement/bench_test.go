@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/placement"
 )
 
@@ -99,11 +100,11 @@ func benchTeams() []string {
 // one GPU, 15% two, 12% four, 15% eight, 3% CPU-only, 5% gangs of 2 to 32
 // replicas of 8 GPUs (half of them required in one NVLink domain or rack);
 // half pinned to a model; three priority classes; 10 teams.
-func benchQueue(count int, seed uint64) []placement.Job {
+func benchQueue(count int, seed uint64) []gangway.QueueEntry {
 	rnd := rand.New(rand.NewPCG(seed, 2))
 	teams := benchTeams()
 	models := []string{"H100", "A100", "L4", "GB200"}
-	q := make([]placement.Job, 0, count)
+	q := make([]gangway.QueueEntry, 0, count)
 	for k := range count {
 		b := job(fmt.Sprintf("job-%d", k)).team(teams[rnd.IntN(len(teams))]).
 			prio([]int{50, 100, 100, 100, 200}[rnd.IntN(5)]).age(time.Duration(rnd.IntN(3600)) * time.Second).
@@ -125,11 +126,11 @@ func benchQueue(count int, seed uint64) []placement.Job {
 			b.gang(2+rnd.IntN(31), 8)
 			switch rnd.IntN(4) {
 			case 0:
-				b.topology(placement.LevelNVLink, true)
+				b.topology(gangway.LevelNVLink, true)
 			case 1:
-				b.topology(placement.LevelRack, true)
+				b.topology(gangway.LevelRack, true)
 			case 2:
-				b.topology(placement.LevelNVLink, false)
+				b.topology(gangway.LevelNVLink, false)
 			}
 		}
 		if rnd.IntN(2) == 0 {

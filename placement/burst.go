@@ -11,20 +11,6 @@ import (
 	"github.com/gangwayhq/gangway/internal/spotpolicy"
 )
 
-// BurstPolicy is a job's own cloud policy, from its spec.
-type BurstPolicy struct {
-	Enabled            bool
-	Pools              []string
-	CapacityTypes      []gangway.CapacityType
-	MaxPricePerGPUHour float64
-	// Runtime is the expected length of one run; Deadline when it must
-	// have finished (zero: none).
-	Runtime            time.Duration
-	Deadline           time.Time
-	Checkpointable     bool
-	CheckpointInterval time.Duration
-}
-
 // TeamPolicy caps what a team pays for cloud capacity.
 type TeamPolicy struct {
 	// MaxPricePerGPUHour: 0 means no cap.
@@ -59,14 +45,14 @@ const never = time.Duration(-1)
 // with a deadline, spot offers whose expected duration (interruptions
 // included) would not finish in time are dropped, so it falls back to
 // on-demand when the slack is gone.
-func (se *Session) burst(j *Job, u Unplaced, rs []Reservation, ahead int) (Burst, bool) {
+func (se *Session) burst(j *gangway.QueueEntry, u Unplaced, rs []Reservation, ahead int) (Burst, bool) {
 	b := j.Burst
 	if !b.Enabled || len(j.Nodes) > 0 || len(se.opts.Offers) == 0 {
 		return Burst{}, false
 	}
 	now := se.view.now
 	eta := se.onPremETA(j, u, rs, ahead)
-	late := !b.Deadline.IsZero() && (eta == never || now.Add(eta+b.Runtime).After(b.Deadline))
+	late := !j.Deadline.IsZero() && (eta == never || now.Add(eta+j.Runtime).After(j.Deadline))
 	if eta != never && eta <= se.opts.BurstAfter && !late {
 		return Burst{}, false
 	}
@@ -80,7 +66,7 @@ func (se *Session) burst(j *Job, u Unplaced, rs []Reservation, ahead int) (Burst
 		if !ok {
 			continue
 		}
-		if !b.Deadline.IsZero() && now.Add(c.ExpectedDuration).After(b.Deadline) {
+		if !j.Deadline.IsZero() && now.Add(c.ExpectedDuration).After(j.Deadline) {
 			continue
 		}
 		choices = append(choices, c)
@@ -97,16 +83,16 @@ func (se *Session) burst(j *Job, u Unplaced, rs []Reservation, ahead int) (Burst
 	reason := fmt.Sprintf("%s; %s in %s costs $%.2f expected (%d×%s at $%.2f/GPU-h)", wait,
 		best.CapacityType, best.Pool, best.ExpectedCost, best.Count, best.InstanceType, pricePerGPUHour(best.Offer, j))
 	if late {
-		reason += fmt.Sprintf("; the deadline %s needs it", b.Deadline.UTC().Format(time.RFC3339))
+		reason += fmt.Sprintf("; the deadline %s needs it", j.Deadline.UTC().Format(time.RFC3339))
 	}
-	return Burst{JobID: j.ID, Attempt: j.Attempt, Offers: choices, ETA: eta, Reason: reason}, true
+	return Burst{JobID: j.JobID, Attempt: j.Attempt, Offers: choices, ETA: eta, Reason: reason}, true
 }
 
 // choose prices offer o for j, or rules it out.
-func (se *Session) choose(j *Job, o gangway.Offer, team TeamPolicy) (gangway.BurstOffer, bool) {
+func (se *Session) choose(j *gangway.QueueEntry, o gangway.Offer, team TeamPolicy) (gangway.BurstOffer, bool) {
 	b := j.Burst
 	if o.GPUsPerInstance < j.GPUsPerReplica || j.GPUsPerReplica == 0 ||
-		!allowed(b.Pools, o.Pool) || !allowed(b.CapacityTypes, o.CapacityType) || !allowed(j.Models, o.GPUModel) {
+		!allowed(b.Pools, o.Pool) || !allowed(b.CapacityTypes, o.CapacityType) || !allowed(j.GPUModels, o.GPUModel) {
 		return gangway.BurstOffer{}, false
 	}
 	c := gangway.BurstOffer{Offer: o, Count: j.Replicas}
@@ -115,12 +101,12 @@ func (se *Session) choose(j *Job, o gangway.Offer, team TeamPolicy) (gangway.Bur
 		(team.MaxPricePerGPUHour > 0 && price > team.MaxPricePerGPUHour) {
 		return gangway.BurstOffer{}, false
 	}
-	runtime := b.Runtime
+	runtime := j.Runtime
 	if runtime <= 0 {
 		runtime = j.MaxRuntime
 	}
-	work := spotpolicy.Work{GPUs: j.Replicas * j.GPUsPerReplica, Remaining: runtime, Checkpointable: b.Checkpointable,
-		CheckpointInterval: b.CheckpointInterval, RestartOverhead: se.opts.RestartOverhead}
+	work := spotpolicy.Work{GPUs: j.Replicas * j.GPUsPerReplica, Remaining: runtime, Checkpointable: j.Checkpointable,
+		CheckpointInterval: j.CheckpointInterval, RestartOverhead: se.opts.RestartOverhead}
 	so := spotpolicy.Offer{CapacityType: o.CapacityType, PricePerGPUHour: price, InterruptionRate: o.InterruptionRate}
 	c.ExpectedCost, c.ExpectedDuration = spotpolicy.ExpectedCost(so, work), spotpolicy.ExpectedDuration(so, work)
 	if math.IsInf(c.ExpectedCost, 1) || (team.BudgetLeft != NoBudget && c.ExpectedCost > team.BudgetLeft) {
@@ -131,7 +117,7 @@ func (se *Session) choose(j *Job, o gangway.Offer, team TeamPolicy) (gangway.Bur
 
 // pricePerGPUHour is what each GPU the job uses on o costs: a replica takes a
 // whole instance, so GPUs it leaves idle are paid for too.
-func pricePerGPUHour(o gangway.Offer, j *Job) float64 {
+func pricePerGPUHour(o gangway.Offer, j *gangway.QueueEntry) float64 {
 	return o.PricePerHour / float64(j.GPUsPerReplica)
 }
 
@@ -141,7 +127,7 @@ func pricePerGPUHour(o gangway.Offer, j *Job) float64 {
 // runtime when none was given) to free its GPUs and the ahead GPUs the
 // blocked jobs before it in the queue wait for. A job being preempted for
 // is about to start.
-func (se *Session) onPremETA(j *Job, u Unplaced, rs []Reservation, ahead int) time.Duration {
+func (se *Session) onPremETA(j *gangway.QueueEntry, u Unplaced, rs []Reservation, ahead int) time.Duration {
 	switch {
 	case !u.Reason.Retry():
 		return never
@@ -150,7 +136,7 @@ func (se *Session) onPremETA(j *Job, u Unplaced, rs []Reservation, ahead int) ti
 	}
 	now := se.view.now
 	for _, r := range rs {
-		if r.JobID == j.ID {
+		if r.JobID == j.JobID {
 			return max(r.Start.Sub(now), 0)
 		}
 	}
@@ -159,7 +145,7 @@ func (se *Session) onPremETA(j *Job, u Unplaced, rs []Reservation, ahead int) ti
 	v := se.view
 	for i := range v.nodes {
 		n := &v.nodes[i]
-		if !n.Schedulable || !j.mayUse(n) {
+		if !n.Schedulable || !mayUse(j, n) {
 			continue
 		}
 		for _, f := range v.free[i] {
@@ -183,12 +169,12 @@ func (se *Session) onPremETA(j *Job, u Unplaced, rs []Reservation, ahead int) ti
 		}
 		g := 0
 		for _, m := range r.Members {
-			if i := se.nodeIndex(m.NodeID); i >= 0 && v.nodes[i].Schedulable && j.mayUse(&v.nodes[i]) {
+			if i := se.nodeIndex(m.NodeID); i >= 0 && v.nodes[i].Schedulable && mayUse(j, &v.nodes[i]) {
 				g += len(m.GPUs)
 			}
 		}
 		if g > 0 {
-			rels = append(rels, release{r.Start.Add(runtime), g})
+			rels = append(rels, release{r.At.Add(runtime), g})
 		}
 	}
 	slices.SortFunc(rels, func(a, b release) int { return a.at.Compare(b.at) })

@@ -4,13 +4,15 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/gangwayhq/gangway"
 )
 
 // explain says why j did not fit, with numbers, distinguishing what may
 // resolve by waiting from what never will.
-func (se *Session) explain(j *Job) Unplaced {
+func (se *Session) explain(j *gangway.QueueEntry) Unplaced {
 	v := se.view
-	u := Unplaced{JobID: j.ID}
+	u := Unplaced{JobID: j.JobID}
 	shape := describeShape(j)
 
 	var fleetModels []string
@@ -20,7 +22,7 @@ func (se *Session) explain(j *Job) Unplaced {
 		if n.Model != "" && !slices.Contains(fleetModels, n.Model) {
 			fleetModels = append(fleetModels, n.Model)
 		}
-		if !j.mayUse(n) {
+		if !mayUse(j, n) {
 			continue
 		}
 		matching++
@@ -31,15 +33,15 @@ func (se *Session) explain(j *Job) Unplaced {
 	case matching == 0:
 		u.Reason = ReasonModelUnavailable
 		u.Detail = fmt.Sprintf("%s: no node has %s in %s; the fleet has %s", shape,
-			orAny(j.Models, "any model"), orAny(j.Pools, "any pool"), strings.Join(fleetModels, ", "))
+			orAny(j.GPUModels, "any model"), orAny(j.Pools, "any pool"), strings.Join(fleetModels, ", "))
 		return u
 	case everReplicas < j.Replicas:
 		u.Reason = ReasonNeverFits
 		u.Detail = fmt.Sprintf("%s: the fleet holds at most %d such replicas (%d matching nodes)", shape, everReplicas, matching)
 		return u
 	}
-	if j.Topology.Required && j.Topology.Level != LevelNone {
-		largestEver := se.largestGroup(j.Topology.Level, j.Models)
+	if j.Topology.Required && j.Topology.Level != gangway.LevelNone {
+		largestEver := se.largestGroup(j.Topology.Level, j.GPUModels)
 		need := j.Replicas * j.GPUsPerReplica
 		if j.Share() {
 			need = (j.Replicas*j.GPUMilli + Whole - 1) / Whole // shares pack onto fewer GPUs
@@ -56,7 +58,7 @@ func (se *Session) explain(j *Job) Unplaced {
 		why, whyNoQuota := "", ""
 		admitted := false
 		for _, m := range fleetModels {
-			if !allowed(j.Models, m) {
+			if !allowed(j.GPUModels, m) {
 				continue
 			}
 			ok, w := se.quota.admits(j.Team, m, j.GPUMilliTotal())
@@ -83,7 +85,7 @@ func (se *Session) explain(j *Job) Unplaced {
 	end := v.jobEnd(j)
 	for i := range v.nodes {
 		n := &v.nodes[i]
-		if !n.Schedulable || !j.mayUse(n) {
+		if !n.Schedulable || !mayUse(j, n) {
 			continue
 		}
 		nodeWhole := 0
@@ -125,7 +127,7 @@ func (se *Session) explain(j *Job) Unplaced {
 }
 
 // replicasByCapacity is how many replicas of j node n could hold empty.
-func replicasByCapacity(n *Node, j *Job) int {
+func replicasByCapacity(n *Node, j *gangway.QueueEntry) int {
 	byCPU, byMem := perResource(n.CPUMilli, j.CPUMilli), perResource(n.MemMiB, j.MemMiB)
 	byGPU := perResource(0, 0)
 	switch {
@@ -145,7 +147,7 @@ func perResource(free, per int64) int {
 	return int(free / per)
 }
 
-func describeShape(j *Job) string {
+func describeShape(j *gangway.QueueEntry) string {
 	var s string
 	switch {
 	case j.GPUsPerReplica == 0:
@@ -155,8 +157,8 @@ func describeShape(j *Job) string {
 	default:
 		s = fmt.Sprintf("%d × %d GPUs", j.Replicas, j.GPUsPerReplica)
 	}
-	if len(j.Models) > 0 {
-		s += " (" + strings.Join(j.Models, "|") + ")"
+	if len(j.GPUModels) > 0 {
+		s += " (" + strings.Join(j.GPUModels, "|") + ")"
 	}
 	return s
 }

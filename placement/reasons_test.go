@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/placement"
 )
 
@@ -29,7 +30,7 @@ func TestReasons(t *testing.T) {
 		},
 		"never fits: no domain is that large": {
 			fleet: eight(4, func(b *nodeBuilder) *nodeBuilder { return b.domain("nvl-" + b.n.ID) }),
-			queue: queue(job("j").gang(2, 8).topology(placement.LevelNVLink, true)),
+			queue: queue(job("j").gang(2, 8).topology(gangway.LevelNVLink, true)),
 			wantUnplaced: []placement.Unplaced{waiting("j", placement.ReasonNeverFits,
 				"2 × 8 GPUs: needs 16 GPUs in one nvlink domain; the largest in the fleet has 8")},
 		},

@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/placement"
 )
 
@@ -141,7 +142,7 @@ func TestScenarios(t *testing.T) {
 	}
 }
 
-func loadScenario(t *testing.T, path string) (placement.Snapshot, []placement.Job, placement.Options) {
+func loadScenario(t *testing.T, path string) (placement.Snapshot, []gangway.QueueEntry, placement.Options) {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -234,7 +235,7 @@ func loadScenario(t *testing.T, path string) (placement.Snapshot, []placement.Jo
 		f.with(rb)
 	}
 
-	var q []placement.Job
+	var q []gangway.QueueEntry
 	for _, sj := range sc.Queue {
 		ids := []string{sj.ID}
 		if sj.Count > 0 {
@@ -268,8 +269,8 @@ func loadScenario(t *testing.T, path string) (placement.Snapshot, []placement.Jo
 				b.mem(sj.MemMiB)
 			}
 			if sj.Topology != "" {
-				levels := map[string]placement.Level{"nvlink": placement.LevelNVLink, "node": placement.LevelNode,
-					"rack": placement.LevelRack, "block": placement.LevelBlock}
+				levels := map[string]gangway.Level{"nvlink": gangway.LevelNVLink, "node": gangway.LevelNode,
+					"rack": gangway.LevelRack, "block": gangway.LevelBlock}
 				l, ok := levels[sj.Topology]
 				if !ok {
 					t.Fatalf("%s: job %s: unknown topology %q", path, id, sj.Topology)

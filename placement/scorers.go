@@ -6,6 +6,8 @@ import (
 	"math"
 	"slices"
 	"strings"
+
+	"github.com/gangwayhq/gangway"
 )
 
 // The baselines below are those of Weng et al., "Beware of Fragmentation:
@@ -45,11 +47,11 @@ const (
 type nodeDraw struct {
 	set  bool
 	node int
-	job  *Job
+	job  *gangway.QueueEntry
 	val  float64
 }
 
-func (t *nodeDraw) at(v *View, node int, j *Job) float64 {
+func (t *nodeDraw) at(v *View, node int, j *gangway.QueueEntry) float64 {
 	if !t.set || node != t.node || j != t.job {
 		t.set, t.node, t.job = true, node, j
 		t.val = v.Rand().Float64()
@@ -71,7 +73,7 @@ func nodeOrder(v *View, node int, pref float64) float64 {
 // tightness orders the candidates of one node as the artifact's default
 // GPU selection ("best": the GPU with the least free capacity that fits a
 // share) does: in [0, 1], higher for a tighter GPU; 0 for whole GPUs.
-func tightness(v *View, c Candidate, j *Job) float64 {
+func tightness(v *View, c Candidate, j *gangway.QueueEntry) float64 {
 	if !j.Share() || len(c.GPUs) != 1 {
 		return 0
 	}
@@ -79,11 +81,11 @@ func tightness(v *View, c Candidate, j *Job) float64 {
 }
 
 // replicaGPUMilli is one replica's total GPU demand in milli-GPU.
-func replicaGPUMilli(j *Job) int {
+func replicaGPUMilli(j *gangway.QueueEntry) int {
 	if j.GPUsPerReplica <= 0 {
 		return 0
 	}
-	return j.GPUsPerReplica * j.milliPerGPU()
+	return j.GPUsPerReplica * milliPerGPU(j)
 }
 
 // randomGrain scales Random's within-node draw so that it orders the
@@ -109,7 +111,7 @@ func (*Random) Name() string { return "random" }
 func (s *Random) Changed(*View, int) { s.ties.reset() }
 
 // Score implements Scorer.
-func (s *Random) Score(v *View, c Candidate, j *Job) float64 {
+func (s *Random) Score(v *View, c Candidate, j *gangway.QueueEntry) float64 {
 	u := s.ties.at(v, c.Node, j)
 	if !j.Share() || len(c.GPUs) != 1 {
 		return u
@@ -138,11 +140,11 @@ var _ Scorer = BestFit{}
 func (BestFit) Name() string { return "best-fit" }
 
 // Score implements Scorer.
-func (BestFit) Score(v *View, c Candidate, j *Job) float64 {
+func (BestFit) Score(v *View, c Candidate, j *gangway.QueueEntry) float64 {
 	return float64(bestFitScore(v, c.Node, j)) + nodeOrder(v, c.Node, tightness(v, c, j))
 }
 
-func bestFitScore(v *View, i int, j *Job) int64 {
+func bestFitScore(v *View, i int, j *gangway.QueueEntry) int64 {
 	cpuLeft := float64(v.cpu[i] - j.CPUMilli)
 	gpuLeft := float64(v.FreeMilli(i) - replicaGPUMilli(j))
 	left := 0.5*cpuLeft/specCPUMilli + 0.5*gpuLeft/specGPUMilli
@@ -163,11 +165,11 @@ var _ Scorer = GPUPacking{}
 func (GPUPacking) Name() string { return "gpu-packing" }
 
 // Score implements Scorer.
-func (GPUPacking) Score(v *View, c Candidate, j *Job) float64 {
+func (GPUPacking) Score(v *View, c Candidate, j *gangway.QueueEntry) float64 {
 	return float64(packingScore(v, c.Node, j)) + nodeOrder(v, c.Node, tightness(v, c, j))
 }
 
-func packingScore(v *View, i int, j *Job) int64 {
+func packingScore(v *View, i int, j *gangway.QueueEntry) int64 {
 	if replicaGPUMilli(j) == 0 {
 		return 0
 	}
@@ -185,7 +187,7 @@ func packingScore(v *View, i int, j *Job) int64 {
 	copy(s, free)
 	sortDesc(s)
 	need, wholeUsed, freeOnUsed := j.GPUsPerReplica, 0, int64(0)
-	milli := j.milliPerGPU()
+	milli := milliPerGPU(j)
 	for g := len(s) - 1; g >= 0 && need > 0; g-- { // least free first
 		if s[g] < milli {
 			continue
@@ -216,9 +218,9 @@ func packingScore(v *View, i int, j *Job) int64 {
 // instance per session.
 type GPUClustering struct {
 	view  *View
-	kinds [][]int32 // per node: tasks per kind (0: share, k: k whole GPUs)
-	free  []int     // per node: free milli when last reported
-	last  *Job      // the job the engine scored last, i.e. the one it commits
+	kinds [][]int32           // per node: tasks per kind (0: share, k: k whole GPUs)
+	free  []int               // per node: free milli when last reported
+	last  *gangway.QueueEntry // the job the engine scored last, i.e. the one it commits
 }
 
 var (
@@ -276,7 +278,7 @@ func (s *GPUClustering) Changed(v *View, i int) {
 	}
 }
 
-func kindOf(j *Job) int {
+func kindOf(j *gangway.QueueEntry) int {
 	if j.Share() {
 		return 0
 	}
@@ -284,7 +286,7 @@ func kindOf(j *Job) int {
 }
 
 // Score implements Scorer.
-func (s *GPUClustering) Score(v *View, c Candidate, j *Job) float64 {
+func (s *GPUClustering) Score(v *View, c Candidate, j *gangway.QueueEntry) float64 {
 	if s.view != v {
 		s.Prepare(v)
 	}
@@ -292,7 +294,7 @@ func (s *GPUClustering) Score(v *View, c Candidate, j *Job) float64 {
 	return float64(s.clusterScore(v, c.Node, j)) + nodeOrder(v, c.Node, tightness(v, c, j))
 }
 
-func (s *GPUClustering) clusterScore(v *View, i int, j *Job) int64 {
+func (s *GPUClustering) clusterScore(v *View, i int, j *gangway.QueueEntry) int64 {
 	if replicaGPUMilli(j) == 0 {
 		return 0
 	}
@@ -330,11 +332,11 @@ var _ Scorer = DotProduct{}
 func (DotProduct) Name() string { return "dot-product" }
 
 // Score implements Scorer.
-func (DotProduct) Score(v *View, c Candidate, j *Job) float64 {
+func (DotProduct) Score(v *View, c Candidate, j *gangway.QueueEntry) float64 {
 	return float64(dotProductScore(v, c.Node, j)) + nodeOrder(v, c.Node, tightness(v, c, j))
 }
 
-func dotProductScore(v *View, i int, j *Job) int64 {
+func dotProductScore(v *View, i int, j *gangway.QueueEntry) int64 {
 	if v.cpu[i] < j.CPUMilli {
 		return 0
 	}
@@ -375,7 +377,7 @@ func (s *FGD) Prepare(v *View) { s.frag.prepare(v) }
 func (s *FGD) Changed(_ *View, node int) { s.frag.invalidate(node) }
 
 // Score implements Scorer.
-func (s *FGD) Score(v *View, c Candidate, j *Job) float64 {
+func (s *FGD) Score(v *View, c Candidate, j *gangway.QueueEntry) float64 {
 	d := s.frag.delta(v, c, j)
 	if s.Exact {
 		return d
@@ -418,7 +420,7 @@ var _ Scorer = TopologyLocality{}
 func (TopologyLocality) Name() string { return "topology" }
 
 // Score implements Scorer.
-func (TopologyLocality) Score(v *View, c Candidate, _ *Job) float64 {
+func (TopologyLocality) Score(v *View, c Candidate, _ *gangway.QueueEntry) float64 {
 	if len(c.GPUs) == 0 {
 		return 0
 	}
@@ -567,7 +569,7 @@ func (s *Gangway) Prepare(v *View) {
 func (s *Gangway) Changed(_ *View, node int) { s.frag.invalidate(node) }
 
 // Score implements Scorer.
-func (s *Gangway) Score(v *View, c Candidate, j *Job) float64 {
+func (s *Gangway) Score(v *View, c Candidate, j *gangway.QueueEntry) float64 {
 	if s.view != v || !sameWorkload(s.frag.workload, v.workload) {
 		s.Prepare(v)
 	}
@@ -576,7 +578,7 @@ func (s *Gangway) Score(v *View, c Candidate, j *Job) float64 {
 	gpu := replicaGPUMilli(j)
 	x -= gwStrand * (s.stranded(v.FreeMilli(i)-gpu, v.cpu[i]-j.CPUMilli, v.mem[i]-j.MemMiB) -
 		s.stranded(v.FreeMilli(i), v.cpu[i], v.mem[i]))
-	if gwScarcity != 0 && len(j.Models) == 0 && gpu > 0 {
+	if gwScarcity != 0 && len(j.GPUModels) == 0 && gpu > 0 {
 		x -= gwScarcity * s.scarcity[s.frag.models[v.nodes[i].Model]] * float64(gpu)
 	}
 	gang := j.GPUsPerReplica > 1 || (j.GPUsPerReplica == 1 && j.Replicas > 1)

@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/placement"
 )
 
@@ -303,7 +304,7 @@ func TestMeterMatchesClusterFragmentation(t *testing.T) {
 	sess := placement.NewSession(placement.Snapshot{Nodes: tr.Nodes}, placement.Options{Scorer: sc, Seed: 42, Workload: workload})
 	m := newMeter(sess.View())
 	for k := range tr.Tasks {
-		plan := sess.Place([]placement.Job{tr.Tasks[k].Job()})
+		plan := sess.Place([]gangway.QueueEntry{tr.Tasks[k].Job()})
 		for _, a := range plan.Assignments {
 			for _, mb := range a.Members {
 				m.update(mb.NodeID)

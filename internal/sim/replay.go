@@ -151,7 +151,7 @@ func RunTrace(ctx context.Context, cfg TraceConfig) (*TraceResult, error) {
 	}
 	jobs := prepareJobs(cfg.Jobs, cmp.Or(cfg.Speedup, 1))
 	if cfg.Options.Workload == nil {
-		shapes := make([]placement.Job, len(jobs))
+		shapes := make([]gangway.QueueEntry, len(jobs))
 		for i := range jobs {
 			shapes[i] = jobs[i].Job
 		}
@@ -330,7 +330,7 @@ func (r *replay) run(ctx context.Context, policy string) (TraceRun, error) {
 		}
 		for next < len(r.jobs) && r.jobs[next].Submit == t {
 			s := &r.st[next]
-			s.state, s.queuedAt, s.id = stQueued, t, r.jobs[next].Job.ID
+			s.state, s.queuedAt, s.id = stQueued, t, r.jobs[next].Job.JobID
 			r.byID[s.id] = next
 			r.pending = append(r.pending, next)
 			next++
@@ -386,11 +386,11 @@ func (r *replay) higherPending(prio int) bool {
 // out each plan.
 func (r *replay) schedule(t time.Duration) {
 	for round := 0; round < maxRounds && len(r.pending) > 0; round++ {
-		queue := make([]placement.Job, len(r.pending))
+		queue := make([]gangway.QueueEntry, len(r.pending))
 		for q, k := range r.pending {
 			s := &r.st[k]
 			j := r.jobs[k].Job
-			j.ID, j.Attempt, j.Submitted = s.id, s.attempt, TraceEpoch.Add(r.jobs[k].Submit)
+			j.JobID, j.Attempt, j.SubmittedAt = s.id, s.attempt, TraceEpoch.Add(r.jobs[k].Submit)
 			if r.opts.Reservations > 0 {
 				j.MaxRuntime = r.estimate(s.remaining)
 			}
@@ -522,14 +522,14 @@ func (r *replay) preempt(k int, t time.Duration) {
 	s.attempt++
 	// A new placement ID per attempt: the session remembers the jobs it
 	// chose as victims by ID.
-	s.id = fmt.Sprintf("%s#%d", r.jobs[k].Job.ID, s.attempt)
+	s.id = fmt.Sprintf("%s#%d", r.jobs[k].Job.JobID, s.attempt)
 	r.byID[s.id] = k
 	s.state, s.queuedAt = stQueued, t
 	r.pending = append(r.pending, k)
 }
 
 // gpuShare is the GPUs a job holds, shares counted as fractions.
-func gpuShare(j *placement.Job) float64 {
+func gpuShare(j *gangway.QueueEntry) float64 {
 	return float64(j.GPUMilliTotal()) / placement.Whole
 }
 

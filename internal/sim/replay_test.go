@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/placement"
 )
 
@@ -23,7 +24,7 @@ func gpuNode(id string, n int) placement.Node {
 }
 
 func gang(id string, submit, dur, gpus int) TraceJob {
-	return TraceJob{Job: placement.Job{ID: id, Replicas: 1, GPUsPerReplica: gpus},
+	return TraceJob{Job: gangway.QueueEntry{JobID: id, Replicas: 1, GPUsPerReplica: gpus},
 		Submit: time.Duration(submit) * time.Second, Duration: time.Duration(dur) * time.Second}
 }
 
@@ -198,7 +199,7 @@ func TestReplayNeverPlaced(t *testing.T) {
 	nodes := []placement.Node{gpuNode("n0", 2)}
 	huge := gang("huge", 0, 10, 4)
 	pinned := gang("pinned", 0, 10, 1)
-	pinned.Job.Models = []string{"B"}
+	pinned.Job.GPUModels = []string{"B"}
 	run := runOne(t, TraceConfig{Nodes: nodes, Jobs: []TraceJob{huge, pinned, gang("ok", 5, 10, 2)}})
 	if run.NeverPlaced != 2 || run.Unplaceable != 2 || run.Placed != 1 || run.Finished != 1 || len(run.Waits) != 1 {
 		t.Errorf("never placed %d unplaceable %d placed %d finished %d waits %v; want 2 2 1 1 [0]",

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/placement"
 )
 
@@ -94,8 +95,8 @@ func TestSyntheticQueue(t *testing.T) {
 		case j.Replicas > 1:
 			gangs++
 			biggest = max(biggest, j.Replicas*j.GPUsPerReplica)
-			if j.Topology.Level == placement.LevelNVLink && j.Topology.Required && j.Replicas > 9 {
-				t.Errorf("job %s: %d replicas required in one NVLink domain (72 GPUs)", j.ID, j.Replicas)
+			if j.Topology.Level == gangway.LevelNVLink && j.Topology.Required && j.Replicas > 9 {
+				t.Errorf("job %s: %d replicas required in one NVLink domain (72 GPUs)", j.JobID, j.Replicas)
 			}
 		case j.Share():
 			shares++
