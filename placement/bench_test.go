@@ -8,6 +8,7 @@ import (
 
 	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/placement"
+	"github.com/gangwayhq/gangway/placement/baselines"
 )
 
 // benchFleet is a 10,000-node fleet of 8-GPU nodes, built from a fixed
@@ -158,7 +159,7 @@ func BenchmarkPlace(b *testing.B) {
 			label = fmt.Sprintf("%s-sample%d", name, bc.sample)
 		}
 		b.Run(label, func(b *testing.B) {
-			if _, err := placement.ScorerByName(name); err != nil {
+			if _, err := baselines.ScorerByName(name); err != nil {
 				b.Skipf("scorer %s: %v", name, err)
 			}
 			placed := 0
@@ -167,7 +168,7 @@ func BenchmarkPlace(b *testing.B) {
 			for b.Loop() {
 				opts := placement.Options{Seed: 1, SampleNodes: bc.sample}
 				if name != "first-fit" {
-					opts.Scorer, _ = placement.ScorerByName(name)
+					opts.Scorer, _ = baselines.ScorerByName(name)
 				}
 				plan := placement.Place(snap, q, opts)
 				placed = len(plan.Assignments)

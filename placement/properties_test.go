@@ -12,6 +12,7 @@ import (
 
 	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/placement"
+	"github.com/gangwayhq/gangway/placement/baselines"
 )
 
 // TestPlaceProperties checks, on random fleets, queues and options, what
@@ -690,8 +691,8 @@ func genOptions(t *rapid.T) placement.Options {
 		Preempt:        rapid.Bool().Draw(t, "preempt"),
 		MinRuntime:     time.Duration(rapid.SampledFrom([]int{0, 0, 30}).Draw(t, "minRuntimeMin")) * time.Minute,
 	}
-	if name := rapid.SampledFrom(append([]string{"", ""}, placement.ScorerNames()...)).Draw(t, "scorer"); name != "" {
-		sc, err := placement.ScorerByName(name)
+	if name := rapid.SampledFrom(append([]string{"", ""}, baselines.Names()...)).Draw(t, "scorer"); name != "" {
+		sc, err := baselines.ScorerByName(name)
 		if err != nil {
 			t.Fatalf("scorer %s: %v", name, err)
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/placement"
+	"github.com/gangwayhq/gangway/placement/baselines"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden plans in testdata/scenarios")
@@ -289,7 +290,7 @@ func loadScenario(t *testing.T, path string) (placement.Snapshot, []gangway.Queu
 		Preempt: o.Preempt, MinRuntime: dur(o.MinRuntime, ""), Quotas: o.Quotas,
 		Fairness: placement.Fairness{TeamWeights: o.TeamWeights}}
 	if o.Scorer != "" {
-		sc, err := placement.ScorerByName(o.Scorer)
+		sc, err := baselines.ScorerByName(o.Scorer)
 		if err != nil {
 			t.Fatalf("%s: %v", path, err)
 		}
@@ -304,7 +305,7 @@ func freshScorer(t interface{ Fatalf(string, ...any) }, opts placement.Options) 
 	if opts.Scorer == nil {
 		return opts
 	}
-	sc, err := placement.ScorerByName(opts.Scorer.Name())
+	sc, err := baselines.ScorerByName(opts.Scorer.Name())
 	if err != nil {
 		t.Fatalf("scorer %s: %v", opts.Scorer.Name(), err)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/placement"
+	"github.com/gangwayhq/gangway/placement/baselines"
 )
 
 func loadDefault(t testing.TB) ([]placement.Node, []Task) {
@@ -297,7 +298,7 @@ func TestMeterMatchesClusterFragmentation(t *testing.T) {
 	nodes, tasks := loadDefault(t)
 	tr := Prepare(nodes[:100], tasks, 42, DefaultTuneRatio)
 	workload := TypicalWorkload(tasks, TypicalPopularity)
-	sc, err := placement.ScorerByName("best-fit")
+	sc, err := baselines.ScorerByName("best-fit")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -326,7 +327,7 @@ func TestRunFGDSample(t *testing.T) {
 	nodes, tasks := loadDefault(t)
 	cfg := FGDConfig{
 		Nodes: nodes[:200], Tasks: tasks, Policies: FGDPolicies, Seeds: []int64{42},
-		NewScorer: placement.ScorerByName,
+		NewScorer: baselines.ScorerByName,
 	}
 	res, err := RunFGD(context.Background(), cfg)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/placement"
+	"github.com/gangwayhq/gangway/placement/baselines"
 )
 
 // gpuNode is one node of n GPUs of model "A", plenty of CPU and memory.
@@ -215,7 +216,7 @@ func TestReplayDeterministic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := TraceConfig{Nodes: nodes[:40], Jobs: jobs, Policies: []string{"random", "gangway"}, NewScorer: placement.ScorerByName,
+	cfg := TraceConfig{Nodes: nodes[:40], Jobs: jobs, Policies: []string{"random", "gangway"}, NewScorer: baselines.ScorerByName,
 		Options: placement.Options{Reservations: 2, Preempt: true, MinRuntime: time.Minute, Workload: TypicalWorkload(tasks, TypicalPopularity)},
 		Seed:    7, CheckpointEvery: DefaultCheckpointEvery, Speedup: 3000}
 	a, err := RunTrace(context.Background(), cfg)
@@ -249,7 +250,7 @@ func TestReplayDefaultTraceSample(t *testing.T) {
 	}
 	start := time.Now()
 	res, err := RunTrace(context.Background(), TraceConfig{Nodes: nodes, Jobs: jobs, Policies: TracePolicies,
-		NewScorer: placement.ScorerByName, Seed: 42, CheckpointEvery: DefaultCheckpointEvery,
+		NewScorer: baselines.ScorerByName, Seed: 42, CheckpointEvery: DefaultCheckpointEvery,
 		Options: placement.Options{Reservations: 4, Preempt: true, MinRuntime: 10 * time.Minute,
 			Workload: TypicalWorkload(tasks, TypicalPopularity)}})
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/placement"
+	"github.com/gangwayhq/gangway/placement/baselines"
 )
 
 func TestParseFleetSpec(t *testing.T) {
@@ -153,7 +154,7 @@ func TestFillFleet(t *testing.T) {
 func TestRunScaleSmall(t *testing.T) {
 	res, err := RunScale(context.Background(), ScaleConfig{
 		Fleets: []FleetSpec{{Nodes: 50, GPUsPerNode: 8}, {Nodes: 100, GPUsPerNode: 8}}, Jobs: []int{100, 200},
-		Policies: []string{"first-fit", "gangway"}, NewScorer: placement.ScorerByName, Busy: 0.3, Seed: 1,
+		Policies: []string{"first-fit", "gangway"}, NewScorer: baselines.ScorerByName, Busy: 0.3, Seed: 1,
 		Options: placement.Options{Reservations: 4, Preempt: true, MinRuntime: 10 * time.Minute},
 	})
 	if err != nil {

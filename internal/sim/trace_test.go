@@ -12,6 +12,7 @@ import (
 
 	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/placement"
+	"github.com/gangwayhq/gangway/placement/baselines"
 )
 
 func TestReadGangJobs(t *testing.T) {
@@ -95,7 +96,7 @@ func TestLoadGangJobsExample(t *testing.T) {
 		t.Fatal(err)
 	}
 	res, err := RunTrace(context.Background(), TraceConfig{Nodes: nodes, Jobs: jobs, Policies: TracePolicies,
-		NewScorer: placement.ScorerByName, Seed: 1, CheckpointEvery: DefaultCheckpointEvery,
+		NewScorer: baselines.ScorerByName, Seed: 1, CheckpointEvery: DefaultCheckpointEvery,
 		Options: placement.Options{Reservations: 4, Preempt: true, MinRuntime: 10 * time.Minute}})
 	if err != nil {
 		t.Fatal(err)
