@@ -145,7 +145,7 @@ func (se *Session) onPremETA(j *gangway.QueueEntry, u Unplaced, rs []Reservation
 	v := se.view
 	for i := range v.nodes {
 		n := &v.nodes[i]
-		if !n.Schedulable || !mayUse(j, n) {
+		if !n.Schedulable || !se.mayUse(j, i) {
 			continue
 		}
 		for _, f := range v.free[i] {
@@ -169,7 +169,7 @@ func (se *Session) onPremETA(j *gangway.QueueEntry, u Unplaced, rs []Reservation
 		}
 		g := 0
 		for _, m := range r.Members {
-			if i := se.nodeIndex(m.NodeID); i >= 0 && v.nodes[i].Schedulable && mayUse(j, &v.nodes[i]) {
+			if i := se.nodeIndex(m.NodeID); i >= 0 && v.nodes[i].Schedulable && se.mayUse(j, i) {
 				g += len(m.GPUs)
 			}
 		}

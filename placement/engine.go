@@ -432,36 +432,6 @@ func (se *Session) nodesOf(m string) []int {
 	return se.byModel[m]
 }
 
-// feasibleNode is the cheap node filter: schedulable, model, pool, CPU and
-// memory, enough free GPU capacity in total, and quota.
-func (se *Session) feasibleNode(j *gangway.QueueEntry, i int) bool {
-	v := se.view
-	n := &v.nodes[i]
-	switch { // GPUs first: on a busy fleet they rule out the most nodes
-	case j.GPUsPerReplica == 0:
-	case j.Share():
-		if !slices.ContainsFunc(v.free[i], func(f int) bool { return f >= j.GPUMilli }) {
-			return false
-		}
-	default:
-		if v.whole[i] < j.GPUsPerReplica {
-			return false
-		}
-	}
-	if !n.Schedulable || !mayUse(j, n) {
-		return false
-	}
-	if v.cpu[i] < j.CPUMilli || v.mem[i] < j.MemMiB {
-		return false
-	}
-	if se.quota.hasQuotas() {
-		if ok, _ := se.quota.admits(j.Team, n.Model, j.GPUMilliTotal()); !ok {
-			return false
-		}
-	}
-	return true
-}
-
 func allowed[S ~string](list []S, v S) bool { return len(list) == 0 || slices.Contains(list, v) }
 
 // jobEnd is when j would finish if started now (zero: unknown, never

@@ -50,13 +50,6 @@ type Node struct {
 	Schedulable bool
 }
 
-// mayUse reports whether the job may ever run on the node: its model and
-// pool, the node's owner, and the job's pinned nodes.
-func mayUse(j *gangway.QueueEntry, n *Node) bool {
-	return allowed(j.GPUModels, n.Model) && allowed(j.Pools, n.Pool) && allowed(j.Nodes, n.ID) &&
-		(n.Owner == "" || n.Owner == j.JobID)
-}
-
 // milliPerGPU is what each of the replica's GPUs gives up.
 func milliPerGPU(j *gangway.QueueEntry) int {
 	if j.Share() {
