@@ -432,7 +432,7 @@ func checkPreemptions(t tb, snap placement.Snapshot, q []gangway.QueueEntry, job
 		runningByID[snap.Running[i].JobID] = &snap.Running[i]
 	}
 	victimOf := map[string]string{}
-	after := applyPlan(snap, jobs, plan.Assignments)
+	after := applyPlan(snap, plan.Assignments)
 	for _, p := range plan.Preemptions {
 		j := jobs[p.Preemptor]
 		if j == nil {
@@ -475,7 +475,7 @@ func checkPreemptions(t tb, snap placement.Snapshot, q []gangway.QueueEntry, job
 }
 
 // applyPlan is snap with assignments started as running allocations.
-func applyPlan(snap placement.Snapshot, jobs map[string]*gangway.QueueEntry, as []gangway.Assignment) placement.Snapshot {
+func applyPlan(snap placement.Snapshot, as []gangway.Assignment) placement.Snapshot {
 	out := deepCopySnapshot(snap)
 	for _, a := range as {
 		// The plan's assignment is what runs: complete, from the entry.
