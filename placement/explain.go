@@ -51,7 +51,8 @@ func (se *Session) explain(j *gangway.QueueEntry) Unplaced {
 	switch {
 	case j.Share() || j.GPUsPerReplica == 0:
 		u.Reason = ReasonInsufficientGPUs
-		u.Detail = fmt.Sprintf("%s: %d milli-GPU free on matching nodes, none with room for the task's GPU share, CPU and memory", shape, c.freeMilli)
+		u.Detail = fmt.Sprintf("%s: %d milli-GPU free on matching nodes, none with room for the task's GPU share, CPU and memory (%s)",
+			shape, c.freeMilli, c.short())
 	case c.freeWhole+c.reservedFree >= need && c.freeWhole < need:
 		u.Reason = ReasonReserved
 		u.Detail = fmt.Sprintf("%s: %d free GPUs are reserved for a blocked larger job that starts before this one would end", shape, c.reservedFree)
@@ -63,12 +64,20 @@ func (se *Session) explain(j *gangway.QueueEntry) Unplaced {
 		u.Detail = fmt.Sprintf("%s: %d GPUs free, but no %s domain has %d free together", shape, c.freeWhole, j.Topology.Level, need)
 	case c.freeWhole >= need:
 		u.Reason = ReasonInsufficientGPUs
-		u.Detail = fmt.Sprintf("%s: %d GPUs free, but not with the CPU and memory each replica needs (%dm CPU, %d MiB)", shape, c.freeWhole, j.CPUMilli, j.MemMiB)
+		u.Detail = fmt.Sprintf("%s: %d GPUs free, but not with the CPU and memory each replica needs (%dm CPU, %d MiB; %s)",
+			shape, c.freeWhole, j.CPUMilli, j.MemMiB, c.short())
 	default:
 		u.Reason = ReasonInsufficientGPUs
 		u.Detail = fmt.Sprintf("%s: needs %d GPUs, %d free on matching nodes (largest free block %d on one node)", shape, need, c.freeWhole, c.largestNode)
 	}
 	return u
+}
+
+// short says how many matching nodes lack what one replica needs, by
+// filter, as the census counted them.
+func (c *census) short() string {
+	return fmt.Sprintf("of %d matching nodes, %d lack the free GPUs, %d the CPU, %d the memory",
+		c.matching, c.rejected[fGPUs], c.rejected[fCPU], c.rejected[fMemory])
 }
 
 // quotaWhy is the quota book's sentence for j: why the team's own quota is

@@ -157,7 +157,7 @@ func TestGPUShares(t *testing.T) {
 			queue:      queue(job("s1").share(250), job("s2").share(1)),
 			wantPlaced: []gangway.Assignment{placed("s1", shareOn(0, "n1", 250, 0))},
 			wantUnplaced: []placement.Unplaced{waiting("s2", placement.ReasonInsufficientGPUs,
-				"1 × 1m GPU share: 0 milli-GPU free on matching nodes, none with room for the task's GPU share, CPU and memory")},
+				"1 × 1m GPU share: 0 milli-GPU free on matching nodes, none with room for the task's GPU share, CPU and memory (of 1 matching nodes, 1 lack the free GPUs, 0 the CPU, 0 the memory)")},
 		},
 		"replicas of a shared job may share a GPU": {
 			fleet: fleet(node("n1").gpus(2, "T4")),

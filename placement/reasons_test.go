@@ -71,7 +71,7 @@ func TestReasons(t *testing.T) {
 			fleet: fleet(node("n1").gpus(8, "H100").cpu(8000).usedCPU(6000)),
 			queue: queue(job("j").cpu(4000)),
 			wantUnplaced: []placement.Unplaced{waiting("j", placement.ReasonInsufficientGPUs,
-				"1 × 1 GPUs: 8 GPUs free, but not with the CPU and memory each replica needs (4000m CPU, 4096 MiB)")},
+				"1 × 1 GPUs: 8 GPUs free, but not with the CPU and memory each replica needs (4000m CPU, 4096 MiB; of 1 matching nodes, 0 lack the free GPUs, 1 the CPU, 0 the memory)")},
 		},
 		"quota, with numbers": {
 			fleet: eight(5, asIs).with(running("r").team("nlp").on("n1", seq(0, 8)...).on("n2", seq(0, 8)...).
