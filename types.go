@@ -167,26 +167,26 @@ func (n Node) Model() string {
 // and where it stands in line. Attempt counts placements (it grows with every
 // requeue), so a late commit or release for an old attempt is recognised.
 type QueueEntry struct {
-	JobID          JobID  `json:"jobId"`
-	Team           string `json:"team"`
-	Project        string `json:"project,omitempty"`
-	PriorityClass  string `json:"priorityClass"`
-	Priority       int    `json:"priority"`
-	Attempt        int    `json:"attempt"`
-	Replicas       int    `json:"replicas"`
-	GPUsPerReplica int    `json:"gpusPerReplica"`
+	JobID          JobID         `json:"jobId"`
+	Team           string        `json:"team"`
+	Project        string        `json:"project,omitempty"`
+	PriorityClass  string        `json:"priorityClass"`
+	Priority       int           `json:"priority"`
+	Attempt        int           `json:"attempt"`
+	Replicas       int           `json:"replicas"`
+	GPUsPerReplica int           `json:"gpusPerReplica"`
+	GPUModels      []string      `json:"gpuModels,omitempty"`
+	CPUMilli       int64         `json:"cpuMilli"`
+	MemMiB         int64         `json:"memMiB"`
+	Pools          []string      `json:"pools,omitempty"`
+	MaxRuntime     time.Duration `json:"maxRuntime"`
+	Preemptible    bool          `json:"preemptible,omitempty"`
+	Topology       Topology      `json:"topology,omitzero"`
 	// GPUMilli, when GPUsPerReplica is 1 and 0 < GPUMilli < MilliPerGPU,
 	// makes each replica a share of one GPU (GPU-sharing tasks, as the
 	// simulator replays them); 0 means whole GPUs. GPUsPerReplica 0 is a
 	// CPU-only task.
-	GPUMilli    int           `json:"gpuMilli,omitempty"`
-	GPUModels   []string      `json:"gpuModels,omitempty"`
-	CPUMilli    int64         `json:"cpuMilli"`
-	MemMiB      int64         `json:"memMiB"`
-	Pools       []string      `json:"pools,omitempty"`
-	MaxRuntime  time.Duration `json:"maxRuntime"`
-	Preemptible bool          `json:"preemptible,omitempty"`
-	Topology    Topology      `json:"topology,omitzero"`
+	GPUMilli int `json:"gpuMilli,omitempty"`
 	// Runtime is the expected length of one run (estimatedRuntime or
 	// maxRuntime); Deadline the time it must have finished by (zero: none).
 	Runtime  time.Duration `json:"runtime,omitempty"`
