@@ -84,6 +84,9 @@ type Assignment struct {
 	Preemptible bool          `json:"preemptible,omitempty"`
 	CPUMilli    int64         `json:"cpuMilli,omitempty"` // per member
 	MemMiB      int64         `json:"memMiB,omitempty"`   // per member
+	// LastCheckpoint bounds the work lost if the job is preempted now
+	// (zero: everything since At).
+	LastCheckpoint time.Time `json:"lastCheckpoint,omitzero"`
 }
 
 // GPUCount is the number of GPUs the assignment holds across all members.
@@ -179,6 +182,11 @@ type QueueEntry struct {
 	MaxRuntime     time.Duration `json:"maxRuntime"`
 	Preemptible    bool          `json:"preemptible,omitempty"`
 	Topology       Topology      `json:"topology,omitzero"`
+	// GPUMilli, when GPUsPerReplica is 1 and 0 < GPUMilli < MilliPerGPU,
+	// makes each replica a share of one GPU (GPU-sharing tasks, as the
+	// simulator replays them); 0 means whole GPUs. GPUsPerReplica 0 is a
+	// CPU-only task.
+	GPUMilli int `json:"gpuMilli,omitempty"`
 	// Runtime is the expected length of one run (estimatedRuntime or
 	// maxRuntime); Deadline the time it must have finished by (zero: none).
 	Runtime  time.Duration `json:"runtime,omitempty"`
@@ -199,6 +207,24 @@ type QueueEntry struct {
 
 // GPUs is the total number of GPUs the entry asks for.
 func (q QueueEntry) GPUs() int { return q.Replicas * q.GPUsPerReplica }
+
+// MilliPerGPU is one whole GPU in milli-GPU, the unit GPU shares are
+// measured in.
+const MilliPerGPU = 1000
+
+// Share reports whether each replica takes a fraction of one GPU.
+func (q QueueEntry) Share() bool {
+	return q.GPUsPerReplica == 1 && q.GPUMilli > 0 && q.GPUMilli < MilliPerGPU
+}
+
+// GPUMilliTotal is the entry's whole GPU demand in milli-GPU.
+func (q QueueEntry) GPUMilliTotal() int64 {
+	per := MilliPerGPU
+	if q.Share() {
+		per = q.GPUMilli
+	}
+	return int64(q.Replicas) * int64(q.GPUsPerReplica) * int64(per)
+}
 
 // UsageSegment is one stretch of one attempt holding GPUs in one pool: the
 // unit the ledger bills. Dollars = GPUs × hours × PricePerGPUHour.

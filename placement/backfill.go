@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/gangwayhq/gangway"
 )
 
 // reserve finds when blocked job j will fit — releasing running jobs in the
@@ -12,23 +14,23 @@ import (
 // are free now, so later (smaller) jobs use them only if they end before
 // the reservation starts: backfill that cannot delay j. The view is left as
 // it was apart from the reservation.
-func (se *Session) reserve(j *Job) (Reservation, string, bool) {
+func (se *Session) reserve(j *gangway.QueueEntry) (Reservation, string, bool) {
 	v := se.view
-	var ends []*Running
+	var ends []*gangway.Assignment
 	for k := range se.running {
 		r := &se.running[k]
 		if r.MaxRuntime > 0 && !se.victims[r.JobID] {
 			ends = append(ends, r)
 		}
 	}
-	slices.SortStableFunc(ends, func(a, b *Running) int { return a.End().Compare(b.End()) })
+	slices.SortStableFunc(ends, func(a, b *gangway.Assignment) int { return endOf(a).Compare(endOf(b)) })
 
 	mark := v.begin()
-	var released []*Running
+	var released []*gangway.Assignment
 	for k, r := range ends {
 		se.vacate(r, -1)
 		released = append(released, r)
-		if k+1 < len(ends) && ends[k+1].End().Equal(r.End()) {
+		if k+1 < len(ends) && endOf(ends[k+1]).Equal(endOf(r)) {
 			continue // release everything ending at the same moment first
 		}
 		trial := v.begin()
@@ -41,7 +43,7 @@ func (se *Session) reserve(j *Job) (Reservation, string, bool) {
 		for _, rr := range released {
 			se.vacate(rr, +1)
 		}
-		start := r.End()
+		start := endOf(r)
 		if start.Before(v.now) {
 			start = v.now // overdue jobs: expect them any moment
 		}
@@ -53,7 +55,7 @@ func (se *Session) reserve(j *Job) (Reservation, string, bool) {
 			for _, g := range m.GPUs {
 				// Busy GPUs too: they free up by start, and a later
 				// reservation must not count on them.
-				v.reserve(i, g, start, j.ID)
+				v.reserve(i, g, start, j.JobID)
 				if v.free[i][g] > 0 {
 					held++
 				}
@@ -71,7 +73,7 @@ func (se *Session) reserve(j *Job) (Reservation, string, bool) {
 		why := fmt.Sprintf("%s: reserved %d free GPUs on %s from %s (in %s, when %s reach their max runtime); smaller jobs may use them only if they end first",
 			describeShape(j), held, strings.Join(nodes, ", "), start.Format(time.RFC3339), start.Sub(v.now).Round(time.Second),
 			strings.Join(waitFor, ", "))
-		return Reservation{JobID: j.ID, Start: start, Nodes: nodes}, why, true
+		return Reservation{JobID: j.JobID, Start: start, Nodes: nodes}, why, true
 	}
 	v.rollback(mark)
 	for _, rr := range released {

@@ -6,7 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/placement"
+	"github.com/gangwayhq/gangway/placement/baselines"
 )
 
 // benchFleet is a 10,000-node fleet of 8-GPU nodes, built from a fixed
@@ -99,11 +101,11 @@ func benchTeams() []string {
 // one GPU, 15% two, 12% four, 15% eight, 3% CPU-only, 5% gangs of 2 to 32
 // replicas of 8 GPUs (half of them required in one NVLink domain or rack);
 // half pinned to a model; three priority classes; 10 teams.
-func benchQueue(count int, seed uint64) []placement.Job {
+func benchQueue(count int, seed uint64) []gangway.QueueEntry {
 	rnd := rand.New(rand.NewPCG(seed, 2))
 	teams := benchTeams()
 	models := []string{"H100", "A100", "L4", "GB200"}
-	q := make([]placement.Job, 0, count)
+	q := make([]gangway.QueueEntry, 0, count)
 	for k := range count {
 		b := job(fmt.Sprintf("job-%d", k)).team(teams[rnd.IntN(len(teams))]).
 			prio([]int{50, 100, 100, 100, 200}[rnd.IntN(5)]).age(time.Duration(rnd.IntN(3600)) * time.Second).
@@ -125,11 +127,11 @@ func benchQueue(count int, seed uint64) []placement.Job {
 			b.gang(2+rnd.IntN(31), 8)
 			switch rnd.IntN(4) {
 			case 0:
-				b.topology(placement.LevelNVLink, true)
+				b.topology(gangway.LevelNVLink, true)
 			case 1:
-				b.topology(placement.LevelRack, true)
+				b.topology(gangway.LevelRack, true)
 			case 2:
-				b.topology(placement.LevelNVLink, false)
+				b.topology(gangway.LevelNVLink, false)
 			}
 		}
 		if rnd.IntN(2) == 0 {
@@ -157,7 +159,7 @@ func BenchmarkPlace(b *testing.B) {
 			label = fmt.Sprintf("%s-sample%d", name, bc.sample)
 		}
 		b.Run(label, func(b *testing.B) {
-			if _, err := placement.ScorerByName(name); err != nil {
+			if _, err := baselines.ScorerByName(name); err != nil {
 				b.Skipf("scorer %s: %v", name, err)
 			}
 			placed := 0
@@ -166,7 +168,7 @@ func BenchmarkPlace(b *testing.B) {
 			for b.Loop() {
 				opts := placement.Options{Seed: 1, SampleNodes: bc.sample}
 				if name != "first-fit" {
-					opts.Scorer, _ = placement.ScorerByName(name)
+					opts.Scorer, _ = baselines.ScorerByName(name)
 				}
 				plan := placement.Place(snap, q, opts)
 				placed = len(plan.Assignments)

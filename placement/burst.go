@@ -11,20 +11,6 @@ import (
 	"github.com/gangwayhq/gangway/internal/spotpolicy"
 )
 
-// BurstPolicy is a job's own cloud policy, from its spec.
-type BurstPolicy struct {
-	Enabled            bool
-	Pools              []string
-	CapacityTypes      []gangway.CapacityType
-	MaxPricePerGPUHour float64
-	// Runtime is the expected length of one run; Deadline when it must
-	// have finished (zero: none).
-	Runtime            time.Duration
-	Deadline           time.Time
-	Checkpointable     bool
-	CheckpointInterval time.Duration
-}
-
 // TeamPolicy caps what a team pays for cloud capacity.
 type TeamPolicy struct {
 	// MaxPricePerGPUHour: 0 means no cap.
@@ -59,14 +45,14 @@ const never = time.Duration(-1)
 // with a deadline, spot offers whose expected duration (interruptions
 // included) would not finish in time are dropped, so it falls back to
 // on-demand when the slack is gone.
-func (se *Session) burst(j *Job, u Unplaced, rs []Reservation, ahead int) (Burst, bool) {
+func (se *Session) burst(j *gangway.QueueEntry, u Unplaced, rs []Reservation, ahead int) (Burst, bool) {
 	b := j.Burst
 	if !b.Enabled || len(j.Nodes) > 0 || len(se.opts.Offers) == 0 {
 		return Burst{}, false
 	}
 	now := se.view.now
 	eta := se.onPremETA(j, u, rs, ahead)
-	late := !b.Deadline.IsZero() && (eta == never || now.Add(eta+b.Runtime).After(b.Deadline))
+	late := !j.Deadline.IsZero() && (eta == never || now.Add(eta+j.Runtime).After(j.Deadline))
 	if eta != never && eta <= se.opts.BurstAfter && !late {
 		return Burst{}, false
 	}
@@ -80,7 +66,7 @@ func (se *Session) burst(j *Job, u Unplaced, rs []Reservation, ahead int) (Burst
 		if !ok {
 			continue
 		}
-		if !b.Deadline.IsZero() && now.Add(c.ExpectedDuration).After(b.Deadline) {
+		if !j.Deadline.IsZero() && now.Add(c.ExpectedDuration).After(j.Deadline) {
 			continue
 		}
 		choices = append(choices, c)
@@ -98,25 +84,25 @@ func (se *Session) burst(j *Job, u Unplaced, rs []Reservation, ahead int) (Burst
 		best.CapacityType, best.Pool, best.ExpectedCost, best.Count, best.InstanceType,
 		spotpolicy.PricePerGPUHour(best.Offer, spotpolicy.Work{Replicas: j.Replicas, GPUsPerReplica: j.GPUsPerReplica}))
 	if late {
-		reason += fmt.Sprintf("; the deadline %s needs it", b.Deadline.UTC().Format(time.RFC3339))
+		reason += fmt.Sprintf("; the deadline %s needs it", j.Deadline.UTC().Format(time.RFC3339))
 	}
-	return Burst{JobID: j.ID, Attempt: j.Attempt, Offers: choices, ETA: eta, Reason: reason}, true
+	return Burst{JobID: j.JobID, Attempt: j.Attempt, Offers: choices, ETA: eta, Reason: reason}, true
 }
 
 // choose prices offer o for j, or rules it out.
-func (se *Session) choose(j *Job, o gangway.Offer, team TeamPolicy) (gangway.BurstOffer, bool) {
+func (se *Session) choose(j *gangway.QueueEntry, o gangway.Offer, team TeamPolicy) (gangway.BurstOffer, bool) {
 	b := j.Burst
 	if o.GPUsPerInstance < j.GPUsPerReplica || j.GPUsPerReplica == 0 ||
-		!allowed(b.Pools, o.Pool) || !allowed(b.CapacityTypes, o.CapacityType) || !allowed(j.Models, o.GPUModel) {
+		!allowed(b.Pools, o.Pool) || !allowed(b.CapacityTypes, o.CapacityType) || !allowed(j.GPUModels, o.GPUModel) {
 		return gangway.BurstOffer{}, false
 	}
 	c := gangway.BurstOffer{Offer: o, Count: j.Replicas}
-	runtime := b.Runtime
+	runtime := j.Runtime
 	if runtime <= 0 {
 		runtime = j.MaxRuntime
 	}
 	work := spotpolicy.Work{Replicas: j.Replicas, GPUsPerReplica: j.GPUsPerReplica, Remaining: runtime,
-		Checkpointable: b.Checkpointable, CheckpointInterval: b.CheckpointInterval, RestartOverhead: se.opts.RestartOverhead}
+		Checkpointable: j.Checkpointable, CheckpointInterval: j.CheckpointInterval, RestartOverhead: se.opts.RestartOverhead}
 	price := spotpolicy.PricePerGPUHour(o, work)
 	if (b.MaxPricePerGPUHour > 0 && price > b.MaxPricePerGPUHour) ||
 		(team.MaxPricePerGPUHour > 0 && price > team.MaxPricePerGPUHour) {
@@ -135,7 +121,7 @@ func (se *Session) choose(j *Job, o gangway.Offer, team TeamPolicy) (gangway.Bur
 // runtime when none was given) to free its GPUs and the ahead GPUs the
 // blocked jobs before it in the queue wait for. A job being preempted for
 // is about to start.
-func (se *Session) onPremETA(j *Job, u Unplaced, rs []Reservation, ahead int) time.Duration {
+func (se *Session) onPremETA(j *gangway.QueueEntry, u Unplaced, rs []Reservation, ahead int) time.Duration {
 	switch {
 	case !u.Reason.Retry():
 		return never
@@ -144,7 +130,7 @@ func (se *Session) onPremETA(j *Job, u Unplaced, rs []Reservation, ahead int) ti
 	}
 	now := se.view.now
 	for _, r := range rs {
-		if r.JobID == j.ID {
+		if r.JobID == j.JobID {
 			return max(r.Start.Sub(now), 0)
 		}
 	}
@@ -153,7 +139,7 @@ func (se *Session) onPremETA(j *Job, u Unplaced, rs []Reservation, ahead int) ti
 	v := se.view
 	for i := range v.nodes {
 		n := &v.nodes[i]
-		if !n.Schedulable || !j.mayUse(n) {
+		if !n.Schedulable || !se.mayUse(j, i) {
 			continue
 		}
 		for _, f := range v.free[i] {
@@ -177,12 +163,12 @@ func (se *Session) onPremETA(j *Job, u Unplaced, rs []Reservation, ahead int) ti
 		}
 		g := 0
 		for _, m := range r.Members {
-			if i := se.nodeIndex(m.NodeID); i >= 0 && v.nodes[i].Schedulable && j.mayUse(&v.nodes[i]) {
+			if i := se.nodeIndex(m.NodeID); i >= 0 && v.nodes[i].Schedulable && se.mayUse(j, i) {
 				g += len(m.GPUs)
 			}
 		}
 		if g > 0 {
-			rels = append(rels, release{r.Start.Add(runtime), g})
+			rels = append(rels, release{r.At.Add(runtime), g})
 		}
 	}
 	slices.SortFunc(rels, func(a, b release) int { return a.at.Compare(b.at) })

@@ -17,10 +17,11 @@ var (
 		GPUsPerInstance: 8, CapacityType: gangway.CapacityOnDemand, PricePerHour: 24}
 )
 
-func burstJob(id string, replicas int) placement.Job {
+func burstJob(id string, replicas int) gangway.QueueEntry {
 	j := job(id).gang(replicas, 8).j
 	j.MaxRuntime = 4 * time.Hour
-	j.Burst = placement.BurstPolicy{Enabled: true, Runtime: 2 * time.Hour, Checkpointable: true, CheckpointInterval: 10 * time.Minute}
+	j.Burst = gangway.Burst{Enabled: true}
+	j.Runtime, j.Checkpointable, j.CheckpointInterval = 2*time.Hour, true, 10*time.Minute
 	return j
 }
 
@@ -43,45 +44,45 @@ func TestBurst(t *testing.T) {
 	opts := placement.Options{Offers: []gangway.Offer{odA100, spotA100}, BurstAfter: 10 * time.Minute}
 	tests := map[string]struct {
 		fleet *fleetBuilder
-		job   func() placement.Job
+		job   func() gangway.QueueEntry
 		opts  func(o *placement.Options)
 		want  map[gangway.JobID][]string
 	}{
 		"long on-prem wait bursts, spot first": {
-			fleet: busy(), job: func() placement.Job { return burstJob("j", 2) },
+			fleet: busy(), job: func() gangway.QueueEntry { return burstJob("j", 2) },
 			want: map[gangway.JobID][]string{"j": {"fake-spot", "fake-od"}},
 		},
 		"no burst without the job's consent": {
-			fleet: busy(), job: func() placement.Job { j := burstJob("j", 2); j.Burst.Enabled = false; return j },
+			fleet: busy(), job: func() gangway.QueueEntry { j := burstJob("j", 2); j.Burst.Enabled = false; return j },
 			want: map[gangway.JobID][]string{},
 		},
 		"a short wait does not burst": {
-			fleet: busy(), job: func() placement.Job { return burstJob("j", 1) },
+			fleet: busy(), job: func() gangway.QueueEntry { return burstJob("j", 1) },
 			opts: func(o *placement.Options) { o.BurstAfter = 4 * time.Hour },
 			want: map[gangway.JobID][]string{},
 		},
 		"a job that fits now is placed, not burst": {
-			fleet: fleet(node("n1").gpus(8, "A100")), job: func() placement.Job { return burstJob("j", 1) },
+			fleet: fleet(node("n1").gpus(8, "A100")), job: func() gangway.QueueEntry { return burstJob("j", 1) },
 			want: map[gangway.JobID][]string{},
 		},
 		"job price cap rules out on-demand": {
-			fleet: busy(), job: func() placement.Job { j := burstJob("j", 1); j.Burst.MaxPricePerGPUHour = 2; return j },
+			fleet: busy(), job: func() gangway.QueueEntry { j := burstJob("j", 1); j.Burst.MaxPricePerGPUHour = 2; return j },
 			want: map[gangway.JobID][]string{"j": {"fake-spot"}},
 		},
 		"team price cap rules out everything": {
-			fleet: busy(), job: func() placement.Job { return burstJob("j", 1) },
+			fleet: busy(), job: func() gangway.QueueEntry { return burstJob("j", 1) },
 			opts: func(o *placement.Options) {
 				o.Teams = map[string]placement.TeamPolicy{"ml": {MaxPricePerGPUHour: 0.5, BudgetLeft: placement.NoBudget}}
 			},
 			want: map[gangway.JobID][]string{},
 		},
 		"team budget too small for the job": {
-			fleet: busy(), job: func() placement.Job { return burstJob("j", 2) },
+			fleet: busy(), job: func() gangway.QueueEntry { return burstJob("j", 2) },
 			opts: func(o *placement.Options) { o.Teams = map[string]placement.TeamPolicy{"ml": {BudgetLeft: 5}} },
 			want: map[gangway.JobID][]string{},
 		},
 		"only allowed capacity types": {
-			fleet: busy(), job: func() placement.Job {
+			fleet: busy(), job: func() gangway.QueueEntry {
 				j := burstJob("j", 1)
 				j.Burst.CapacityTypes = []gangway.CapacityType{gangway.CapacityOnDemand}
 				return j
@@ -89,21 +90,21 @@ func TestBurst(t *testing.T) {
 			want: map[gangway.JobID][]string{"j": {"fake-od"}},
 		},
 		"model the cloud does not have": {
-			fleet: busy(), job: func() placement.Job { j := burstJob("j", 1); j.Models = []string{"H100"}; return j },
+			fleet: busy(), job: func() gangway.QueueEntry { j := burstJob("j", 1); j.GPUModels = []string{"H100"}; return j },
 			want: map[gangway.JobID][]string{},
 		},
 		"tight deadline drops spot for on-demand": {
-			fleet: busy(), job: func() placement.Job {
+			fleet: busy(), job: func() gangway.QueueEntry {
 				j := burstJob("j", 1)
-				j.Burst.Checkpointable = false
-				j.Burst.Deadline = t0.Add(2*time.Hour + 5*time.Minute)
+				j.Checkpointable = false
+				j.Deadline = t0.Add(2*time.Hour + 5*time.Minute)
 				return j
 			},
 			opts: func(o *placement.Options) { o.BurstAfter = 24 * time.Hour },
 			want: map[gangway.JobID][]string{"j": {"fake-od"}},
 		},
 		"a pinned job never bursts again": {
-			fleet: busy(), job: func() placement.Job { j := burstJob("j", 1); j.Nodes = []string{"i-1"}; return j },
+			fleet: busy(), job: func() gangway.QueueEntry { j := burstJob("j", 1); j.Nodes = []string{"i-1"}; return j },
 			want: map[gangway.JobID][]string{},
 		},
 	}
@@ -113,7 +114,7 @@ func TestBurst(t *testing.T) {
 			if tc.opts != nil {
 				tc.opts(&o)
 			}
-			p := placement.Place(tc.fleet.build(), []placement.Job{tc.job()}, o)
+			p := placement.Place(tc.fleet.build(), []gangway.QueueEntry{tc.job()}, o)
 			if d := cmp.Diff(tc.want, burstsOf(p)); d != "" {
 				t.Errorf("bursts (-want +got):\n%s\nplan: %+v", d, p)
 			}
@@ -132,10 +133,10 @@ func TestBurstETA(t *testing.T) {
 	ahead := job("ahead").gang(1, 8).prio(200).j
 	b := burstJob("b", 1)
 
-	if p := placement.Place(f.build(), []placement.Job{b}, o); len(p.Bursts) != 0 {
+	if p := placement.Place(f.build(), []gangway.QueueEntry{b}, o); len(p.Bursts) != 0 {
 		t.Errorf("b bursts although n1 frees in 5 minutes: %+v", p.Bursts)
 	}
-	p := placement.Place(f.build(), []placement.Job{ahead, b}, o)
+	p := placement.Place(f.build(), []gangway.QueueEntry{ahead, b}, o)
 	if len(p.Bursts) != 1 || p.Bursts[0].JobID != "b" || p.Bursts[0].ETA != 3*time.Hour {
 		t.Errorf("bursts %+v; want b with a 3 h ETA (n1 goes to the job ahead)", p.Bursts)
 	}
@@ -144,7 +145,7 @@ func TestBurstETA(t *testing.T) {
 // TestBurstReason: the burst explains itself in numbers.
 func TestBurstReason(t *testing.T) {
 	f := fleet(node("n1").gpus(8, "A100")).with(running("r1").on("n1", 0, 1, 2, 3, 4, 5, 6, 7).runtime(4 * time.Hour))
-	p := placement.Place(f.build(), []placement.Job{burstJob("j", 1)},
+	p := placement.Place(f.build(), []gangway.QueueEntry{burstJob("j", 1)},
 		placement.Options{Offers: []gangway.Offer{spotA100}, BurstAfter: time.Minute})
 	if len(p.Bursts) != 1 {
 		t.Fatalf("bursts %+v, want one", p.Bursts)
@@ -168,7 +169,7 @@ func TestOwnedNodes(t *testing.T) {
 	other := job("other").gang(1, 8).j
 	pinned := job("burst-job").gang(1, 8).j
 	pinned.Nodes = []string{"i-1"}
-	p := placement.Place(f.build(), []placement.Job{other, pinned}, placement.Options{})
+	p := placement.Place(f.build(), []gangway.QueueEntry{other, pinned}, placement.Options{})
 	got := map[gangway.JobID]string{}
 	for _, a := range p.Assignments {
 		got[a.JobID] = a.Members[0].NodeID
@@ -177,7 +178,7 @@ func TestOwnedNodes(t *testing.T) {
 		t.Errorf("placements (-want +got):\n%s", d)
 	}
 	// Without its own node free, the other job does not take i-1.
-	p = placement.Place(fleet(owned).build(), []placement.Job{other}, placement.Options{})
+	p = placement.Place(fleet(owned).build(), []gangway.QueueEntry{other}, placement.Options{})
 	if len(p.Assignments) != 0 {
 		t.Errorf("a job was placed on another job's node: %+v", p.Assignments)
 	}

@@ -3,14 +3,24 @@
 //	Place(snapshot, queue, options) Plan
 //
 // It reads an immutable snapshot of the fleet (nodes, GPUs with their
-// NVLink domains and shares in use, running allocations) and the pending
-// queue, and returns which jobs start where, which running jobs to preempt
-// for whom, which blocked jobs hold reservations, and for every job left
-// waiting a typed reason with numbers a person can act on. It never
-// commits, logs, sleeps, reads the clock or draws global randomness: now is
-// in the snapshot and randomness comes from a seed in the options. The
-// dispatch loop commits the plan; the trace simulator runs the same code
-// through a Session that keeps its view between arrivals.
+// NVLink domains and shares in use, and the running allocations, each the
+// gangway.Assignment it was committed as) and the pending queue (the
+// gangway.QueueEntry values dispatch reads, unconverted), and returns which
+// jobs start where, which running jobs to preempt for whom, which blocked
+// jobs hold reservations, and for every job left waiting a typed reason
+// with numbers a person can act on. Each assignment it returns is complete
+// (team, priority, runtimes, preemptibility, CPU and memory per member): it
+// is what dispatch commits and what a later call reads back as running.
+// Feasibility is one filter chain (filter.go); explain builds the reasons
+// from the nodes each filter rules out.
+//
+// It never commits, logs, sleeps, reads the clock or draws global
+// randomness: now is in the snapshot and randomness comes from a seed in
+// the options. The dispatch loop commits the plan; the trace simulator
+// runs the same code through a Session that keeps its view between
+// arrivals. The paper's baseline scorers other than best-fit and FGD live
+// in placement/baselines, which also holds the registry of every policy
+// name.
 //
 // README.md in this directory walks through the pipeline.
 package placement

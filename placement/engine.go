@@ -58,7 +58,7 @@ const maxPreemptionSearches = 8
 
 // Placer is the seam the dispatch loop and the simulator call through.
 type Placer interface {
-	Place(s Snapshot, queue []Job, o Options) Plan
+	Place(s Snapshot, queue []gangway.QueueEntry, o Options) Plan
 }
 
 // Engine is Gangway's placement engine as a Placer.
@@ -67,12 +67,14 @@ type Engine struct{}
 var _ Placer = Engine{}
 
 // Place implements Placer.
-func (Engine) Place(s Snapshot, queue []Job, o Options) Plan { return Place(s, queue, o) }
+func (Engine) Place(s Snapshot, queue []gangway.QueueEntry, o Options) Plan {
+	return Place(s, queue, o)
+}
 
 // Place decides, for one snapshot, which queued jobs start where and why
 // the others wait. It is pure: the same snapshot, queue and options always
 // give the same plan.
-func Place(s Snapshot, queue []Job, o Options) Plan {
+func Place(s Snapshot, queue []gangway.QueueEntry, o Options) Plan {
 	if o.Workload == nil {
 		o.Workload = WorkloadFromJobs(queue)
 	}
@@ -87,10 +89,10 @@ type Session struct {
 	view    *View
 	scorer  Scorer
 	all     []int // every node index, for ungrouped placement
-	groups  map[Level][]*group
+	groups  map[gangway.Level][]*group
 	nodeIdx map[string]int
 	// running is every allocation: the snapshot's and this session's.
-	running []Running
+	running []gangway.Assignment
 	quota   *quotaBook
 	// victims are running jobs already chosen for preemption.
 	victims map[string]bool
@@ -126,7 +128,7 @@ func NewSession(s Snapshot, o Options) *Session {
 	if p, ok := sc.(Preparer); ok {
 		p.Prepare(v)
 	}
-	se := &Session{opts: o, view: v, scorer: sc, all: make([]int, len(s.Nodes)), groups: map[Level][]*group{},
+	se := &Session{opts: o, view: v, scorer: sc, all: make([]int, len(s.Nodes)), groups: map[gangway.Level][]*group{},
 		nodeIdx: make(map[string]int, len(s.Nodes)), running: slices.Clone(s.Running),
 		quota: newQuotaBook(o.Quotas), victims: map[string]bool{}, failed: map[shapeKey]failure{}}
 	for i := range se.all {
@@ -136,7 +138,7 @@ func NewSession(s Snapshot, o Options) *Session {
 	for i := range se.running {
 		r := &se.running[i]
 		for _, m := range r.Members {
-			se.quota.charge(r.Team, se.modelOf(m.NodeID), int64(len(m.GPUs))*int64(orWhole(r.GPUMilli)))
+			se.quota.charge(r.Team, se.modelOf(m.NodeID), int64(len(m.GPUs))*int64(milliOf(r)))
 		}
 	}
 	return se
@@ -154,12 +156,12 @@ func (se *Session) SetNow(t time.Time) {
 // Place places what it can of queue — in priority order, fair share
 // across teams within a priority, oldest first within a team — applies the
 // assignments to the session's view and returns the plan.
-func (se *Session) Place(queue []Job) Plan {
+func (se *Session) Place(queue []gangway.QueueEntry) Plan {
 	se.view.clearReservations()
 	se.epoch++ // the last call's reservations and holds are gone
 	se.placedFrom = len(se.running)
 	defer se.releaseHeld()
-	jobs := make([]*Job, len(queue))
+	jobs := make([]*gangway.QueueEntry, len(queue))
 	for i := range queue {
 		jobs[i] = &queue[i]
 	}
@@ -172,7 +174,7 @@ func (se *Session) Place(queue []Job) Plan {
 			break
 		}
 		if se.opts.MaxAssignments > 0 && len(plan.Assignments) >= se.opts.MaxAssignments {
-			plan.Unplaced = append(plan.Unplaced, Unplaced{JobID: j.ID, Reason: ReasonPlanFull,
+			plan.Unplaced = append(plan.Unplaced, Unplaced{JobID: j.JobID, Reason: ReasonPlanFull,
 				Detail: planFullDetail(se.opts.MaxAssignments)})
 			continue
 		}
@@ -180,7 +182,7 @@ func (se *Session) Place(queue []Job) Plan {
 		f, seen := se.failed[key]
 		if seen && f.epoch == se.epoch {
 			u := f.u
-			u.JobID = j.ID
+			u.JobID = j.JobID
 			plan.Unplaced = append(plan.Unplaced, u)
 			continue
 		}
@@ -234,18 +236,13 @@ func (se *Session) Place(queue []Job) Plan {
 	return plan
 }
 
-// started records a placement: quota, and a running allocation that later
-// reservations and preemptions see.
-func (se *Session) started(j *Job, a gangway.Assignment) {
-	r := Running{JobID: j.ID, Team: j.Team, Priority: j.Priority, Preemptible: j.Preemptible,
-		Start: se.view.now, MaxRuntime: j.MaxRuntime, Runtime: j.Burst.Runtime, Members: a.Members, CPUMilli: j.CPUMilli, MemMiB: j.MemMiB}
-	if j.Share() {
-		r.GPUMilli = j.GPUMilli
-	}
+// started records a placement: quota, and the assignment as the running
+// allocation that later reservations and preemptions see.
+func (se *Session) started(j *gangway.QueueEntry, a gangway.Assignment) {
 	for _, m := range a.Members {
-		se.quota.charge(j.Team, se.modelOf(m.NodeID), int64(len(m.GPUs))*int64(j.milliPerGPU()))
+		se.quota.charge(j.Team, se.modelOf(m.NodeID), int64(len(m.GPUs))*int64(milliPerGPU(j)))
 	}
-	se.running = append(se.running, r)
+	se.running = append(se.running, a)
 }
 
 func (se *Session) modelOf(nodeID string) string {
@@ -269,13 +266,13 @@ type shapeKey struct {
 	cpu, mem              int64
 	models, pools, team   string
 	nodes                 string
-	topology              Topology
+	topology              gangway.Topology
 	maxRuntime            time.Duration
 }
 
-func shapeOf(j *Job) shapeKey {
+func shapeOf(j *gangway.QueueEntry) shapeKey {
 	return shapeKey{replicas: j.Replicas, gpus: j.GPUsPerReplica, milli: j.GPUMilli, cpu: j.CPUMilli, mem: j.MemMiB,
-		models: strings.Join(j.Models, "|"), pools: strings.Join(j.Pools, "|"), team: j.Team, nodes: strings.Join(j.Nodes, "|"),
+		models: strings.Join(j.GPUModels, "|"), pools: strings.Join(j.Pools, "|"), team: j.Team, nodes: strings.Join(j.Nodes, "|"),
 		topology: j.Topology, maxRuntime: j.MaxRuntime}
 }
 
@@ -288,10 +285,10 @@ type failure struct {
 func (se *Session) Release(a gangway.Assignment, cpuPerMember, memPerMember int64) {
 	se.epoch++
 	delete(se.victims, a.JobID) // if it runs again, it may be preempted again
-	if at := slices.IndexFunc(se.running, func(r Running) bool { return r.JobID == a.JobID }); at >= 0 {
+	if at := slices.IndexFunc(se.running, func(r gangway.Assignment) bool { return r.JobID == a.JobID }); at >= 0 {
 		r := se.running[at]
 		for _, m := range r.Members {
-			se.quota.charge(r.Team, se.modelOf(m.NodeID), -int64(len(m.GPUs))*int64(orWhole(r.GPUMilli)))
+			se.quota.charge(r.Team, se.modelOf(m.NodeID), -int64(len(m.GPUs))*int64(milliOf(&r)))
 		}
 		se.running = slices.Delete(se.running, at, at+1)
 	}
@@ -324,13 +321,13 @@ func (se *Session) changed(i int) {
 
 // placeJob places every replica of j in one transaction, honouring its
 // topology constraint, or leaves the view untouched.
-func (se *Session) placeJob(j *Job) (gangway.Assignment, bool) {
+func (se *Session) placeJob(j *gangway.QueueEntry) (gangway.Assignment, bool) {
 	v := se.view
 	v.avoidFlaky = avoidsFlaky(j)
 	var members []gangway.Member
 	ok := false
 	switch {
-	case j.Topology.Level == LevelNone:
+	case j.Topology.Level == gangway.LevelNone:
 		members, ok = se.placeIn(j, nil)
 	default:
 		members, ok = se.placeGrouped(j)
@@ -341,12 +338,16 @@ func (se *Session) placeJob(j *Job) (gangway.Assignment, bool) {
 	if !ok {
 		return gangway.Assignment{}, false
 	}
-	return gangway.Assignment{JobID: j.ID, Attempt: j.Attempt, Members: members, At: v.now}, true
+	// Complete, as dispatch commits it and as later cycles (and this
+	// session) read it back as a running allocation.
+	return gangway.Assignment{JobID: j.JobID, Attempt: j.Attempt, Members: members, At: v.now,
+		Team: j.Team, Priority: j.Priority, MaxRuntime: j.MaxRuntime, Runtime: j.Runtime,
+		Preemptible: j.Preemptible, CPUMilli: j.CPUMilli, MemMiB: j.MemMiB}, true
 }
 
 // placeIn places all replicas of j on nodes (and GPUs) allowed by g, one
 // replica at a time on the best-scoring candidate, in a transaction.
-func (se *Session) placeIn(j *Job, g *group) ([]gangway.Member, bool) {
+func (se *Session) placeIn(j *gangway.QueueEntry, g *group) ([]gangway.Member, bool) {
 	v := se.view
 	mark := v.begin()
 	members := make([]gangway.Member, 0, j.Replicas)
@@ -373,7 +374,7 @@ func (se *Session) placeIn(j *Job, g *group) ([]gangway.Member, bool) {
 }
 
 // best is the highest-scoring feasible candidate for one replica.
-func (se *Session) best(j *Job, g *group) (Candidate, bool) {
+func (se *Session) best(j *gangway.QueueEntry, g *group) (Candidate, bool) {
 	v := se.view
 	var best Candidate
 	bestScore, found := 0.0, false
@@ -381,8 +382,8 @@ func (se *Session) best(j *Job, g *group) (Candidate, bool) {
 	// so its first feasible candidate is its best: stop there.
 	_, firstFit := se.scorer.(FirstFit)
 	nodes := g.nodeList(se.all)
-	if g == nil && len(j.Models) == 1 {
-		nodes = se.nodesOf(j.Models[0])
+	if g == nil && len(j.GPUModels) == 1 {
+		nodes = se.nodesOf(j.GPUModels[0])
 	}
 	sample := se.opts.SampleNodes > 0 && !firstFit && len(nodes) > se.opts.SampleNodes
 	start, scored := 0, 0
@@ -431,41 +432,11 @@ func (se *Session) nodesOf(m string) []int {
 	return se.byModel[m]
 }
 
-// feasibleNode is the cheap node filter: schedulable, model, pool, CPU and
-// memory, enough free GPU capacity in total, and quota.
-func (se *Session) feasibleNode(j *Job, i int) bool {
-	v := se.view
-	n := &v.nodes[i]
-	switch { // GPUs first: on a busy fleet they rule out the most nodes
-	case j.GPUsPerReplica == 0:
-	case j.Share():
-		if !slices.ContainsFunc(v.free[i], func(f int) bool { return f >= j.GPUMilli }) {
-			return false
-		}
-	default:
-		if v.whole[i] < j.GPUsPerReplica {
-			return false
-		}
-	}
-	if !n.Schedulable || !j.mayUse(n) {
-		return false
-	}
-	if v.cpu[i] < j.CPUMilli || v.mem[i] < j.MemMiB {
-		return false
-	}
-	if se.quota.hasQuotas() {
-		if ok, _ := se.quota.admits(j.Team, n.Model, j.GPUMilliTotal()); !ok {
-			return false
-		}
-	}
-	return true
-}
-
 func allowed[S ~string](list []S, v S) bool { return len(list) == 0 || slices.Contains(list, v) }
 
 // jobEnd is when j would finish if started now (zero: unknown, never
 // before a reservation).
-func (v *View) jobEnd(j *Job) time.Time {
+func (v *View) jobEnd(j *gangway.QueueEntry) time.Time {
 	if j.MaxRuntime <= 0 {
 		return time.Time{}
 	}
@@ -477,7 +448,7 @@ func (v *View) jobEnd(j *Job) time.Time {
 // tightest domain that holds them); for a share, one choice per distinct
 // free level among the GPUs with room. The slice and the candidates' GPUs
 // are scratch space, valid until the next call.
-func (v *View) candidates(i int, j *Job, g *group) []Candidate {
+func (v *View) candidates(i int, j *gangway.QueueEntry, g *group) []Candidate {
 	end := v.jobEnd(j)
 	out := v.cands[:0]
 	switch {

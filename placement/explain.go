@@ -2,44 +2,34 @@ package placement
 
 import (
 	"fmt"
-	"slices"
 	"strings"
+
+	"github.com/gangwayhq/gangway"
 )
 
 // explain says why j did not fit, with numbers, distinguishing what may
-// resolve by waiting from what never will.
-func (se *Session) explain(j *Job) Unplaced {
-	v := se.view
-	u := Unplaced{JobID: j.ID}
+// resolve by waiting from what never will. It reads the census of the
+// filter chain (filter.go) — the same filters that decided j does not fit
+// — in the order a person would check: does any node match at all, could
+// the fleet ever hold the job, does its team's quota allow it, and what is
+// free where it may go now.
+func (se *Session) explain(j *gangway.QueueEntry) Unplaced {
+	c := se.count(j)
+	u := Unplaced{JobID: j.JobID}
 	shape := describeShape(j)
-
-	var fleetModels []string
-	matching, everReplicas := 0, 0
-	for i := range v.nodes {
-		n := &v.nodes[i]
-		if n.Model != "" && !slices.Contains(fleetModels, n.Model) {
-			fleetModels = append(fleetModels, n.Model)
-		}
-		if !j.mayUse(n) {
-			continue
-		}
-		matching++
-		everReplicas += replicasByCapacity(n, j)
-	}
-	slices.Sort(fleetModels)
 	switch {
-	case matching == 0:
+	case c.matching == 0:
 		u.Reason = ReasonModelUnavailable
 		u.Detail = fmt.Sprintf("%s: no node has %s in %s; the fleet has %s", shape,
-			orAny(j.Models, "any model"), orAny(j.Pools, "any pool"), strings.Join(fleetModels, ", "))
+			orAny(j.GPUModels, "any model"), orAny(j.Pools, "any pool"), strings.Join(c.models, ", "))
 		return u
-	case everReplicas < j.Replicas:
+	case c.everReplicas < j.Replicas:
 		u.Reason = ReasonNeverFits
-		u.Detail = fmt.Sprintf("%s: the fleet holds at most %d such replicas (%d matching nodes)", shape, everReplicas, matching)
+		u.Detail = fmt.Sprintf("%s: the fleet holds at most %d such replicas (%d matching nodes)", shape, c.everReplicas, c.matching)
 		return u
 	}
-	if j.Topology.Required && j.Topology.Level != LevelNone {
-		largestEver := se.largestGroup(j.Topology.Level, j.Models)
+	if j.Topology.Required && j.Topology.Level != gangway.LevelNone {
+		largestEver := se.largestGroup(j.Topology.Level, j.GPUModels)
 		need := j.Replicas * j.GPUsPerReplica
 		if j.Share() {
 			need = (j.Replicas*j.GPUMilli + Whole - 1) / Whole // shares pack onto fewer GPUs
@@ -51,81 +41,71 @@ func (se *Session) explain(j *Job) Unplaced {
 			return u
 		}
 	}
-
-	if se.quota.hasQuotas() {
-		why, whyNoQuota := "", ""
-		admitted := false
-		for _, m := range fleetModels {
-			if !allowed(j.Models, m) {
-				continue
-			}
-			ok, w := se.quota.admits(j.Team, m, j.GPUMilliTotal())
-			admitted = admitted || ok
-			// Say why the team's own quota is used up before naming the
-			// models it has none of.
-			if _, has := se.quota.find(j.Team, m); has && why == "" {
-				why = w
-			} else if !has && whyNoQuota == "" {
-				whyNoQuota = w
-			}
-		}
-		if why == "" {
-			why = whyNoQuota
-		}
-		if !admitted {
-			u.Reason, u.Detail = ReasonQuota, fmt.Sprintf("%s: %s", shape, why)
-			return u
-		}
+	if se.quota.hasQuotas() && c.rejected[fQuota] == c.matching {
+		u.Reason, u.Detail = ReasonQuota, fmt.Sprintf("%s: %s", shape, se.quotaWhy(j, c.models))
+		return u
 	}
 
-	// Not now: count what is free where the job may go.
-	freeMilli, freeWhole, largestNode, reservedFree := 0, 0, 0, 0
-	end := v.jobEnd(j)
-	for i := range v.nodes {
-		n := &v.nodes[i]
-		if !n.Schedulable || !j.mayUse(n) {
-			continue
-		}
-		nodeWhole := 0
-		for gi, f := range v.free[i] {
-			freeMilli += f
-			if f == Whole {
-				if v.usable(i, gi, end) {
-					nodeWhole++
-				} else {
-					reservedFree++
-				}
-			}
-		}
-		freeWhole += nodeWhole
-		largestNode = max(largestNode, nodeWhole)
-	}
+	// Not now: what is free where the job may go.
 	need := j.Replicas * j.GPUsPerReplica
 	switch {
 	case j.Share() || j.GPUsPerReplica == 0:
 		u.Reason = ReasonInsufficientGPUs
-		u.Detail = fmt.Sprintf("%s: %d milli-GPU free on matching nodes, none with room for the task's GPU share, CPU and memory", shape, freeMilli)
-	case freeWhole+reservedFree >= need && freeWhole < need:
+		u.Detail = fmt.Sprintf("%s: %d milli-GPU free on matching nodes, none with room for the task's GPU share, CPU and memory (%s)",
+			shape, c.freeMilli, c.short())
+	case c.freeWhole+c.reservedFree >= need && c.freeWhole < need:
 		u.Reason = ReasonReserved
-		u.Detail = fmt.Sprintf("%s: %d free GPUs are reserved for a blocked larger job that starts before this one would end", shape, reservedFree)
-	case freeWhole >= need && largestNode < j.GPUsPerReplica:
+		u.Detail = fmt.Sprintf("%s: %d free GPUs are reserved for a blocked larger job that starts before this one would end", shape, c.reservedFree)
+	case c.freeWhole >= need && c.largestNode < j.GPUsPerReplica:
 		u.Reason = ReasonFragmented
-		u.Detail = fmt.Sprintf("%s: %d GPUs free, but no node has %d free; largest has %d", shape, freeWhole, j.GPUsPerReplica, largestNode)
-	case freeWhole >= need && j.Topology.Required:
+		u.Detail = fmt.Sprintf("%s: %d GPUs free, but no node has %d free; largest has %d", shape, c.freeWhole, j.GPUsPerReplica, c.largestNode)
+	case c.freeWhole >= need && j.Topology.Required:
 		u.Reason = ReasonFragmented
-		u.Detail = fmt.Sprintf("%s: %d GPUs free, but no %s domain has %d free together", shape, freeWhole, j.Topology.Level, need)
-	case freeWhole >= need:
+		u.Detail = fmt.Sprintf("%s: %d GPUs free, but no %s domain has %d free together", shape, c.freeWhole, j.Topology.Level, need)
+	case c.freeWhole >= need:
 		u.Reason = ReasonInsufficientGPUs
-		u.Detail = fmt.Sprintf("%s: %d GPUs free, but not with the CPU and memory each replica needs (%dm CPU, %d MiB)", shape, freeWhole, j.CPUMilli, j.MemMiB)
+		u.Detail = fmt.Sprintf("%s: %d GPUs free, but not with the CPU and memory each replica needs (%dm CPU, %d MiB; %s)",
+			shape, c.freeWhole, j.CPUMilli, j.MemMiB, c.short())
 	default:
 		u.Reason = ReasonInsufficientGPUs
-		u.Detail = fmt.Sprintf("%s: needs %d GPUs, %d free on matching nodes (largest free block %d on one node)", shape, need, freeWhole, largestNode)
+		u.Detail = fmt.Sprintf("%s: needs %d GPUs, %d free on matching nodes (largest free block %d on one node)", shape, need, c.freeWhole, c.largestNode)
 	}
 	return u
 }
 
+// short says how many matching nodes lack what one replica needs, by
+// filter, as the census counted them.
+func (c *census) short() string {
+	return fmt.Sprintf("of %d matching nodes, %d lack the free GPUs, %d the CPU, %d the memory",
+		c.matching, c.rejected[fGPUs], c.rejected[fCPU], c.rejected[fMemory])
+}
+
+// quotaWhy is the quota book's sentence for j: why the team's own quota is
+// used up, before naming the models it has none of.
+func (se *Session) quotaWhy(j *gangway.QueueEntry, models []string) string {
+	why, whyNoQuota := "", ""
+	for _, m := range models {
+		if !allowed(j.GPUModels, m) {
+			continue
+		}
+		ok, w := se.quota.admits(j.Team, m, j.GPUMilliTotal())
+		if ok {
+			continue
+		}
+		if _, has := se.quota.find(j.Team, m); has && why == "" {
+			why = w
+		} else if !has && whyNoQuota == "" {
+			whyNoQuota = w
+		}
+	}
+	if why == "" {
+		why = whyNoQuota
+	}
+	return why
+}
+
 // replicasByCapacity is how many replicas of j node n could hold empty.
-func replicasByCapacity(n *Node, j *Job) int {
+func replicasByCapacity(n *Node, j *gangway.QueueEntry) int {
 	byCPU, byMem := perResource(n.CPUMilli, j.CPUMilli), perResource(n.MemMiB, j.MemMiB)
 	byGPU := perResource(0, 0)
 	switch {
@@ -145,7 +125,7 @@ func perResource(free, per int64) int {
 	return int(free / per)
 }
 
-func describeShape(j *Job) string {
+func describeShape(j *gangway.QueueEntry) string {
 	var s string
 	switch {
 	case j.GPUsPerReplica == 0:
@@ -155,8 +135,8 @@ func describeShape(j *Job) string {
 	default:
 		s = fmt.Sprintf("%d × %d GPUs", j.Replicas, j.GPUsPerReplica)
 	}
-	if len(j.Models) > 0 {
-		s += " (" + strings.Join(j.Models, "|") + ")"
+	if len(j.GPUModels) > 0 {
+		s += " (" + strings.Join(j.GPUModels, "|") + ")"
 	}
 	return s
 }

@@ -89,10 +89,13 @@ func (b *nodeBuilder) cordoned() *nodeBuilder { b.n.Schedulable = false; return 
 // preemptible, started an hour before t0, has no max runtime and asks one
 // CPU and 4 GiB per member. fleet.with marks its GPUs, CPU and memory used
 // on its nodes, so snapshots stay consistent.
-type runBuilder struct{ r placement.Running }
+type runBuilder struct {
+	r     gangway.Assignment
+	milli int // per GPU for a share, set on every member by build
+}
 
 func running(id string) *runBuilder {
-	return &runBuilder{r: placement.Running{JobID: id, Team: "ml", Priority: 100, Start: t0.Add(-time.Hour),
+	return &runBuilder{r: gangway.Assignment{JobID: id, Team: "ml", Priority: 100, At: t0.Add(-time.Hour),
 		CPUMilli: 1000, MemMiB: 4096}}
 }
 
@@ -105,10 +108,10 @@ func (b *runBuilder) on(nodeID string, gpus ...int) *runBuilder {
 func (b *runBuilder) team(t string) *runBuilder           { b.r.Team = t; return b }
 func (b *runBuilder) prio(p int) *runBuilder              { b.r.Priority = p; return b }
 func (b *runBuilder) preemptible() *runBuilder            { b.r.Preemptible = true; return b }
-func (b *runBuilder) started(t time.Time) *runBuilder     { b.r.Start = t; return b }
+func (b *runBuilder) started(t time.Time) *runBuilder     { b.r.At = t; return b }
 func (b *runBuilder) checkpoint(t time.Time) *runBuilder  { b.r.LastCheckpoint = t; return b }
 func (b *runBuilder) runtime(d time.Duration) *runBuilder { b.r.MaxRuntime = d; return b }
-func (b *runBuilder) share(milli int) *runBuilder         { b.r.GPUMilli = milli; return b }
+func (b *runBuilder) share(milli int) *runBuilder         { b.milli = milli; return b }
 func (b *runBuilder) res(cpu, mem int64) *runBuilder      { b.r.CPUMilli, b.r.MemMiB = cpu, mem; return b }
 
 // fleetBuilder is a snapshot taken at t0 (or at): nodes, and running
@@ -148,7 +151,7 @@ func (f *fleetBuilder) build() placement.Snapshot {
 	for _, rb := range f.running {
 		r := rb.r
 		r.Members = slices.Clone(r.Members)
-		milli := r.GPUMilli
+		milli := rb.milli
 		if milli == 0 {
 			milli = placement.Whole
 		}
@@ -159,9 +162,7 @@ func (f *fleetBuilder) build() placement.Snapshot {
 			}
 			n := &s.Nodes[i]
 			r.Members[k].Pool, r.Members[k].Addr = n.Pool, n.Addr
-			if r.GPUMilli > 0 {
-				r.Members[k].Milli = r.GPUMilli
-			}
+			r.Members[k].Milli = rb.milli
 			n.UsedCPUMilli += r.CPUMilli
 			n.UsedMemMiB += r.MemMiB
 			if n.UsedCPUMilli > n.CPUMilli || n.UsedMemMiB > n.MemMiB {
@@ -179,17 +180,17 @@ func (f *fleetBuilder) build() placement.Snapshot {
 	return s
 }
 
-// jobBuilder builds a placement.Job fluently:
+// jobBuilder builds a gangway.QueueEntry fluently:
 //
-//	job("j1").gang(2, 8).team("nlp").prio(200).topology(placement.LevelNVLink, true).preemptible().runtime(2 * time.Hour)
+//	job("j1").gang(2, 8).team("nlp").prio(200).topology(gangway.LevelNVLink, true).preemptible().runtime(2 * time.Hour)
 //
 // A new job is one replica of one GPU of any model in any pool, for team
 // "ml" at priority 100, asking one CPU and 4 GiB per replica, attempt 1,
 // submitted at t0, with no max runtime.
-type jobBuilder struct{ j placement.Job }
+type jobBuilder struct{ j gangway.QueueEntry }
 
 func job(id string) *jobBuilder {
-	return &jobBuilder{j: placement.Job{ID: id, Team: "ml", Priority: 100, Submitted: t0, Attempt: 1,
+	return &jobBuilder{j: gangway.QueueEntry{JobID: id, Team: "ml", Priority: 100, SubmittedAt: t0, Attempt: 1,
 		Replicas: 1, GPUsPerReplica: 1, CPUMilli: 1000, MemMiB: 4096}}
 }
 
@@ -211,35 +212,44 @@ func (b *jobBuilder) replicas(n int) *jobBuilder { b.j.Replicas = n; return b }
 // cpuOnly makes each replica ask for no GPU.
 func (b *jobBuilder) cpuOnly() *jobBuilder { b.j.GPUsPerReplica, b.j.GPUMilli = 0, 0; return b }
 
-func (b *jobBuilder) topology(l placement.Level, required bool) *jobBuilder {
-	b.j.Topology = placement.Topology{Level: l, Required: required}
+func (b *jobBuilder) topology(l gangway.Level, required bool) *jobBuilder {
+	b.j.Topology = gangway.Topology{Level: l, Required: required}
 	return b
 }
 
 func (b *jobBuilder) team(t string) *jobBuilder           { b.j.Team = t; return b }
 func (b *jobBuilder) prio(p int) *jobBuilder              { b.j.Priority = p; return b }
-func (b *jobBuilder) models(m ...string) *jobBuilder      { b.j.Models = m; return b }
+func (b *jobBuilder) models(m ...string) *jobBuilder      { b.j.GPUModels = m; return b }
 func (b *jobBuilder) pools(p ...string) *jobBuilder       { b.j.Pools = p; return b }
 func (b *jobBuilder) cpu(milli int64) *jobBuilder         { b.j.CPUMilli = milli; return b }
 func (b *jobBuilder) mem(mib int64) *jobBuilder           { b.j.MemMiB = mib; return b }
 func (b *jobBuilder) attempt(n int) *jobBuilder           { b.j.Attempt = n; return b }
 func (b *jobBuilder) preemptible() *jobBuilder            { b.j.Preemptible = true; return b }
 func (b *jobBuilder) runtime(d time.Duration) *jobBuilder { b.j.MaxRuntime = d; return b }
-func (b *jobBuilder) submitted(t time.Time) *jobBuilder   { b.j.Submitted = t; return b }
+func (b *jobBuilder) submitted(t time.Time) *jobBuilder   { b.j.SubmittedAt = t; return b }
 
 // age submits the job d before t0.
-func (b *jobBuilder) age(d time.Duration) *jobBuilder { b.j.Submitted = t0.Add(-d); return b }
+func (b *jobBuilder) age(d time.Duration) *jobBuilder { b.j.SubmittedAt = t0.Add(-d); return b }
 
 // queue is the jobs in the order given.
-func queue(jobs ...*jobBuilder) []placement.Job {
-	q := make([]placement.Job, 0, len(jobs))
+func queue(jobs ...*jobBuilder) []gangway.QueueEntry {
+	q := make([]gangway.QueueEntry, 0, len(jobs))
 	for _, b := range jobs {
 		q = append(q, b.j)
 	}
 	return q
 }
 
-// placed is the assignment a fixture job gets at t0, attempt 1.
+// withEntry is a with what the assignment carries about its job filled in
+// from the job's queue entry, as Place fills it.
+func withEntry(a gangway.Assignment, e *gangway.QueueEntry) gangway.Assignment {
+	a.Team, a.Priority, a.MaxRuntime, a.Runtime, a.Preemptible = e.Team, e.Priority, e.MaxRuntime, e.Runtime, e.Preemptible
+	a.CPUMilli, a.MemMiB = e.CPUMilli, e.MemMiB
+	return a
+}
+
+// placed is the assignment a fixture job gets at t0, attempt 1 (runPlaceCases
+// fills in what it carries from the entry: withEntry).
 func placed(jobID string, members ...gangway.Member) gangway.Assignment {
 	return gangway.Assignment{JobID: jobID, Attempt: 1, Members: members, At: t0}
 }

@@ -1,6 +1,10 @@
 package placement
 
-import "time"
+import (
+	"time"
+
+	"github.com/gangwayhq/gangway"
+)
 
 // Flaky GPUs. A GPU that faulted recently carries a flakiness score (its
 // fences, decayed; see capacity.GPUHealth.Flakiness). A gang of more than
@@ -21,8 +25,8 @@ const (
 // avoidsFlaky reports whether j must stay off flaky GPUs: a gang, or a job
 // whose expected runtime (estimated, else its max runtime) is long or
 // unknown.
-func avoidsFlaky(j *Job) bool {
-	runtime := j.Burst.Runtime
+func avoidsFlaky(j *gangway.QueueEntry) bool {
+	runtime := j.Runtime
 	if runtime <= 0 {
 		runtime = j.MaxRuntime
 	}

@@ -3,6 +3,8 @@ package placement
 import (
 	"slices"
 	"sort"
+
+	"github.com/gangwayhq/gangway"
 )
 
 // Fragmentation, as defined by Weng et al., "Beware of Fragmentation:
@@ -289,7 +291,7 @@ func (c *fragCache) after(v *View, cand Candidate, cpu, mem int64) float64 {
 
 // delta is how much placing cand for one replica of j lowers node
 // cand.Node's fragmentation: F_before − F_after (negative when it grows).
-func (c *fragCache) delta(v *View, cand Candidate, j *Job) float64 {
+func (c *fragCache) delta(v *View, cand Candidate, j *gangway.QueueEntry) float64 {
 	c.ensure(v)
 	return c.before(v, cand.Node) - c.after(v, cand, j.CPUMilli, j.MemMiB)
 }

@@ -11,7 +11,7 @@ import (
 // group is a set of nodes (and, for an NVLink domain, GPUs) a gang must
 // stay within.
 type group struct {
-	level Level
+	level gangway.Level
 	key   string
 	nodes []int
 	// For an NVLink domain: gpus[k] lists the group's GPUs on nodes[k],
@@ -32,7 +32,7 @@ func (g *group) nodeList(all []int) []int {
 
 // allowsGPU reports whether GPU gi of node i belongs to the group.
 func (g *group) allowsGPU(v *View, i, gi int) bool {
-	if g == nil || g.level != LevelNVLink {
+	if g == nil || g.level != gangway.LevelNVLink {
 		return true
 	}
 	return g.keys[i][gi] == g.key
@@ -60,7 +60,7 @@ func itoa(i int) string {
 }
 
 // groupsAt partitions the fleet at level l (cached per session).
-func (se *Session) groupsAt(l Level) []*group {
+func (se *Session) groupsAt(l gangway.Level) []*group {
 	if gs, ok := se.groups[l]; ok {
 		return gs
 	}
@@ -75,20 +75,20 @@ func (se *Session) groupsAt(l Level) []*group {
 		}
 		if len(g.nodes) == 0 || g.nodes[len(g.nodes)-1] != i {
 			g.nodes = append(g.nodes, i)
-			if l == LevelNVLink {
+			if l == gangway.LevelNVLink {
 				g.gpus = append(g.gpus, nil)
 			}
 		}
 		return g
 	}
 	var keys [][]string
-	if l == LevelNVLink {
+	if l == gangway.LevelNVLink {
 		keys = make([][]string, len(se.view.nodes))
 	}
 	for i := range se.view.nodes {
 		n := &se.view.nodes[i]
 		switch l {
-		case LevelNVLink:
+		case gangway.LevelNVLink:
 			keys[i] = make([]string, len(n.GPUs))
 			for gi := range n.GPUs {
 				keys[i][gi] = domainKey(n, gi)
@@ -97,11 +97,11 @@ func (se *Session) groupsAt(l Level) []*group {
 				g.gpus[len(g.gpus)-1] = append(g.gpus[len(g.gpus)-1], gi)
 				g.size++
 			}
-		case LevelNode:
+		case gangway.LevelNode:
 			add(n.ID, i).size += len(n.GPUs)
-		case LevelRack:
+		case gangway.LevelRack:
 			add(orSelf(n.Rack, n), i).size += len(n.GPUs)
-		case LevelBlock:
+		case gangway.LevelBlock:
 			add(orSelf(n.Block, n), i).size += len(n.GPUs)
 		}
 	}
@@ -119,7 +119,7 @@ func orSelf(label string, n *Node) string {
 // largestGroup is the most GPUs of the models allowed (all when none)
 // that one group at level l holds, free or not. The fleet does not change
 // within a session, so it is computed once per level and model list.
-func (se *Session) largestGroup(l Level, models []string) int {
+func (se *Session) largestGroup(l gangway.Level, models []string) int {
 	key := l.String() + "@" + strings.Join(models, "|")
 	if n, ok := se.largest[key]; ok {
 		return n
@@ -155,7 +155,7 @@ func (se *Session) freeFor(g *group) int {
 	for k, i := range g.nodes {
 		switch {
 		case !v.nodes[i].Schedulable:
-		case g.level != LevelNVLink:
+		case g.level != gangway.LevelNVLink:
 			t += v.whole[i]
 		case len(g.gpus[k]) == len(v.free[i]): // the domain spans the node
 			t += v.whole[i]
@@ -173,7 +173,7 @@ func (se *Session) freeFor(g *group) int {
 // placeGrouped places j inside one group of its topology level: the group
 // with the least free capacity that still holds it, so large domains stay
 // whole for large gangs.
-func (se *Session) placeGrouped(j *Job) ([]gangway.Member, bool) {
+func (se *Session) placeGrouped(j *gangway.QueueEntry) ([]gangway.Member, bool) {
 	need := j.Replicas * max(j.GPUsPerReplica, 0)
 	if j.Share() {
 		need = 0 // shares also fit on partly used GPUs, which freeFor does not count

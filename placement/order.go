@@ -3,6 +3,8 @@ package placement
 import (
 	"cmp"
 	"slices"
+
+	"github.com/gangwayhq/gangway"
 )
 
 // Fairness weighs teams against each other within a priority class.
@@ -33,10 +35,10 @@ type orderer struct {
 
 type teamQueue struct {
 	team string
-	jobs []*Job
+	jobs []*gangway.QueueEntry
 }
 
-func newOrderer(jobs []*Job, s *Session) *orderer {
+func newOrderer(jobs []*gangway.QueueEntry, s *Session) *orderer {
 	o := &orderer{held: map[string]*usage{}, fair: s.opts.Fairness}
 	for i := range s.view.nodes {
 		n := &s.view.nodes[i]
@@ -48,8 +50,8 @@ func newOrderer(jobs []*Job, s *Session) *orderer {
 		r := &s.running[i]
 		o.charge(r.Team, runningUsage(r))
 	}
-	slices.SortStableFunc(jobs, func(a, b *Job) int {
-		return cmp.Or(cmp.Compare(b.Priority, a.Priority), a.Submitted.Compare(b.Submitted), cmp.Compare(a.ID, b.ID))
+	slices.SortStableFunc(jobs, func(a, b *gangway.QueueEntry) int {
+		return cmp.Or(cmp.Compare(b.Priority, a.Priority), a.SubmittedAt.Compare(b.SubmittedAt), cmp.Compare(a.JobID, b.JobID))
 	})
 	for k := 0; k < len(jobs); {
 		e := k
@@ -71,16 +73,13 @@ func newOrderer(jobs []*Job, s *Session) *orderer {
 	return o
 }
 
-func runningUsage(r *Running) usage {
-	milli := int64(r.GPUMilli)
-	if milli == 0 {
-		milli = Whole
-	}
+func runningUsage(r *gangway.Assignment) usage {
+	milli := int64(milliOf(r))
 	n := int64(len(r.Members))
-	return usage{gpuMilli: int64(r.GPUs()) * milli, cpu: r.CPUMilli * n, mem: r.MemMiB * n}
+	return usage{gpuMilli: int64(r.GPUCount()) * milli, cpu: r.CPUMilli * n, mem: r.MemMiB * n}
 }
 
-func jobUsage(j *Job) usage {
+func jobUsage(j *gangway.QueueEntry) usage {
 	n := int64(j.Replicas)
 	return usage{gpuMilli: j.GPUMilliTotal(), cpu: j.CPUMilli * n, mem: j.MemMiB * n}
 }
@@ -118,7 +117,7 @@ func ratio(a, b int64) float64 {
 }
 
 // next pops the next job to try.
-func (o *orderer) next() (*Job, bool) {
+func (o *orderer) next() (*gangway.QueueEntry, bool) {
 	for o.level < len(o.levels) {
 		teams := o.levels[o.level]
 		var pick *teamQueue
@@ -131,7 +130,7 @@ func (o *orderer) next() (*Job, bool) {
 				continue
 			}
 			sp, st := o.share(pick.team), o.share(t.team)
-			if st < sp || (st == sp && t.jobs[0].Submitted.Before(pick.jobs[0].Submitted)) {
+			if st < sp || (st == sp && t.jobs[0].SubmittedAt.Before(pick.jobs[0].SubmittedAt)) {
 				pick = t
 			}
 		}

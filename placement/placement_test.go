@@ -1,6 +1,7 @@
 package placement_test
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -16,7 +17,7 @@ import (
 // reasons tests pin the sentences, the others pin the decisions.
 type placeCase struct {
 	fleet         *fleetBuilder
-	queue         []placement.Job
+	queue         []gangway.QueueEntry
 	opts          placement.Options
 	wantPlaced    []gangway.Assignment
 	wantUnplaced  []placement.Unplaced
@@ -39,7 +40,13 @@ func runPlaceCases(t *testing.T, cases map[string]placeCase) {
 				}
 			}
 			opts := cmpopts.EquateEmpty()
-			if d := cmp.Diff(tc.wantPlaced, got.Assignments, opts); d != "" {
+			wantPlaced := slices.Clone(tc.wantPlaced)
+			for i := range wantPlaced {
+				if k := slices.IndexFunc(tc.queue, func(e gangway.QueueEntry) bool { return e.JobID == wantPlaced[i].JobID }); k >= 0 {
+					wantPlaced[i] = withEntry(wantPlaced[i], &tc.queue[k])
+				}
+			}
+			if d := cmp.Diff(wantPlaced, got.Assignments, opts); d != "" {
 				t.Errorf("assignments (-want +got):\n%s", d)
 			}
 			if d := cmp.Diff(tc.wantUnplaced, got.Unplaced, opts); d != "" {
@@ -150,7 +157,7 @@ func TestGPUShares(t *testing.T) {
 			queue:      queue(job("s1").share(250), job("s2").share(1)),
 			wantPlaced: []gangway.Assignment{placed("s1", shareOn(0, "n1", 250, 0))},
 			wantUnplaced: []placement.Unplaced{waiting("s2", placement.ReasonInsufficientGPUs,
-				"1 × 1m GPU share: 0 milli-GPU free on matching nodes, none with room for the task's GPU share, CPU and memory")},
+				"1 × 1m GPU share: 0 milli-GPU free on matching nodes, none with room for the task's GPU share, CPU and memory (of 1 matching nodes, 1 lack the free GPUs, 0 the CPU, 0 the memory)")},
 		},
 		"replicas of a shared job may share a GPU": {
 			fleet: fleet(node("n1").gpus(2, "T4")),

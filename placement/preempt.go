@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/gangwayhq/gangway"
 )
 
 // maxVictims bounds how many running jobs one preemptor may stop.
@@ -19,7 +21,7 @@ const maxVictims = 16
 // what else j needs is held for it until this Place call returns (hold),
 // and the victims are not offered to later preemptors. Jobs this Place
 // call started are never victims.
-func (se *Session) preempt(j *Job) (Preemption, bool) {
+func (se *Session) preempt(j *gangway.QueueEntry) (Preemption, bool) {
 	v := se.view
 	type cand struct {
 		idx     int
@@ -29,7 +31,7 @@ func (se *Session) preempt(j *Job) (Preemption, bool) {
 	var cands []cand
 	for k := range se.running[:se.placedFrom] {
 		r := &se.running[k]
-		if se.victims[r.JobID] || !r.Preemptible || v.now.Sub(r.Start) < se.opts.MinRuntime {
+		if se.victims[r.JobID] || !r.Preemptible || v.now.Sub(r.At) < se.opts.MinRuntime {
 			continue
 		}
 		reclaim := se.reclaims(j, r)
@@ -71,13 +73,13 @@ func (se *Session) preempt(j *Job) (Preemption, bool) {
 			set = trial
 		}
 	}
-	p := Preemption{Preemptor: j.ID}
+	p := Preemption{Preemptor: j.JobID}
 	for _, idx := range set {
 		r := &se.running[idx]
 		se.victims[r.JobID] = true
-		why := fmt.Sprintf("preempted for %s (priority %d > %d)", j.ID, j.Priority, r.Priority)
+		why := fmt.Sprintf("preempted for %s (priority %d > %d)", j.JobID, j.Priority, r.Priority)
 		if se.reclaims(j, r) {
-			why = fmt.Sprintf("team %s reclaims the quota team %s borrowed, for %s", j.Team, r.Team, j.ID)
+			why = fmt.Sprintf("team %s reclaims the quota team %s borrowed, for %s", j.Team, r.Team, j.JobID)
 		}
 		p.Victims = append(p.Victims, Victim{JobID: r.JobID, Attempt: r.Attempt, Reason: why, LostGPUSeconds: se.lostWork(r)})
 	}
@@ -102,7 +104,7 @@ type heldCap struct {
 // stop; otherwise the victims could be stopped for nothing. The victims'
 // own capacity stays theirs in the view until then. releaseHeld gives it
 // all back when the call returns.
-func (se *Session) hold(j *Job, set []int) {
+func (se *Session) hold(j *gangway.QueueEntry, set []int) {
 	v := se.view
 	mark := v.begin()
 	for _, k := range set {
@@ -119,10 +121,10 @@ func (se *Session) hold(j *Job, set []int) {
 	for _, m := range a.Members {
 		i := se.nodeIndex(m.NodeID)
 		h := heldCap{node: i, cpu: min(j.CPUMilli, max(v.cpu[i], 0)), mem: min(j.MemMiB, max(v.mem[i], 0)),
-			team: j.Team, quota: int64(len(m.GPUs)) * int64(j.milliPerGPU())}
+			team: j.Team, quota: int64(len(m.GPUs)) * int64(milliPerGPU(j))}
 		v.take(Candidate{Node: i}, h.cpu, h.mem)
 		for _, g := range m.GPUs {
-			if t := min(j.milliPerGPU(), v.free[i][g]); t > 0 {
+			if t := min(milliPerGPU(j), v.free[i][g]); t > 0 {
 				v.take(Candidate{Node: i, GPUs: []int{g}, Milli: t}, 0, 0)
 				h.gpus, h.milli = append(h.gpus, g), append(h.milli, t)
 			}
@@ -150,28 +152,28 @@ func (se *Session) releaseHeld() {
 // reclaims reports whether j may preempt r to take back lent quota: r's
 // team borrows in a cohort j's team belongs to, for a model j may use, and
 // j stays within its team's nominal quota.
-func (se *Session) reclaims(j *Job, r *Running) bool {
+func (se *Session) reclaims(j *gangway.QueueEntry, r *gangway.Assignment) bool {
 	if r.Team == j.Team || !se.quota.hasQuotas() || len(r.Members) == 0 {
 		return false
 	}
 	model := se.modelOf(r.Members[0].NodeID)
 	cohort := se.quota.cohortOf(j.Team, model)
-	return cohort != "" && allowed(j.Models, model) && se.quota.cohortOf(r.Team, model) == cohort &&
+	return cohort != "" && allowed(j.GPUModels, model) && se.quota.cohortOf(r.Team, model) == cohort &&
 		se.quota.isBorrowing(r.Team, model) && se.quota.withinNominal(j.Team, model, j.GPUMilliTotal())
 }
 
 // lostWork is the GPU-seconds r has run since its last checkpoint.
-func (se *Session) lostWork(r *Running) float64 {
-	since := r.Start
+func (se *Session) lostWork(r *gangway.Assignment) float64 {
+	since := r.At
 	if r.LastCheckpoint.After(since) {
 		since = r.LastCheckpoint
 	}
-	return se.view.now.Sub(since).Seconds() * float64(r.GPUs()) * float64(orWhole(r.GPUMilli)) / Whole
+	return se.view.now.Sub(since).Seconds() * float64(r.GPUCount()) * float64(milliOf(r)) / Whole
 }
 
 // fitsWithout simulates the running jobs at idx gone and reports whether j
 // then fits; the view and quotas are restored before it returns.
-func (se *Session) fitsWithout(j *Job, idx []int) bool {
+func (se *Session) fitsWithout(j *gangway.QueueEntry, idx []int) bool {
 	v := se.view
 	mark := v.begin()
 	for _, k := range idx {
@@ -187,15 +189,15 @@ func (se *Session) fitsWithout(j *Job, idx []int) bool {
 
 // vacate gives r's capacity back to the view (sign -1) — or, with sign +1,
 // only re-charges its quota after a rollback restored the view.
-func (se *Session) vacate(r *Running, sign int64) {
+func (se *Session) vacate(r *gangway.Assignment, sign int64) {
 	for _, m := range r.Members {
 		i := se.nodeIndex(m.NodeID)
 		if i < 0 {
 			continue
 		}
-		se.quota.charge(r.Team, se.view.nodes[i].Model, sign*int64(len(m.GPUs))*int64(orWhole(r.GPUMilli)))
+		se.quota.charge(r.Team, se.view.nodes[i].Model, sign*int64(len(m.GPUs))*int64(milliOf(r)))
 		if sign < 0 {
-			se.view.give(Candidate{Node: i, GPUs: m.GPUs, Milli: orWhole(r.GPUMilli)}, r.CPUMilli, r.MemMiB)
+			se.view.give(Candidate{Node: i, GPUs: m.GPUs, Milli: milliOf(r)}, r.CPUMilli, r.MemMiB)
 		}
 	}
 }

@@ -220,8 +220,9 @@ func TestSessionReleasesHeldCapacity(t *testing.T) {
 	if len(first.Preemptions) != 1 || len(first.Assignments) != 0 {
 		t.Fatalf("first call: want hi to preempt and mid to wait, got %+v", first)
 	}
-	second := se.Place(queue(job("mid").gang(1, 4).prio(100)))
-	want := []gangway.Assignment{placed("mid", on(0, "n1", 4, 5, 6, 7))}
+	q := queue(job("mid").gang(1, 4).prio(100))
+	second := se.Place(q)
+	want := []gangway.Assignment{withEntry(placed("mid", on(0, "n1", 4, 5, 6, 7)), &q[0])}
 	if d := cmp.Diff(want, second.Assignments); d != "" {
 		t.Errorf("second call (-want +got):\n%s", d)
 	}

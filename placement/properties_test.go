@@ -12,6 +12,7 @@ import (
 
 	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/placement"
+	"github.com/gangwayhq/gangway/placement/baselines"
 )
 
 // TestPlaceProperties checks, on random fleets, queues and options, what
@@ -83,11 +84,11 @@ type tb interface {
 //     preemptor fits once its victims are gone and the rest of the plan
 //     has started;
 //   - reservations belong to jobs that wait for them.
-func checkPlan(t tb, snap placement.Snapshot, q []placement.Job, opts placement.Options, plan placement.Plan) {
+func checkPlan(t tb, snap placement.Snapshot, q []gangway.QueueEntry, opts placement.Options, plan placement.Plan) {
 	t.Helper()
-	jobs := map[string]*placement.Job{}
+	jobs := map[string]*gangway.QueueEntry{}
 	for i := range q {
-		jobs[q[i].ID] = &q[i]
+		jobs[q[i].JobID] = &q[i]
 	}
 	nodes := map[string]*placement.Node{}
 	for i := range snap.Nodes {
@@ -96,6 +97,13 @@ func checkPlan(t tb, snap placement.Snapshot, q []placement.Job, opts placement.
 	seen := map[string]int{}
 	for _, a := range plan.Assignments {
 		seen[a.JobID]++
+		// The assignment is complete: what later cycles read back about
+		// the running job comes from its entry.
+		if e := jobs[a.JobID]; e != nil {
+			if want := withEntry(a, e); !cmp.Equal(want, a) {
+				t.Errorf("%s: assignment does not carry its entry (-want +got):\n%s", a.JobID, cmp.Diff(want, a))
+			}
+		}
 	}
 	for _, u := range plan.Unplaced {
 		seen[u.JobID]++
@@ -207,78 +215,78 @@ func memberMilli(m gangway.Member) int {
 	return placement.Whole
 }
 
-func checkAssignment(t tb, snap placement.Snapshot, nodes map[string]*placement.Node, j *placement.Job, a gangway.Assignment) {
+func checkAssignment(t tb, snap placement.Snapshot, nodes map[string]*placement.Node, j *gangway.QueueEntry, a gangway.Assignment) {
 	t.Helper()
 	if len(a.Members) != j.Replicas {
-		t.Errorf("%s: %d members, want %d", j.ID, len(a.Members), j.Replicas)
+		t.Errorf("%s: %d members, want %d", j.JobID, len(a.Members), j.Replicas)
 	}
 	if !a.At.Equal(snap.Now) || a.Attempt != j.Attempt {
-		t.Errorf("%s: at %s attempt %d, want %s attempt %d", j.ID, a.At, a.Attempt, snap.Now, j.Attempt)
+		t.Errorf("%s: at %s attempt %d, want %s attempt %d", j.JobID, a.At, a.Attempt, snap.Now, j.Attempt)
 	}
 	groups := map[string]bool{}
 	for k, m := range a.Members {
 		if m.Rank != k {
-			t.Errorf("%s: member %d has rank %d", j.ID, k, m.Rank)
+			t.Errorf("%s: member %d has rank %d", j.JobID, k, m.Rank)
 		}
 		n := nodes[m.NodeID]
 		if n == nil {
-			t.Errorf("%s: member on unknown node %s", j.ID, m.NodeID)
+			t.Errorf("%s: member on unknown node %s", j.JobID, m.NodeID)
 			continue
 		}
 		if !n.Schedulable {
-			t.Errorf("%s: member on unschedulable node %s", j.ID, n.ID)
+			t.Errorf("%s: member on unschedulable node %s", j.JobID, n.ID)
 		}
 		if m.Pool != n.Pool || m.Addr != n.Addr {
-			t.Errorf("%s: member says pool %q addr %q, node %s has %q %q", j.ID, m.Pool, m.Addr, n.ID, n.Pool, n.Addr)
+			t.Errorf("%s: member says pool %q addr %q, node %s has %q %q", j.JobID, m.Pool, m.Addr, n.ID, n.Pool, n.Addr)
 		}
-		if len(j.Models) > 0 && !slices.Contains(j.Models, n.Model) {
-			t.Errorf("%s: on %s (%s), allowed %v", j.ID, n.ID, n.Model, j.Models)
+		if len(j.GPUModels) > 0 && !slices.Contains(j.GPUModels, n.Model) {
+			t.Errorf("%s: on %s (%s), allowed %v", j.JobID, n.ID, n.Model, j.GPUModels)
 		}
 		if len(j.Pools) > 0 && !slices.Contains(j.Pools, n.Pool) {
-			t.Errorf("%s: on %s (pool %s), allowed %v", j.ID, n.ID, n.Pool, j.Pools)
+			t.Errorf("%s: on %s (pool %s), allowed %v", j.JobID, n.ID, n.Pool, j.Pools)
 		}
 		switch {
 		case j.GPUsPerReplica == 0:
 			if len(m.GPUs) != 0 || m.Milli != 0 {
-				t.Errorf("%s: CPU-only member holds GPUs %v (%dm)", j.ID, m.GPUs, m.Milli)
+				t.Errorf("%s: CPU-only member holds GPUs %v (%dm)", j.JobID, m.GPUs, m.Milli)
 			}
 		case j.Share():
 			if len(m.GPUs) != 1 || m.Milli != j.GPUMilli {
-				t.Errorf("%s: share member holds GPUs %v at %dm, want one at %dm", j.ID, m.GPUs, m.Milli, j.GPUMilli)
+				t.Errorf("%s: share member holds GPUs %v at %dm, want one at %dm", j.JobID, m.GPUs, m.Milli, j.GPUMilli)
 			}
 		default:
 			if len(m.GPUs) != j.GPUsPerReplica || m.Milli != 0 {
-				t.Errorf("%s: member holds GPUs %v (%dm), want %d whole", j.ID, m.GPUs, m.Milli, j.GPUsPerReplica)
+				t.Errorf("%s: member holds GPUs %v (%dm), want %d whole", j.JobID, m.GPUs, m.Milli, j.GPUsPerReplica)
 			}
 		}
 		if s := slices.Clone(m.GPUs); len(slices.Compact(slices.Sorted(slices.Values(s)))) != len(s) {
-			t.Errorf("%s: member lists a GPU twice: %v", j.ID, m.GPUs)
+			t.Errorf("%s: member lists a GPU twice: %v", j.JobID, m.GPUs)
 		}
 		for _, g := range m.GPUs {
 			if g < 0 || g >= len(n.GPUs) {
-				t.Errorf("%s: %s has no GPU %d", j.ID, n.ID, g)
+				t.Errorf("%s: %s has no GPU %d", j.JobID, n.ID, g)
 				continue
 			}
 			if !n.GPUs[g].Healthy {
-				t.Errorf("%s: on unhealthy GPU %s/%d", j.ID, n.ID, g)
+				t.Errorf("%s: on unhealthy GPU %s/%d", j.JobID, n.ID, g)
 			}
-			if j.Topology.Required && j.Topology.Level == placement.LevelNVLink {
+			if j.Topology.Required && j.Topology.Level == gangway.LevelNVLink {
 				groups[nvlinkKey(n, g)] = true
 			}
 		}
 		if j.Topology.Required {
 			switch j.Topology.Level {
-			case placement.LevelNode:
+			case gangway.LevelNode:
 				groups[n.ID] = true
-			case placement.LevelRack:
+			case gangway.LevelRack:
 				groups[orNode(n.Rack, n)] = true
-			case placement.LevelBlock:
+			case gangway.LevelBlock:
 				groups[orNode(n.Block, n)] = true
 			}
 		}
 	}
 	if len(groups) > 1 {
-		t.Errorf("%s: requires one %s group, spans %v", j.ID, j.Topology.Level, groups)
+		t.Errorf("%s: requires one %s group, spans %v", j.JobID, j.Topology.Level, groups)
 	}
 }
 
@@ -299,7 +307,7 @@ func orNode(label string, n *placement.Node) string {
 // checkQuotas replays the plan's assignments in order against a plain
 // model of the quotas: each must fit in the team's nominal quota, or borrow
 // within its borrowing limit what the rest of its cohort lends.
-func checkQuotas(t tb, snap placement.Snapshot, jobs map[string]*placement.Job, nodes map[string]*placement.Node, qs []placement.Quota, plan placement.Plan) {
+func checkQuotas(t tb, snap placement.Snapshot, jobs map[string]*gangway.QueueEntry, nodes map[string]*placement.Node, qs []placement.Quota, plan placement.Plan) {
 	t.Helper()
 	if len(qs) == 0 {
 		return
@@ -360,14 +368,14 @@ func checkQuotas(t tb, snap placement.Snapshot, jobs map[string]*placement.Job, 
 			}
 			q, k, ok := quotaFor(j.Team, model)
 			if !ok {
-				t.Errorf("%s: team %s has no quota for %s, yet got %dm of it", j.ID, j.Team, model, milli)
+				t.Errorf("%s: team %s has no quota for %s, yet got %dm of it", j.JobID, j.Team, model, milli)
 				continue
 			}
 			nominal := int64(q.Nominal) * placement.Whole
 			borrow := used[k] + milli - nominal
 			if borrow > 0 {
 				if q.BorrowingLimit != nil && borrow > int64(*q.BorrowingLimit)*placement.Whole {
-					t.Errorf("%s: team %s borrows %dm of %s, over its limit of %d GPUs", j.ID, j.Team, borrow, model, *q.BorrowingLimit)
+					t.Errorf("%s: team %s borrows %dm of %s, over its limit of %d GPUs", j.JobID, j.Team, borrow, model, *q.BorrowingLimit)
 				}
 				var lend, others int64
 				if q.Cohort != "" {
@@ -392,7 +400,7 @@ func checkQuotas(t tb, snap placement.Snapshot, jobs map[string]*placement.Job, 
 				}
 				if borrow > max(lend-others, 0) {
 					t.Errorf("%s: team %s borrows %dm of %s; its cohort %q lends %dm, %dm of it already borrowed",
-						j.ID, j.Team, borrow, model, q.Cohort, lend, others)
+						j.JobID, j.Team, borrow, model, q.Cohort, lend, others)
 				}
 			}
 			used[k] += milli
@@ -411,7 +419,7 @@ func checkQuotas(t tb, snap placement.Snapshot, jobs map[string]*placement.Job, 
 // using its own nominal quota later in the plan may leave a borrowing
 // preemptor over quota. Both are limits of the engine's design, reported
 // with this suite, not what this property checks.
-func checkPreemptions(t tb, snap placement.Snapshot, q []placement.Job, jobs map[string]*placement.Job, opts placement.Options, plan placement.Plan) {
+func checkPreemptions(t tb, snap placement.Snapshot, q []gangway.QueueEntry, jobs map[string]*gangway.QueueEntry, opts placement.Options, plan placement.Plan) {
 	t.Helper()
 	if len(plan.Preemptions) == 0 {
 		return
@@ -419,12 +427,12 @@ func checkPreemptions(t tb, snap placement.Snapshot, q []placement.Job, jobs map
 	if !opts.Preempt {
 		t.Fatalf("preemptions without Options.Preempt: %v", plan.Preemptions)
 	}
-	runningByID := map[string]*placement.Running{}
+	runningByID := map[string]*gangway.Assignment{}
 	for i := range snap.Running {
 		runningByID[snap.Running[i].JobID] = &snap.Running[i]
 	}
 	victimOf := map[string]string{}
-	after := applyPlan(snap, jobs, plan.Assignments)
+	after := applyPlan(snap, plan.Assignments)
 	for _, p := range plan.Preemptions {
 		j := jobs[p.Preemptor]
 		if j == nil {
@@ -432,52 +440,47 @@ func checkPreemptions(t tb, snap placement.Snapshot, q []placement.Job, jobs map
 			continue
 		}
 		if len(p.Victims) == 0 {
-			t.Errorf("%s: preemption without victims", j.ID)
+			t.Errorf("%s: preemption without victims", j.JobID)
 		}
 		var ids []string
 		for _, v := range p.Victims {
 			ids = append(ids, v.JobID)
 			if prev, dup := victimOf[v.JobID]; dup {
-				t.Errorf("%s is preempted for both %s and %s", v.JobID, prev, j.ID)
+				t.Errorf("%s is preempted for both %s and %s", v.JobID, prev, j.JobID)
 			}
-			victimOf[v.JobID] = j.ID
+			victimOf[v.JobID] = j.JobID
 			r := runningByID[v.JobID]
 			if r == nil {
-				t.Errorf("%s: victim %s is not a running job of the snapshot", j.ID, v.JobID)
+				t.Errorf("%s: victim %s is not a running job of the snapshot", j.JobID, v.JobID)
 				continue
 			}
 			if !r.Preemptible {
-				t.Errorf("%s: victim %s is not preemptible", j.ID, v.JobID)
+				t.Errorf("%s: victim %s is not preemptible", j.JobID, v.JobID)
 			}
-			if snap.Now.Sub(r.Start) < opts.MinRuntime {
-				t.Errorf("%s: victim %s started %s ago, less than MinRuntime %s", j.ID, v.JobID, snap.Now.Sub(r.Start), opts.MinRuntime)
+			if snap.Now.Sub(r.At) < opts.MinRuntime {
+				t.Errorf("%s: victim %s started %s ago, less than MinRuntime %s", j.JobID, v.JobID, snap.Now.Sub(r.At), opts.MinRuntime)
 			}
 			if r.Priority >= j.Priority && (r.Team == j.Team || len(opts.Quotas) == 0) {
-				t.Errorf("%s (priority %d): victim %s has priority %d and reclaims no quota", j.ID, j.Priority, v.JobID, r.Priority)
+				t.Errorf("%s (priority %d): victim %s has priority %d and reclaims no quota", j.JobID, j.Priority, v.JobID, r.Priority)
 			}
 		}
 		after = withoutRunning(after, ids)
 		o := opts
 		o.Preempt, o.Reservations, o.MaxAssignments, o.Quotas = false, 0, 0, nil
-		again := placement.Place(after, []placement.Job{*j}, freshScorer(t, o))
+		again := placement.Place(after, []gangway.QueueEntry{*j}, freshScorer(t, o))
 		if len(again.Assignments) != 1 {
-			t.Errorf("%s preempts %v but does not fit once they are gone: %+v", j.ID, ids, again.Unplaced)
+			t.Errorf("%s preempts %v but does not fit once they are gone: %+v", j.JobID, ids, again.Unplaced)
 		}
 	}
 }
 
 // applyPlan is snap with assignments started as running allocations.
-func applyPlan(snap placement.Snapshot, jobs map[string]*placement.Job, as []gangway.Assignment) placement.Snapshot {
+func applyPlan(snap placement.Snapshot, as []gangway.Assignment) placement.Snapshot {
 	out := deepCopySnapshot(snap)
 	for _, a := range as {
-		j := jobs[a.JobID]
-		r := placement.Running{JobID: j.ID, Team: j.Team, Priority: j.Priority, Preemptible: j.Preemptible,
-			Start: snap.Now, MaxRuntime: j.MaxRuntime, Members: a.Members, CPUMilli: j.CPUMilli, MemMiB: j.MemMiB}
-		if j.Share() {
-			r.GPUMilli = j.GPUMilli
-		}
-		out.Running = append(out.Running, r)
-		chargeNodes(&out, r, +1)
+		// The plan's assignment is what runs: complete, from the entry.
+		out.Running = append(out.Running, a)
+		chargeNodes(&out, a, +1)
 	}
 	return out
 }
@@ -490,19 +493,19 @@ func withoutRunning(snap placement.Snapshot, ids []string) placement.Snapshot {
 			chargeNodes(&out, r, -1)
 		}
 	}
-	out.Running = slices.DeleteFunc(out.Running, func(r placement.Running) bool { return slices.Contains(ids, r.JobID) })
+	out.Running = slices.DeleteFunc(out.Running, func(r gangway.Assignment) bool { return slices.Contains(ids, r.JobID) })
 	return out
 }
 
 // chargeNodes adds (sign +1) or removes (-1) r's usage on s's nodes.
-func chargeNodes(s *placement.Snapshot, r placement.Running, sign int) {
+func chargeNodes(s *placement.Snapshot, r gangway.Assignment, sign int) {
 	for _, m := range r.Members {
 		i := slices.IndexFunc(s.Nodes, func(n placement.Node) bool { return n.ID == m.NodeID })
 		n := &s.Nodes[i]
 		n.UsedCPUMilli += int64(sign) * r.CPUMilli
 		n.UsedMemMiB += int64(sign) * r.MemMiB
 		for _, g := range m.GPUs {
-			n.GPUs[g].UsedMilli += sign * orWhole(r.GPUMilli)
+			n.GPUs[g].UsedMilli += sign * orWhole(m.Milli)
 		}
 	}
 }
@@ -524,7 +527,7 @@ func deepCopySnapshot(s placement.Snapshot) placement.Snapshot {
 		out.Nodes[i] = n
 	}
 	if s.Running != nil {
-		out.Running = make([]placement.Running, len(s.Running))
+		out.Running = make([]gangway.Assignment, len(s.Running))
 	}
 	for i, r := range s.Running {
 		r.Members = slices.Clone(r.Members)
@@ -536,13 +539,13 @@ func deepCopySnapshot(s placement.Snapshot) placement.Snapshot {
 	return out
 }
 
-func deepCopyJobs(q []placement.Job) []placement.Job {
+func deepCopyJobs(q []gangway.QueueEntry) []gangway.QueueEntry {
 	if q == nil {
 		return nil
 	}
-	out := make([]placement.Job, len(q))
+	out := make([]gangway.QueueEntry, len(q))
 	for i, j := range q {
-		j.Models, j.Pools = slices.Clone(j.Models), slices.Clone(j.Pools)
+		j.GPUModels, j.Pools = slices.Clone(j.GPUModels), slices.Clone(j.Pools)
 		out[i] = j
 	}
 	return out
@@ -630,7 +633,7 @@ func genSnapshot(t *rapid.T, minRunning, maxRunning int) placement.Snapshot {
 		r := rb.r
 		for i := range r.Members {
 			r.Members[i].Pool, r.Members[i].Addr = n.Pool, n.Addr
-			r.Members[i].Milli = r.GPUMilli
+			r.Members[i].Milli = rb.milli
 		}
 		snap.Running = append(snap.Running, r)
 		chargeNodes(&snap, r, +1)
@@ -640,9 +643,9 @@ func genSnapshot(t *rapid.T, minRunning, maxRunning int) placement.Snapshot {
 
 // genQueue is up to a dozen jobs of every shape: shares, whole GPUs, gangs,
 // CPU-only; with models, pools and topology constraints.
-func genQueue(t *rapid.T, snap placement.Snapshot) []placement.Job {
+func genQueue(t *rapid.T, snap placement.Snapshot) []gangway.QueueEntry {
 	count := rapid.IntRange(0, 12).Draw(t, "jobs")
-	q := make([]placement.Job, 0, count)
+	q := make([]gangway.QueueEntry, 0, count)
 	for i := range count {
 		id := fmt.Sprintf("j%d", i+1)
 		b := job(id).team(rapid.SampledFrom(genTeams).Draw(t, id+".team")).
@@ -668,7 +671,7 @@ func genQueue(t *rapid.T, snap placement.Snapshot) []placement.Job {
 			b.pools(rapid.SampledFrom([]string{"onprem", "cloud"}).Draw(t, id+".pool"))
 		}
 		if lvl := rapid.IntRange(0, 4).Draw(t, id+".topology"); lvl > 0 && b.j.GPUsPerReplica > 0 {
-			b.topology(placement.Level(lvl), rapid.Bool().Draw(t, id+".required"))
+			b.topology(gangway.Levels[lvl-1], rapid.Bool().Draw(t, id+".required"))
 		}
 		if rapid.Bool().Draw(t, id+".preemptible") {
 			b.preemptible()
@@ -688,8 +691,8 @@ func genOptions(t *rapid.T) placement.Options {
 		Preempt:        rapid.Bool().Draw(t, "preempt"),
 		MinRuntime:     time.Duration(rapid.SampledFrom([]int{0, 0, 30}).Draw(t, "minRuntimeMin")) * time.Minute,
 	}
-	if name := rapid.SampledFrom(append([]string{"", ""}, placement.ScorerNames()...)).Draw(t, "scorer"); name != "" {
-		sc, err := placement.ScorerByName(name)
+	if name := rapid.SampledFrom(append([]string{"", ""}, baselines.Names()...)).Draw(t, "scorer"); name != "" {
+		sc, err := baselines.ScorerByName(name)
 		if err != nil {
 			t.Fatalf("scorer %s: %v", name, err)
 		}

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/placement"
 )
 
@@ -29,7 +30,7 @@ func TestReasons(t *testing.T) {
 		},
 		"never fits: no domain is that large": {
 			fleet: eight(4, func(b *nodeBuilder) *nodeBuilder { return b.domain("nvl-" + b.n.ID) }),
-			queue: queue(job("j").gang(2, 8).topology(placement.LevelNVLink, true)),
+			queue: queue(job("j").gang(2, 8).topology(gangway.LevelNVLink, true)),
 			wantUnplaced: []placement.Unplaced{waiting("j", placement.ReasonNeverFits,
 				"2 × 8 GPUs: needs 16 GPUs in one nvlink domain; the largest in the fleet has 8")},
 		},
@@ -70,7 +71,7 @@ func TestReasons(t *testing.T) {
 			fleet: fleet(node("n1").gpus(8, "H100").cpu(8000).usedCPU(6000)),
 			queue: queue(job("j").cpu(4000)),
 			wantUnplaced: []placement.Unplaced{waiting("j", placement.ReasonInsufficientGPUs,
-				"1 × 1 GPUs: 8 GPUs free, but not with the CPU and memory each replica needs (4000m CPU, 4096 MiB)")},
+				"1 × 1 GPUs: 8 GPUs free, but not with the CPU and memory each replica needs (4000m CPU, 4096 MiB; of 1 matching nodes, 0 lack the free GPUs, 1 the CPU, 0 the memory)")},
 		},
 		"quota, with numbers": {
 			fleet: eight(5, asIs).with(running("r").team("nlp").on("n1", seq(0, 8)...).on("n2", seq(0, 8)...).

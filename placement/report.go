@@ -1,5 +1,7 @@
 package placement
 
+import "github.com/gangwayhq/gangway"
+
 // Report is the fragmentation view of a fleet at one moment: where the
 // free GPUs are, the largest block free together at each topology level,
 // and how much free capacity the pending mix cannot use.
@@ -41,7 +43,7 @@ func (se *Session) Report() Report {
 			}
 		}
 	}
-	for _, l := range []Level{LevelNVLink, LevelNode, LevelRack, LevelBlock} {
+	for _, l := range []gangway.Level{gangway.LevelNVLink, gangway.LevelNode, gangway.LevelRack, gangway.LevelBlock} {
 		best := 0
 		for _, g := range se.groupsAt(l) {
 			best = max(best, se.freeFor(g))

@@ -13,7 +13,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/placement"
+	"github.com/gangwayhq/gangway/placement/baselines"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden plans in testdata/scenarios")
@@ -141,7 +143,7 @@ func TestScenarios(t *testing.T) {
 	}
 }
 
-func loadScenario(t *testing.T, path string) (placement.Snapshot, []placement.Job, placement.Options) {
+func loadScenario(t *testing.T, path string) (placement.Snapshot, []gangway.QueueEntry, placement.Options) {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -234,7 +236,7 @@ func loadScenario(t *testing.T, path string) (placement.Snapshot, []placement.Jo
 		f.with(rb)
 	}
 
-	var q []placement.Job
+	var q []gangway.QueueEntry
 	for _, sj := range sc.Queue {
 		ids := []string{sj.ID}
 		if sj.Count > 0 {
@@ -268,8 +270,8 @@ func loadScenario(t *testing.T, path string) (placement.Snapshot, []placement.Jo
 				b.mem(sj.MemMiB)
 			}
 			if sj.Topology != "" {
-				levels := map[string]placement.Level{"nvlink": placement.LevelNVLink, "node": placement.LevelNode,
-					"rack": placement.LevelRack, "block": placement.LevelBlock}
+				levels := map[string]gangway.Level{"nvlink": gangway.LevelNVLink, "node": gangway.LevelNode,
+					"rack": gangway.LevelRack, "block": gangway.LevelBlock}
 				l, ok := levels[sj.Topology]
 				if !ok {
 					t.Fatalf("%s: job %s: unknown topology %q", path, id, sj.Topology)
@@ -288,7 +290,7 @@ func loadScenario(t *testing.T, path string) (placement.Snapshot, []placement.Jo
 		Preempt: o.Preempt, MinRuntime: dur(o.MinRuntime, ""), Quotas: o.Quotas,
 		Fairness: placement.Fairness{TeamWeights: o.TeamWeights}}
 	if o.Scorer != "" {
-		sc, err := placement.ScorerByName(o.Scorer)
+		sc, err := baselines.ScorerByName(o.Scorer)
 		if err != nil {
 			t.Fatalf("%s: %v", path, err)
 		}
@@ -303,7 +305,7 @@ func freshScorer(t interface{ Fatalf(string, ...any) }, opts placement.Options) 
 	if opts.Scorer == nil {
 		return opts
 	}
-	sc, err := placement.ScorerByName(opts.Scorer.Name())
+	sc, err := baselines.ScorerByName(opts.Scorer.Name())
 	if err != nil {
 		t.Fatalf("scorer %s: %v", opts.Scorer.Name(), err)
 	}

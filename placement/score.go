@@ -1,5 +1,7 @@
 package placement
 
+import "github.com/gangwayhq/gangway"
+
 // Scorer rates candidates for one replica; the engine places each replica
 // on the feasible candidate with the highest score (ties go to the lowest
 // node index, so plans are deterministic). Scorers read the view and never
@@ -9,7 +11,7 @@ type Scorer interface {
 	// Name is the policy name used on the command line and in reports.
 	Name() string
 	// Score rates placing one replica of j as c; higher is better.
-	Score(v *View, c Candidate, j *Job) float64
+	Score(v *View, c Candidate, j *gangway.QueueEntry) float64
 }
 
 // Preparer is implemented by scorers that precompute per Place call (FGD
@@ -32,4 +34,4 @@ type FirstFit struct{}
 func (FirstFit) Name() string { return "first-fit" }
 
 // Score implements Scorer.
-func (FirstFit) Score(_ *View, c Candidate, _ *Job) float64 { return -float64(c.Node) }
+func (FirstFit) Score(_ *View, c Candidate, _ *gangway.QueueEntry) float64 { return -float64(c.Node) }

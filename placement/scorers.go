@@ -6,9 +6,12 @@ import (
 	"math"
 	"slices"
 	"strings"
+
+	"github.com/gangwayhq/gangway"
 )
 
-// The baselines below are those of Weng et al., "Beware of Fragmentation:
+// Best-fit and FGD below, and the paper's other baselines in
+// placement/baselines, are those of Weng et al., "Beware of Fragmentation:
 // Scheduling GPU-Sharing Workloads with Fragmentation Gradient Descent"
 // (USENIX ATC 2023), scored the way its artifact scores them
 // (github.com/hkust-adsl/kubernetes-scheduler-simulator,
@@ -32,98 +35,39 @@ import (
 // nodes with the same integer score.
 
 // Artifact constants (pkg/type/open-gpu-share/utils/const.go and the
-// scheduler framework).
+// scheduler framework), exported for the baselines that score alike.
 const (
-	maxNodeScore = 100    // framework.MaxNodeScore
-	specCPUMilli = 128000 // MaxSpecCpu: normalizes CPU in best-fit and dot-product
-	specGPUMilli = 8000   // MaxSpecGpu: normalizes GPU milli likewise
+	MaxNodeScore = 100    // framework.MaxNodeScore
+	SpecCPUMilli = 128000 // MaxSpecCpu: normalizes CPU in best-fit and dot-product
+	SpecGPUMilli = 8000   // MaxSpecGpu: normalizes GPU milli likewise
 )
 
-// nodeDraw draws one uniform value per node per scan, so that the best
-// draw picks a node uniformly: the engine scores a node's candidates one
-// after another, so a new node (or a new job) means a new draw.
-type nodeDraw struct {
-	set  bool
-	node int
-	job  *Job
-	val  float64
-}
-
-func (t *nodeDraw) at(v *View, node int, j *Job) float64 {
-	if !t.set || node != t.node || j != t.job {
-		t.set, t.node, t.job = true, node, j
-		t.val = v.Rand().Float64()
-	}
-	return t.val
-}
-
-func (t *nodeDraw) reset() { t.set = false }
-
-// nodeOrder is the fraction added to an integer node score: it keeps ties
+// NodeOrder is the fraction an artifact-style scorer adds to its integer
+// node score: it keeps ties
 // between nodes in lowest-index order, as the engine would, and adds pref
 // (in [0, 1]) to order the candidates of one node without ever reordering
 // nodes. It is below 1, so integer scores still decide first.
-func nodeOrder(v *View, node int, pref float64) float64 {
+func NodeOrder(v *View, node int, pref float64) float64 {
 	step := 0.5 / float64(len(v.nodes)+1)
 	return float64(len(v.nodes)-node)*step + pref*step/2
 }
 
-// tightness orders the candidates of one node as the artifact's default
+// Tightness orders the candidates of one node as the artifact's default
 // GPU selection ("best": the GPU with the least free capacity that fits a
 // share) does: in [0, 1], higher for a tighter GPU; 0 for whole GPUs.
-func tightness(v *View, c Candidate, j *Job) float64 {
+func Tightness(v *View, c Candidate, j *gangway.QueueEntry) float64 {
 	if !j.Share() || len(c.GPUs) != 1 {
 		return 0
 	}
 	return float64(Whole-v.free[c.Node][c.GPUs[0]]) / Whole
 }
 
-// replicaGPUMilli is one replica's total GPU demand in milli-GPU.
-func replicaGPUMilli(j *Job) int {
+// ReplicaGPUMilli is one replica's total GPU demand in milli-GPU.
+func ReplicaGPUMilli(j *gangway.QueueEntry) int {
 	if j.GPUsPerReplica <= 0 {
 		return 0
 	}
-	return j.GPUsPerReplica * j.milliPerGPU()
-}
-
-// randomGrain scales Random's within-node draw so that it orders the
-// candidates of one node and, but for draws less than 1e-9 apart, never
-// two nodes.
-const randomGrain = 1e-9
-
-// Random places each replica on a node drawn uniformly from the feasible
-// ones, and a share on a GPU drawn uniformly from those it fits: the
-// paper's "Random-fit" baseline (artifact random_score.go, GPU selection
-// "random").
-type Random struct{ ties nodeDraw }
-
-var (
-	_ Scorer    = (*Random)(nil)
-	_ Committer = (*Random)(nil)
-)
-
-// Name implements Scorer.
-func (*Random) Name() string { return "random" }
-
-// Changed implements Committer.
-func (s *Random) Changed(*View, int) { s.ties.reset() }
-
-// Score implements Scorer.
-func (s *Random) Score(v *View, c Candidate, j *Job) float64 {
-	u := s.ties.at(v, c.Node, j)
-	if !j.Share() || len(c.GPUs) != 1 {
-		return u
-	}
-	// The engine offers one candidate per free level; a level held by n
-	// GPUs wins with the maximum of n uniforms, U^(1/n), so each GPU is
-	// equally likely.
-	f, n := v.free[c.Node][c.GPUs[0]], 0
-	for _, x := range v.free[c.Node] {
-		if x == f {
-			n++
-		}
-	}
-	return u + math.Pow(v.Rand().Float64(), 1/float64(n))*randomGrain
+	return j.GPUsPerReplica * milliPerGPU(j)
 }
 
 // BestFit prefers the node with the least CPU and GPU left after the
@@ -138,209 +82,15 @@ var _ Scorer = BestFit{}
 func (BestFit) Name() string { return "best-fit" }
 
 // Score implements Scorer.
-func (BestFit) Score(v *View, c Candidate, j *Job) float64 {
-	return float64(bestFitScore(v, c.Node, j)) + nodeOrder(v, c.Node, tightness(v, c, j))
+func (BestFit) Score(v *View, c Candidate, j *gangway.QueueEntry) float64 {
+	return float64(bestFitScore(v, c.Node, j)) + NodeOrder(v, c.Node, Tightness(v, c, j))
 }
 
-func bestFitScore(v *View, i int, j *Job) int64 {
+func bestFitScore(v *View, i int, j *gangway.QueueEntry) int64 {
 	cpuLeft := float64(v.cpu[i] - j.CPUMilli)
-	gpuLeft := float64(v.FreeMilli(i) - replicaGPUMilli(j))
-	left := 0.5*cpuLeft/specCPUMilli + 0.5*gpuLeft/specGPUMilli
-	return int64((1 - left) * maxNodeScore)
-}
-
-// GPUPacking prefers, in this order, (1) putting a share on a GPU that is
-// already partly used (the fuller the better), (2) using entirely free GPUs
-// of a node that is already partly used (the fewer the better), (3) an
-// entirely free node (the smaller the better) — the paper's "GPU Packing"
-// baseline (artifact gpu_packing_score.go; CPU-only tasks score 0
-// everywhere and so land at random). GPUs are taken tightest first.
-type GPUPacking struct{}
-
-var _ Scorer = GPUPacking{}
-
-// Name implements Scorer.
-func (GPUPacking) Name() string { return "gpu-packing" }
-
-// Score implements Scorer.
-func (GPUPacking) Score(v *View, c Candidate, j *Job) float64 {
-	return float64(packingScore(v, c.Node, j)) + nodeOrder(v, c.Node, tightness(v, c, j))
-}
-
-func packingScore(v *View, i int, j *Job) int64 {
-	if replicaGPUMilli(j) == 0 {
-		return 0
-	}
-	free := v.free[i]
-	if v.whole[i] == len(free) { // (3) an idle node
-		return max(maxNodeScore/3-int64(len(free)), int64(len(free)))
-	}
-	var buf [fragKeyGPUs]int
-	var s []int
-	if len(free) <= fragKeyGPUs {
-		s = buf[:len(free)]
-	} else {
-		s = make([]int, len(free))
-	}
-	copy(s, free)
-	sortDesc(s)
-	need, wholeUsed, freeOnUsed := j.GPUsPerReplica, 0, int64(0)
-	milli := j.milliPerGPU()
-	for g := len(s) - 1; g >= 0 && need > 0; g-- { // least free first
-		if s[g] < milli {
-			continue
-		}
-		need--
-		if s[g] == Whole {
-			wholeUsed++
-		}
-		freeOnUsed += int64(s[g]) * 100 / Whole
-	}
-	if wholeUsed > 0 { // (2) free GPUs of a used node
-		return max(maxNodeScore/2-int64(wholeUsed), maxNodeScore/3)
-	}
-	return max(maxNodeScore-freeOnUsed/10, maxNodeScore/2) // (1) partly used GPUs
-}
-
-// GPUClustering keeps tasks of the same kind together: it prefers nodes
-// that already run only tasks of the replica's kind (GPU share, or k whole
-// GPUs), then nodes that run that kind among others, then idle nodes, then
-// nodes running other kinds, and within each tier the node with the least
-// free GPU — the paper's "GPU Clustering" baseline (artifact
-// gpu_clustering_score.go; CPU-only tasks score 0 everywhere).
-//
-// Which kinds a node runs is not in the view, so the scorer records it
-// from the placements and releases the engine reports (Changed); kinds
-// already running when the session starts are inferred from GPU use
-// (partly used GPUs hold shares, fully used ones one-GPU tasks). Use one
-// instance per session.
-type GPUClustering struct {
-	view  *View
-	kinds [][]int32 // per node: tasks per kind (0: share, k: k whole GPUs)
-	free  []int     // per node: free milli when last reported
-	last  *Job      // the job the engine scored last, i.e. the one it commits
-}
-
-var (
-	_ Scorer    = (*GPUClustering)(nil)
-	_ Preparer  = (*GPUClustering)(nil)
-	_ Committer = (*GPUClustering)(nil)
-)
-
-// Name implements Scorer.
-func (*GPUClustering) Name() string { return "gpu-clustering" }
-
-// Prepare implements Preparer.
-func (s *GPUClustering) Prepare(v *View) {
-	s.view, s.last = v, nil
-	s.kinds = make([][]int32, len(v.nodes))
-	s.free = make([]int, len(v.nodes))
-	for i, free := range v.free {
-		s.free[i] = v.FreeMilli(i)
-		for g, f := range free {
-			switch {
-			case !v.nodes[i].GPUs[g].Healthy:
-			case f > 0 && f < Whole:
-				s.add(i, 0, 1)
-			case f == 0:
-				s.add(i, 1, 1)
-			}
-		}
-	}
-}
-
-func (s *GPUClustering) add(i, kind int, n int32) {
-	for len(s.kinds[i]) <= kind {
-		s.kinds[i] = append(s.kinds[i], 0)
-	}
-	s.kinds[i][kind] = max(s.kinds[i][kind]+n, 0)
-}
-
-// Changed implements Committer: a node lost free GPU capacity to the job
-// scored last, or got back what one released member held.
-func (s *GPUClustering) Changed(v *View, i int) {
-	if s.view != v {
-		s.Prepare(v)
-		return
-	}
-	now := v.FreeMilli(i)
-	d := s.free[i] - now
-	s.free[i] = now
-	switch {
-	case d > 0 && s.last != nil && replicaGPUMilli(s.last) > 0:
-		s.add(i, kindOf(s.last), int32(max(d/replicaGPUMilli(s.last), 1)))
-	case d < 0 && -d < Whole:
-		s.add(i, 0, -1)
-	case d < 0:
-		s.add(i, -d/Whole, -1)
-	}
-}
-
-func kindOf(j *Job) int {
-	if j.Share() {
-		return 0
-	}
-	return j.GPUsPerReplica
-}
-
-// Score implements Scorer.
-func (s *GPUClustering) Score(v *View, c Candidate, j *Job) float64 {
-	if s.view != v {
-		s.Prepare(v)
-	}
-	s.last = j
-	return float64(s.clusterScore(v, c.Node, j)) + nodeOrder(v, c.Node, tightness(v, c, j))
-}
-
-func (s *GPUClustering) clusterScore(v *View, i int, j *Job) int64 {
-	if replicaGPUMilli(j) == 0 {
-		return 0
-	}
-	fill := maxNodeScore / 4 * (specGPUMilli - int64(v.FreeMilli(i))) / specGPUMilli
-	kinds, mine := 0, false
-	for k, n := range s.kinds[i] {
-		if n > 0 {
-			kinds++
-			mine = mine || k == kindOf(j)
-		}
-	}
-	switch {
-	case mine && kinds == 1:
-		return fill + maxNodeScore*3/4
-	case mine:
-		return fill + maxNodeScore*2/4
-	case kinds == 0:
-		return fill + maxNodeScore/4
-	}
-	return fill
-}
-
-// DotProduct is the paper's "Dot-product" baseline, Tetris-style alignment
-// of the node's free (CPU, GPU) vector with the replica's demand, both
-// normalized by the largest node spec, scored as the artifact does —
-// 100·(1 − ⟨free, demand⟩/2), so the node with the smaller product wins —
-// with all of a node's GPUs merged into one dimension (artifact
-// dot_product_score.go, "merge" dimensions, "max" normalization, GPU
-// selection "best").
-type DotProduct struct{}
-
-var _ Scorer = DotProduct{}
-
-// Name implements Scorer.
-func (DotProduct) Name() string { return "dot-product" }
-
-// Score implements Scorer.
-func (DotProduct) Score(v *View, c Candidate, j *Job) float64 {
-	return float64(dotProductScore(v, c.Node, j)) + nodeOrder(v, c.Node, tightness(v, c, j))
-}
-
-func dotProductScore(v *View, i int, j *Job) int64 {
-	if v.cpu[i] < j.CPUMilli {
-		return 0
-	}
-	dot := float64(v.cpu[i])/specCPUMilli*float64(j.CPUMilli)/specCPUMilli +
-		float64(v.FreeMilli(i))/specGPUMilli*float64(replicaGPUMilli(j))/specGPUMilli
-	return int64(maxNodeScore * (1 - dot/2))
+	gpuLeft := float64(v.FreeMilli(i) - ReplicaGPUMilli(j))
+	left := 0.5*cpuLeft/SpecCPUMilli + 0.5*gpuLeft/SpecGPUMilli
+	return int64((1 - left) * MaxNodeScore)
 }
 
 // FGD is Fragmentation Gradient Descent (Weng et al., ATC 2023): place the
@@ -375,7 +125,7 @@ func (s *FGD) Prepare(v *View) { s.frag.prepare(v) }
 func (s *FGD) Changed(_ *View, node int) { s.frag.invalidate(node) }
 
 // Score implements Scorer.
-func (s *FGD) Score(v *View, c Candidate, j *Job) float64 {
+func (s *FGD) Score(v *View, c Candidate, j *gangway.QueueEntry) float64 {
 	d := s.frag.delta(v, c, j)
 	if s.Exact {
 		return d
@@ -391,7 +141,7 @@ func sigmoid(x float64) float64 { return 1 / (1 + math.Exp(-x)) }
 // terms in another order) cannot flip 50 to 49.
 func fgdScale(x float64) float64 {
 	x = math.Round(x*1e6) / 1e6
-	return float64(int64(sigmoid(x/1000) * maxNodeScore))
+	return float64(int64(sigmoid(x/1000) * MaxNodeScore))
 }
 
 // Topology locality weights: a replica's GPUs spread over more NVLink
@@ -418,7 +168,7 @@ var _ Scorer = TopologyLocality{}
 func (TopologyLocality) Name() string { return "topology" }
 
 // Score implements Scorer.
-func (TopologyLocality) Score(v *View, c Candidate, _ *Job) float64 {
+func (TopologyLocality) Score(v *View, c Candidate, _ *gangway.QueueEntry) float64 {
 	if len(c.GPUs) == 0 {
 		return 0
 	}
@@ -567,16 +317,16 @@ func (s *Gangway) Prepare(v *View) {
 func (s *Gangway) Changed(_ *View, node int) { s.frag.invalidate(node) }
 
 // Score implements Scorer.
-func (s *Gangway) Score(v *View, c Candidate, j *Job) float64 {
+func (s *Gangway) Score(v *View, c Candidate, j *gangway.QueueEntry) float64 {
 	if s.view != v || !sameWorkload(s.frag.workload, v.workload) {
 		s.Prepare(v)
 	}
 	i := c.Node
 	x := s.frag.delta(v, c, j)
-	gpu := replicaGPUMilli(j)
+	gpu := ReplicaGPUMilli(j)
 	x -= gwStrand * (s.stranded(v.FreeMilli(i)-gpu, v.cpu[i]-j.CPUMilli, v.mem[i]-j.MemMiB) -
 		s.stranded(v.FreeMilli(i), v.cpu[i], v.mem[i]))
-	if gwScarcity != 0 && len(j.Models) == 0 && gpu > 0 {
+	if gwScarcity != 0 && len(j.GPUModels) == 0 && gpu > 0 {
 		x -= gwScarcity * s.scarcity[s.frag.models[v.nodes[i].Model]] * float64(gpu)
 	}
 	gang := j.GPUsPerReplica > 1 || (j.GPUsPerReplica == 1 && j.Replicas > 1)
@@ -673,30 +423,23 @@ func modelScarcity(v *View) map[string]float64 {
 // ErrUnknownScorer is returned by ScorerByName for a name it does not know.
 var ErrUnknownScorer = errors.New("unknown scorer")
 
-// scorerNames lists the policies in the order reports show them.
-var scorerNames = []string{
-	"random", "first-fit", "best-fit", "gpu-packing", "gpu-clustering", "dot-product", "fgd", "topology", "gangway",
-}
+// scorerNames lists the production policies in the order reports show
+// them (baselines.Names adds the paper's baselines).
+var scorerNames = []string{"first-fit", "best-fit", "fgd", "topology", "gangway"}
 
-// ScorerNames lists the names ScorerByName accepts.
+// ScorerNames lists the names ScorerByName accepts: the production
+// scorers. baselines.Names lists these and the paper's baselines.
 func ScorerNames() []string { return append([]string(nil), scorerNames...) }
 
-// ScorerByName returns a new scorer for a policy name (see ScorerNames).
-// Scorers keep per-session caches: use a new one for each session.
+// ScorerByName returns a new production scorer for a policy name (see
+// ScorerNames); baselines.ScorerByName knows the baselines too. Scorers
+// keep per-session caches: use a new one for each session.
 func ScorerByName(name string) (Scorer, error) {
 	switch name {
-	case "random":
-		return &Random{}, nil
 	case "first-fit":
 		return FirstFit{}, nil
 	case "best-fit":
 		return BestFit{}, nil
-	case "gpu-packing":
-		return GPUPacking{}, nil
-	case "gpu-clustering":
-		return &GPUClustering{}, nil
-	case "dot-product":
-		return DotProduct{}, nil
 	case "fgd":
 		return &FGD{}, nil
 	case "topology":

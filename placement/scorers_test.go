@@ -6,12 +6,13 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"pgregory.net/rapid"
+
+	"github.com/gangwayhq/gangway"
 )
 
 // scNode is a schedulable node of model with one GPU per free value (free
@@ -36,15 +37,17 @@ func scDomains(n Node, domains ...string) Node {
 	return n
 }
 
-func scWhole(gpus int) Job {
-	return Job{ID: "j", Replicas: 1, GPUsPerReplica: gpus, CPUMilli: 1000, MemMiB: 1024}
+func scWhole(gpus int) gangway.QueueEntry {
+	return gangway.QueueEntry{JobID: "j", Replicas: 1, GPUsPerReplica: gpus, CPUMilli: 1000, MemMiB: 1024}
 }
 
-func scShare(milli int) Job {
-	return Job{ID: "j", Replicas: 1, GPUsPerReplica: 1, GPUMilli: milli, CPUMilli: 1000, MemMiB: 1024}
+func scShare(milli int) gangway.QueueEntry {
+	return gangway.QueueEntry{JobID: "j", Replicas: 1, GPUsPerReplica: 1, GPUMilli: milli, CPUMilli: 1000, MemMiB: 1024}
 }
 
-func scCPUJob(milli int64) Job { return Job{ID: "j", Replicas: 1, CPUMilli: milli, MemMiB: 1024} }
+func scCPUJob(milli int64) gangway.QueueEntry {
+	return gangway.QueueEntry{JobID: "j", Replicas: 1, CPUMilli: milli, MemMiB: 1024}
+}
 
 // scHalfHalf is a workload of 50% one-GPU and 50% half-GPU tasks.
 var scHalfHalf = []WorkloadClass{
@@ -66,13 +69,13 @@ type placed struct {
 
 // scPlace places each job in turn with scorer sc and reports where each
 // went ("" when it did not fit).
-func scPlace(t *testing.T, sc Scorer, nodes []Node, workload []WorkloadClass, jobs ...Job) []placed {
+func scPlace(t *testing.T, sc Scorer, nodes []Node, workload []WorkloadClass, jobs ...gangway.QueueEntry) []placed {
 	t.Helper()
 	se := NewSession(Snapshot{Nodes: nodes}, Options{Scorer: sc, Workload: workload, Seed: 7})
 	var out []placed
 	for k, j := range jobs {
-		j.ID = "j" + itoa(k)
-		plan := se.Place([]Job{j})
+		j.JobID = "j" + itoa(k)
+		plan := se.Place([]gangway.QueueEntry{j})
 		if len(plan.Assignments) == 0 {
 			out = append(out, placed{})
 			continue
@@ -89,14 +92,14 @@ func TestScorerPrefers(t *testing.T) {
 		scorer   Scorer
 		nodes    []Node
 		workload []WorkloadClass
-		jobs     []Job
+		jobs     []gangway.QueueEntry
 		want     []placed
 	}{
 		{
 			name:   "first-fit takes the lowest index",
 			scorer: FirstFit{},
 			nodes:  []Node{scNode("a", "T4", 1000, 1000), scNode("b", "T4", 1000, 0)},
-			jobs:   []Job{scWhole(1)},
+			jobs:   []gangway.QueueEntry{scWhole(1)},
 			want:   []placed{{"a", []int{0}}},
 		},
 		{
@@ -107,60 +110,15 @@ func TestScorerPrefers(t *testing.T) {
 				scNode("tight", "G2", 1000, 0, 0, 0),
 				scNode("half", "G2", 1000, 1000, 0, 0),
 			},
-			jobs: []Job{scWhole(1)},
+			jobs: []gangway.QueueEntry{scWhole(1)},
 			want: []placed{{"tight", []int{0}}},
 		},
 		{
 			name:   "best-fit puts a share on the tightest GPU of the chosen node",
 			scorer: &BestFit{},
 			nodes:  []Node{scNode("a", "G2", 1000, 600, 300, 0)},
-			jobs:   []Job{scShare(250)},
+			jobs:   []gangway.QueueEntry{scShare(250)},
 			want:   []placed{{"a", []int{2}}},
-		},
-		{
-			name:   "packing fills a partly used GPU before an empty one",
-			scorer: &GPUPacking{},
-			nodes: []Node{
-				scNode("idle", "G2", 1000, 1000),
-				scNode("whole-free", "G2", 1000, 0),
-				scNode("shared", "G2", 1000, 500),
-			},
-			jobs: []Job{scShare(300)},
-			want: []placed{{"shared", []int{1}}},
-		},
-		{
-			name:   "packing takes free GPUs of a used node before an idle node",
-			scorer: &GPUPacking{},
-			nodes:  []Node{scNode("idle", "G2", 1000, 1000), scNode("used", "G2", 1000, 0)},
-			jobs:   []Job{scWhole(1)},
-			want:   []placed{{"used", []int{0}}},
-		},
-		{
-			name:   "clustering keeps shares with shares and whole GPUs with whole GPUs",
-			scorer: &GPUClustering{},
-			nodes: []Node{
-				scNode("idle", "G2", 1000, 1000, 1000, 1000),
-				scNode("shares", "G2", 1000, 1000, 1000, 700),
-				scNode("ones", "G2", 1000, 1000, 1000, 0),
-			},
-			jobs: []Job{scShare(200), scWhole(1), scShare(200)},
-			want: []placed{{"shares", []int{3}}, {"ones", []int{0}}, {"shares", []int{3}}},
-		},
-		{
-			name:   "clustering remembers the kinds it placed",
-			scorer: &GPUClustering{},
-			nodes:  []Node{scNode("a", "G2", 1000, 1000, 1000, 1000), scNode("b", "G2", 1000, 1000, 1000, 1000)},
-			// The first share opens a: a now runs only shares, so a 2-GPU
-			// task avoids it for idle b, and the next share follows the first.
-			jobs: []Job{scShare(200), scWhole(2), scShare(200)},
-			want: []placed{{"a", []int{0}}, {"b", []int{0, 1}}, {"a", []int{0}}},
-		},
-		{
-			name:   "dot-product prefers the node with the smaller product",
-			scorer: &DotProduct{},
-			nodes:  []Node{scNode("big", "G2", 1000, 1000, 1000, 1000), scNode("small", "G2", 1000, 0, 0, 0)},
-			jobs:   []Job{scWhole(1)},
-			want:   []placed{{"small", []int{0}}},
 		},
 		{
 			// Workload: 50% 1-GPU, 50% ½-GPU tasks. A ½-GPU share on
@@ -172,7 +130,7 @@ func TestScorerPrefers(t *testing.T) {
 			scorer:   &FGD{},
 			nodes:    []Node{scNode("a", "V100", 1000, 1000), scNode("b", "V100", 500, 1000)},
 			workload: scHalfHalf,
-			jobs:     []Job{scShare(500)},
+			jobs:     []gangway.QueueEntry{scShare(500)},
 			want:     []placed{{"b", []int{0}}},
 		},
 		{
@@ -184,7 +142,7 @@ func TestScorerPrefers(t *testing.T) {
 			scorer:   &FGD{},
 			nodes:    []Node{scNode("a", "V100", 1000, 1000), scNode("b", "V100", 500, 1000)},
 			workload: scHalfHalf,
-			jobs:     []Job{scWhole(1)},
+			jobs:     []gangway.QueueEntry{scWhole(1)},
 			want:     []placed{{"a", []int{0}}},
 		},
 		{
@@ -195,7 +153,7 @@ func TestScorerPrefers(t *testing.T) {
 			// On a100 a 1-GPU task leaves 1000 the 2×A100 class cannot use:
 			// F 0 → ½·1000, −ΔF = −500. On t4 that class has no access, so
 			// all free GPU is fragmented for it: F ½·2000 → ½·1000, −ΔF = +500.
-			jobs: []Job{scWhole(1)},
+			jobs: []gangway.QueueEntry{scWhole(1)},
 			want: []placed{{"t4", []int{0}}},
 		},
 		{
@@ -208,7 +166,7 @@ func TestScorerPrefers(t *testing.T) {
 			scorer:   &Gangway{},
 			nodes:    []Node{scCPU(scNode("lean", "G2", 1000, 1000), 20000), scNode("rich", "G2", 1000, 1000)},
 			workload: []WorkloadClass{{GPUs: 1, Milli: Whole, CPUMilli: 4000, Weight: 1}},
-			jobs:     []Job{scCPUJob(14000)},
+			jobs:     []gangway.QueueEntry{scCPUJob(14000)},
 			want:     []placed{{"rich", nil}},
 		},
 		{
@@ -216,7 +174,7 @@ func TestScorerPrefers(t *testing.T) {
 			scorer:   &FGD{},
 			nodes:    []Node{scCPU(scNode("lean", "G2", 1000, 1000), 20000), scNode("rich", "G2", 1000, 1000)},
 			workload: []WorkloadClass{{GPUs: 1, Milli: Whole, CPUMilli: 4000, Weight: 1}},
-			jobs:     []Job{scCPUJob(14000)},
+			jobs:     []gangway.QueueEntry{scCPUJob(14000)},
 			want:     []placed{{"lean", nil}},
 		},
 		{
@@ -226,7 +184,7 @@ func TestScorerPrefers(t *testing.T) {
 				scDomains(scNode("free", "H100", 1000, 1000, 1000, 1000), "f", "f", "f", "f"),
 				scDomains(scNode("partly", "H100", 0, 0, 1000, 1000, 1000, 1000), "p0", "p0", "p0", "p0", "p1", "p1"),
 			},
-			jobs: []Job{scWhole(2)},
+			jobs: []gangway.QueueEntry{scWhole(2)},
 			want: []placed{{"partly", []int{2, 3}}},
 		},
 		{
@@ -237,7 +195,7 @@ func TestScorerPrefers(t *testing.T) {
 				scDomains(scNode("whole", "H100", 1000, 1000, 0, 0), "w0", "w0", "w1", "w1"),
 			},
 			workload: []WorkloadClass{{GPUs: 2, Milli: Whole, Weight: 1}},
-			jobs:     []Job{{ID: "g", Replicas: 1, GPUsPerReplica: 2, CPUMilli: 1000, MemMiB: 1024}},
+			jobs:     []gangway.QueueEntry{{JobID: "g", Replicas: 1, GPUsPerReplica: 2, CPUMilli: 1000, MemMiB: 1024}},
 			want:     []placed{{"whole", []int{0, 1}}},
 		},
 	}
@@ -251,62 +209,19 @@ func TestScorerPrefers(t *testing.T) {
 	}
 }
 
-func TestScorerRandomIsSeededAndUniform(t *testing.T) {
-	nodes := []Node{scNode("a", "T4", 1000), scNode("b", "T4", 1000), scNode("c", "T4", 1000), scNode("d", "T4", 1000)}
-	counts := map[string]int{}
-	for seed := range uint64(400) {
-		pick := func() string {
-			se := NewSession(Snapshot{Nodes: nodes}, Options{Scorer: &Random{}, Seed: seed})
-			return se.Place([]Job{scWhole(1)}).Assignments[0].Members[0].NodeID
-		}
-		first := pick()
-		if again := pick(); again != first {
-			t.Fatalf("seed %d: picked %s, then %s", seed, first, again)
-		}
-		counts[first]++
-	}
-	for _, n := range nodes {
-		if c := counts[n.ID]; c < 60 || c > 140 {
-			t.Errorf("node %s picked %d times out of 400; want about 100 (all: %v)", n.ID, c, counts)
-		}
-	}
-}
-
 // TestScorerArtifactScores checks node scores against values worked out
-// from the artifact's formulas (its gpu_packing_score_test.go gives the
-// packing ones).
+// from the artifact's formulas (the baselines' are in placement/baselines).
 func TestScorerArtifactScores(t *testing.T) {
 	tests := []struct {
 		name      string
-		score     func(v *View, i int, j *Job) int64
+		score     func(v *View, i int, j *gangway.QueueEntry) int64
 		node      Node
-		job       Job
+		job       gangway.QueueEntry
 		wantScore int64
 	}{
-		{"packing, free GPUs of a used node", packingScore, scNode("n", "T4", 200, 1000, 1000, 500), scWhole(2), 48},
-		{"packing, idle 4-GPU node", packingScore, scNode("n", "T4", 1000, 1000, 1000, 1000), scWhole(2), 29},
-		{"packing, idle 8-GPU node", packingScore, scNode("n", "T4", 1000, 1000, 1000, 1000, 1000, 1000, 1000, 1000), scWhole(2), 25},
-		// The tightest GPU that fits has 200 free: 100 − (200·100/1000)/10.
-		{"packing, share on a used GPU", packingScore, scNode("n", "T4", 200, 1000, 1000, 500), scShare(200), 98},
-		{"packing, CPU-only task", packingScore, scNode("n", "T4", 200), scCPUJob(1000), 0},
 		// 100·(1 − ½·(64000−8000)/128000 − ½·(8000−1000)/8000) = 34.375.
 		{"best-fit", bestFitScore, scNode("n", "G2", 1000, 1000, 1000, 1000, 1000, 1000, 1000, 1000),
-			Job{Replicas: 1, GPUsPerReplica: 1, CPUMilli: 8000}, 34},
-		// 100·(1 − (64000·8000/128000² + 8000·1000/8000²)/2) = 92.1875.
-		{"dot-product", dotProductScore, scNode("n", "G2", 1000, 1000, 1000, 1000, 1000, 1000, 1000, 1000),
-			Job{Replicas: 1, GPUsPerReplica: 1, CPUMilli: 8000}, 92},
-		// An idle node: 25·(8000 − 8000)/8000 + 25.
-		{"clustering, idle node", func(v *View, i int, j *Job) int64 {
-			var s GPUClustering
-			s.Prepare(v)
-			return s.clusterScore(v, i, j)
-		}, scNode("n", "G2", 1000, 1000, 1000, 1000, 1000, 1000, 1000, 1000), scWhole(1), 25},
-		// Runs shares only (GPU 1 is partly used): 25·(8000 − 1500)/8000 + 75.
-		{"clustering, share on a share node", func(v *View, i int, j *Job) int64 {
-			var s GPUClustering
-			s.Prepare(v)
-			return s.clusterScore(v, i, j)
-		}, scNode("n", "G2", 1000, 500), scShare(100), 95},
+			gangway.QueueEntry{Replicas: 1, GPUsPerReplica: 1, CPUMilli: 8000}, 34},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -392,7 +307,7 @@ func TestFragClusterSkipsUnschedulable(t *testing.T) {
 }
 
 // scGenState draws a small fleet, a workload and a job.
-func scGenState(t *rapid.T) ([]Node, []WorkloadClass, Job) {
+func scGenState(t *rapid.T) ([]Node, []WorkloadClass, gangway.QueueEntry) {
 	models := []string{"A", "B"}
 	levels := []int{0, 50, 100, 250, 300, 500, 700, 750, 1000, 1000, 1000}
 	nodes := make([]Node, rapid.IntRange(1, 6).Draw(t, "nodes"))
@@ -429,7 +344,7 @@ func scGenState(t *rapid.T) ([]Node, []WorkloadClass, Job) {
 		}
 		workload[k] = w
 	}
-	j := Job{ID: "j", Replicas: 1, CPUMilli: rapid.Int64Range(0, 4).Draw(t, "jcpu") * 1000,
+	j := gangway.QueueEntry{JobID: "j", Replicas: 1, CPUMilli: rapid.Int64Range(0, 4).Draw(t, "jcpu") * 1000,
 		MemMiB: rapid.Int64Range(0, 2).Draw(t, "jmem") * 1024}
 	switch rapid.IntRange(0, 2).Draw(t, "jkind") {
 	case 0:
@@ -444,7 +359,7 @@ func scGenState(t *rapid.T) ([]Node, []WorkloadClass, Job) {
 // scCandidates lists every way one replica of j fits on node i, built
 // here rather than by the engine: every GPU a share fits on, the first
 // free GPUs for whole GPUs.
-func scCandidates(v *View, i int, j *Job) []Candidate {
+func scCandidates(v *View, i int, j *gangway.QueueEntry) []Candidate {
 	if v.cpu[i] < j.CPUMilli || v.mem[i] < j.MemMiB {
 		return nil
 	}
@@ -473,7 +388,7 @@ func scCandidates(v *View, i int, j *Job) []Candidate {
 }
 
 // scRefDelta is F_before − F_after computed by the plain kernel.
-func scRefDelta(v *View, c Candidate, j *Job) float64 {
+func scRefDelta(v *View, c Candidate, j *gangway.QueueEntry) float64 {
 	i := c.Node
 	after := slices.Clone(v.free[i])
 	for _, g := range c.GPUs {
@@ -529,33 +444,14 @@ func TestFragMemoizedFGDMatchesKernel(t *testing.T) {
 
 func TestScorerByName(t *testing.T) {
 	for _, name := range ScorerNames() {
-		t.Run(name, func(t *testing.T) {
-			sc, err := ScorerByName(name)
-			if err != nil {
-				t.Fatalf("ScorerByName(%q): %v", name, err)
-			}
-			if sc.Name() != name {
-				t.Errorf("ScorerByName(%q).Name() = %q", name, sc.Name())
-			}
-		})
+		sc, err := ScorerByName(name)
+		if err != nil || sc.Name() != name {
+			t.Errorf("ScorerByName(%q) = %v, %v", name, sc, err)
+		}
 	}
-	t.Run("unknown", func(t *testing.T) {
-		_, err := ScorerByName("tetris")
-		if !errors.Is(err, ErrUnknownScorer) {
-			t.Fatalf("err = %v, want ErrUnknownScorer", err)
-		}
-		for _, name := range ScorerNames() {
-			if !strings.Contains(err.Error(), name) {
-				t.Errorf("error %q does not list %q", err, name)
-			}
-		}
-	})
-	t.Run("names", func(t *testing.T) {
-		want := []string{"random", "first-fit", "best-fit", "gpu-packing", "gpu-clustering", "dot-product", "fgd", "topology", "gangway"}
-		if diff := cmp.Diff(want, ScorerNames()); diff != "" {
-			t.Errorf("ScorerNames (-want +got):\n%s", diff)
-		}
-	})
+	if _, err := ScorerByName("random"); !errors.Is(err, ErrUnknownScorer) {
+		t.Errorf("ScorerByName(random): err = %v, want ErrUnknownScorer (baselines live in placement/baselines)", err)
+	}
 }
 
 // scOpenbLike is a fleet shaped like openb (8-GPU, 2-GPU, 4-GPU and 1-GPU
@@ -608,7 +504,7 @@ func scOpenbLike(seed uint64) ([]Node, []WorkloadClass) {
 func BenchmarkFGDScore(b *testing.B) {
 	nodes, workload := scOpenbLike(42)
 	v := scView(nodes, workload)
-	jobs := []Job{scShare(470), scWhole(1)}
+	jobs := []gangway.QueueEntry{scShare(470), scWhole(1)}
 	var cands [][]Candidate
 	for k := range jobs {
 		var all []Candidate

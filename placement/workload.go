@@ -4,13 +4,15 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/gangwayhq/gangway"
 )
 
 // WorkloadFromJobs is the typical workload of a set of jobs: one class per
 // distinct replica shape (GPUs, share, CPU, memory, allowed models),
 // weighted by how many replicas have it. Fragmentation is measured against
 // it, as FGD measures it against the trace's task mix.
-func WorkloadFromJobs(jobs []Job) []WorkloadClass {
+func WorkloadFromJobs(jobs []gangway.QueueEntry) []WorkloadClass {
 	type key struct {
 		gpus, milli int
 		cpu, mem    int64
@@ -22,12 +24,12 @@ func WorkloadFromJobs(jobs []Job) []WorkloadClass {
 	total := 0.0
 	for i := range jobs {
 		j := &jobs[i]
-		k := key{gpus: j.GPUsPerReplica, milli: j.milliPerGPU(), cpu: j.CPUMilli, mem: j.MemMiB}
+		k := key{gpus: j.GPUsPerReplica, milli: milliPerGPU(j), cpu: j.CPUMilli, mem: j.MemMiB}
 		if j.GPUsPerReplica == 0 {
 			k.milli = 0
 		}
-		if len(j.Models) > 0 {
-			m := slices.Clone(j.Models)
+		if len(j.GPUModels) > 0 {
+			m := slices.Clone(j.GPUModels)
 			slices.Sort(m)
 			k.models = strings.Join(m, "|")
 			models[k] = m

@@ -18,6 +18,7 @@ import (
 	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/internal/agent"
 	"github.com/gangwayhq/gangway/placement"
+	"github.com/gangwayhq/gangway/placement/baselines"
 )
 
 // Config is everything gangway reads at start: one struct, one Validate.
@@ -101,7 +102,7 @@ type QuotaConfig struct {
 
 // options turns the config into placement options.
 func (p PlacementConfig) options() (placement.Options, error) {
-	sc, err := placement.ScorerByName(p.Policy)
+	sc, err := baselines.ScorerByName(p.Policy)
 	if err != nil {
 		return placement.Options{}, err
 	}
@@ -266,7 +267,7 @@ func (c Config) Validate(server, agentCmd bool) error {
 			bad("server.nodeTTL", "must be positive, got %v", s.NodeTTL.Duration)
 		}
 		p := s.Placement
-		if _, err := placement.ScorerByName(p.Policy); err != nil {
+		if _, err := baselines.ScorerByName(p.Policy); err != nil {
 			bad("server.placement.policy", "%v", err)
 		}
 		if p.Reservations < 0 {

@@ -15,7 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/gangwayhq/gangway/placement"
+	"github.com/gangwayhq/gangway/placement/baselines"
 )
 
 const exampleConfig = "../../deploy/gangway.example.yaml"
@@ -396,7 +396,7 @@ func TestValidate(t *testing.T) {
 		"unknown placement policy": {
 			change:   func(c *Config) { c.Server.Placement.Policy = "magic" },
 			server:   true,
-			wantErrs: []string{`server.placement.policy: scorer "magic": unknown scorer; valid: ` + strings.Join(placement.ScorerNames(), ", ")},
+			wantErrs: []string{`server.placement.policy: scorer "magic": unknown scorer; valid: ` + strings.Join(baselines.Names(), ", ")},
 		},
 		"negative reservations and a bad quota": {
 			change: func(c *Config) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gangwayhq/gangway/internal/sim"
 	"github.com/gangwayhq/gangway/placement"
+	"github.com/gangwayhq/gangway/placement/baselines"
 )
 
 // Trace files, relative to the project root (or the working directory).
@@ -86,7 +87,7 @@ paper's number where it has one (default trace, GPU node list).`,
 	fl.StringVar(&f.nodes, "nodes", defaultOpenBNodes, "openb node list (CSV: sn,cpu_milli,memory_mib,gpu,model)")
 	fl.StringVar(&f.tasks, "tasks", defaultOpenBTasks, "openb pod list (CSV: name,cpu_milli,memory_mib,num_gpu,gpu_milli[,gpu_spec,...])")
 	fl.StringVar(&f.seeds, "seeds", f.seeds, "seeds: N, N-M or a comma-separated list")
-	fl.StringSliceVar(&f.policies, "policies", f.policies, "policies to compare (valid: "+strings.Join(placement.ScorerNames(), ", ")+")")
+	fl.StringSliceVar(&f.policies, "policies", f.policies, "policies to compare (valid: "+strings.Join(baselines.Names(), ", ")+")")
 	fl.Float64Var(&f.tune, "tune", f.tune, "tune the task list to this multiple of the fleet's GPU capacity")
 	fl.StringVar(&f.workload, "workload", f.workload, `typical workload fragmentation is measured against: "typical" (the artifact's: top classes covering 95% of tasks, no memory) or "all" (every class, memory included)`)
 	fl.StringVar(&f.csvDir, "csv", "", "write each run's per-arrival series to this directory")
@@ -114,7 +115,7 @@ func runReplayFGD(cmd *cobra.Command, f replayFGDFlags) error {
 		return fmt.Errorf("--parallel %d: want 0 (GOMAXPROCS) or more", f.parallel)
 	}
 	for _, p := range f.policies {
-		if _, err := placement.ScorerByName(p); err != nil {
+		if _, err := baselines.ScorerByName(p); err != nil {
 			return fmt.Errorf("--policies: %w", err)
 		}
 	}
@@ -133,7 +134,7 @@ func runReplayFGD(cmd *cobra.Command, f replayFGDFlags) error {
 	start := time.Now()
 	bar := sim.NewProgressBar(stderr, fmt.Sprintf("fgd: %d policies x %d seeds", len(f.policies), len(seeds)), "arrivals")
 	res, err := sim.RunFGD(cmd.Context(), sim.FGDConfig{
-		Nodes: nodes, Tasks: tasks, Policies: f.policies, Seeds: seeds, NewScorer: placement.ScorerByName,
+		Nodes: nodes, Tasks: tasks, Policies: f.policies, Seeds: seeds, NewScorer: baselines.ScorerByName,
 		TuneRatio: f.tune, Workload: sim.WorkloadMode(f.workload), Parallel: f.parallel, Progress: bar.Update,
 	})
 	bar.Done()
@@ -240,7 +241,7 @@ policy but gangway) measured in the same run.`,
 	fl.StringVar(&f.tasks, "tasks", defaultOpenBTasks, "openb pod list to replay")
 	fl.StringVar(&f.jobs, "jobs", "", "gang-job CSV to replay instead of --tasks (submit_time,team,replicas,gpus_per_replica,gpu_model,duration,priority)")
 	fl.StringVar(&f.timesFrom, "times-from", defaultOpenBTasks, "openb pod list whose arrival gaps and durations are drawn for tasks without times")
-	fl.StringSliceVar(&f.policies, "policies", f.policies, "policies to compare (valid: "+strings.Join(placement.ScorerNames(), ", ")+")")
+	fl.StringSliceVar(&f.policies, "policies", f.policies, "policies to compare (valid: "+strings.Join(baselines.Names(), ", ")+")")
 	fl.Uint64Var(&f.seed, "seed", f.seed, "seed: the engine's random source, drawn times, synthetic fleets")
 	fl.BoolVar(&f.preempt, "preempt", f.preempt, "let higher-priority jobs preempt lower-priority preemptible ones (--preempt=false: off)")
 	fl.DurationVar(&f.minRuntime, "min-runtime", f.minRuntime, "with --preempt: jobs younger than this are not preempted")
@@ -272,7 +273,7 @@ func runReplayTrace(cmd *cobra.Command, f replayTraceFlags) error {
 		return fmt.Errorf("--checkpoint and --min-runtime: want 0 or more")
 	}
 	for _, p := range f.policies {
-		if _, err := placement.ScorerByName(p); err != nil {
+		if _, err := baselines.ScorerByName(p); err != nil {
 			return fmt.Errorf("--policies: %w", err)
 		}
 	}
@@ -322,7 +323,7 @@ func runReplayTrace(cmd *cobra.Command, f replayTraceFlags) error {
 	start := time.Now()
 	bar := sim.NewProgressBar(stderr, fmt.Sprintf("trace: %d policies x %d jobs", len(f.policies), len(jobs)), "arrivals and departures")
 	res, err := sim.RunTrace(cmd.Context(), sim.TraceConfig{
-		Nodes: nodes, Jobs: jobs, Policies: f.policies, NewScorer: placement.ScorerByName, Options: opts, Seed: f.seed,
+		Nodes: nodes, Jobs: jobs, Policies: f.policies, NewScorer: baselines.ScorerByName, Options: opts, Seed: f.seed,
 		CheckpointEvery: f.checkpoint, ExactRuntimes: f.exactRuntimes, Speedup: f.speedup, Parallel: f.parallel, Progress: bar.Update,
 	})
 	bar.Done()
@@ -390,7 +391,7 @@ and fits ms/cycle ~ nodes^a x queue^b per policy.`,
 	fl := cmd.Flags()
 	fl.StringVar(&f.nodes, "nodes", f.nodes, "fleet sizes, NxG (N nodes of G GPUs), comma-separated")
 	fl.StringVar(&f.jobs, "jobs", f.jobs, "queue sizes, comma-separated (10k = 10000)")
-	fl.StringSliceVar(&f.policies, "policies", f.policies, "policies to time (valid: "+strings.Join(placement.ScorerNames(), ", ")+")")
+	fl.StringSliceVar(&f.policies, "policies", f.policies, "policies to time (valid: "+strings.Join(baselines.Names(), ", ")+")")
 	fl.Uint64Var(&f.seed, "seed", f.seed, "seed for the synthetic fleets, queues and the engine")
 	fl.Float64Var(&f.busy, "busy", f.busy, "share of GPUs already held by running jobs, 0 to <1")
 	fl.IntVar(&f.repeat, "repeat", f.repeat, "time each cycle this many times and keep the fastest")
@@ -423,7 +424,7 @@ func runReplayScale(cmd *cobra.Command, f replayScaleFlags) error {
 		return fmt.Errorf("--reservations, --sample-nodes and --min-runtime: want 0 or more")
 	}
 	for _, p := range f.policies {
-		if _, err := placement.ScorerByName(p); err != nil {
+		if _, err := baselines.ScorerByName(p); err != nil {
 			return fmt.Errorf("--policies: %w", err)
 		}
 	}
@@ -431,7 +432,7 @@ func runReplayScale(cmd *cobra.Command, f replayScaleFlags) error {
 	start := time.Now()
 	bar := sim.NewProgressBar(stderr, fmt.Sprintf("scale: %d fleets x %d queues x %d policies", len(fleets), len(counts), len(f.policies)), "cycles")
 	res, err := sim.RunScale(cmd.Context(), sim.ScaleConfig{
-		Fleets: fleets, Jobs: counts, Policies: f.policies, NewScorer: placement.ScorerByName, Busy: f.busy, Seed: f.seed,
+		Fleets: fleets, Jobs: counts, Policies: f.policies, NewScorer: baselines.ScorerByName, Busy: f.busy, Seed: f.seed,
 		Repeat: f.repeat, Progress: bar.Update,
 		Options: placement.Options{Reservations: f.reservations, Preempt: f.preempt, MinRuntime: f.minRuntime, SampleNodes: f.sampleNodes},
 	})

@@ -18,7 +18,7 @@ import (
 	"github.com/gangwayhq/gangway/internal/dispatch"
 	"github.com/gangwayhq/gangway/internal/metrics"
 	"github.com/gangwayhq/gangway/internal/server"
-	"github.com/gangwayhq/gangway/placement"
+	"github.com/gangwayhq/gangway/placement/baselines"
 )
 
 func newServerCmd(a *app) *cobra.Command {
@@ -95,7 +95,7 @@ within the lease TTL when it dies.`,
 	f.DurationVar(&a.cfg.Server.LeaseTTL.Duration, "lease-ttl", a.cfg.Server.LeaseTTL.Duration, "dispatch lease TTL: a dead leader is replaced after this")
 	f.DurationVar(&a.cfg.Server.NodeTTL.Duration, "node-ttl", a.cfg.Server.NodeTTL.Duration, "a node silent this long gets no new work")
 	p := &a.cfg.Server.Placement
-	f.StringVar(&p.Policy, "policy", p.Policy, "placement policy: "+strings.Join(placement.ScorerNames(), ", "))
+	f.StringVar(&p.Policy, "policy", p.Policy, "placement policy: "+strings.Join(baselines.Names(), ", "))
 	f.IntVar(&p.Reservations, "reservations", p.Reservations, "blocked jobs that get GPUs reserved while smaller jobs backfill (0: off)")
 	f.BoolVar(&p.Preempt, "preempt", p.Preempt, "let higher-priority jobs and quota owners preempt preemptible jobs")
 	f.DurationVar(&p.MinRuntime.Duration, "min-runtime", p.MinRuntime.Duration, "jobs younger than this are never preempted")

@@ -282,7 +282,7 @@ func (l *Loop) cycle(ctx context.Context, res *CycleResult) (string, error) {
 			return metrics.ResultError, fmt.Errorf("snapshot: %w", err)
 		}
 		ps := placementSnapshot(snap, l.cfg.NodeTTL, l.cfg.OnPremPrices)
-		plan := l.cfg.Placer.Place(ps, placementJobs(snap.Queue), l.placementOptions(ctx, snap.Now, snap.Queue))
+		plan := l.cfg.Placer.Place(ps, snap.Queue, l.placementOptions(ctx, snap.Now, snap.Queue))
 		l.observe(ps, snap.Queue, plan)
 		l.preempt(ctx, plan.Preemptions)
 		l.burst(ctx, plan.Bursts)
@@ -290,7 +290,6 @@ func (l *Loop) cycle(ctx context.Context, res *CycleResult) (string, error) {
 			res.Unplaced = len(plan.Unplaced)
 			return metrics.ResultIdle, l.setReasons(ctx, plan)
 		}
-		stamp(plan.Assignments, snap.Queue)
 		err = l.cap.Commit(ctx, l.cfg.Holder, plan.Assignments)
 		switch {
 		case errors.Is(err, capacity.ErrStale) && res.Stale < maxStaleRetries:
@@ -428,6 +427,6 @@ func (l *Loop) observe(ps placement.Snapshot, queue []gangway.QueueEntry, plan p
 		byReason[string(u.Reason)]++
 	}
 	m.Unplaced(byReason)
-	r := placement.Measure(ps, placement.WorkloadFromJobs(placementJobs(queue)))
+	r := placement.Measure(ps, placement.WorkloadFromJobs(queue))
 	m.Fragmentation(r.Rate, r.Largest)
 }

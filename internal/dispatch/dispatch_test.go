@@ -349,9 +349,10 @@ func TestPreemptionSignalsVictims(t *testing.T) {
 	}
 }
 
-// TestCommitStampsAssignments: what later cycles need about a running job
-// travels with its committed assignment.
-func TestCommitStampsAssignments(t *testing.T) {
+// TestCommittedAssignmentsAreComplete: what later cycles need about a
+// running job travels with the assignment placement made and dispatch
+// committed.
+func TestCommittedAssignmentsAreComplete(t *testing.T) {
 	e := entry("j", 1, 2)
 	e.Team, e.Priority, e.MaxRuntime, e.Preemptible, e.CPUMilli, e.MemMiB = "nlp", 200, time.Hour, true, 4000, 8192
 	fc := &fakeCapacity{snap: capacity.Snapshot{Now: t0, Nodes: []gangway.NodeStatus{node("n0", 8, 0, gangway.NodeReady)},
@@ -363,7 +364,7 @@ func TestCommitStampsAssignments(t *testing.T) {
 	a := fc.committed[0][0]
 	got := []any{a.Team, a.Priority, a.MaxRuntime, a.Preemptible, a.CPUMilli, a.MemMiB}
 	if diff := cmp.Diff([]any{"nlp", 200, time.Hour, true, int64(4000), int64(8192)}, got); diff != "" {
-		t.Errorf("stamped assignment (-want +got):\n%s", diff)
+		t.Errorf("committed assignment (-want +got):\n%s", diff)
 	}
 }
 

@@ -285,13 +285,13 @@ func TestInventoryMeetsPlacement(t *testing.T) {
 		_, inv := mustInventory(t, l.lib, l.id)
 		snap.Nodes = append(snap.Nodes, placementNode(inv.Node(l.id, "onprem", l.id, 256000, 1<<21)))
 	}
-	nvlink := placement.Topology{Level: placement.LevelNVLink, Required: true}
-	job := func(id string, replicas, gpus int, model string) placement.Job {
-		return placement.Job{ID: id, Team: "ml", Replicas: replicas, GPUsPerReplica: gpus, CPUMilli: 1000, MemMiB: 1024,
-			Models: []string{model}, Topology: nvlink, Submitted: snap.Now}
+	nvlink := gangway.Topology{Level: gangway.LevelNVLink, Required: true}
+	job := func(id string, replicas, gpus int, model string) gangway.QueueEntry {
+		return gangway.QueueEntry{JobID: id, Team: "ml", Replicas: replicas, GPUsPerReplica: gpus, CPUMilli: 1000, MemMiB: 1024,
+			GPUModels: []string{model}, Topology: nvlink, SubmittedAt: snap.Now}
 	}
 	tests := map[string]struct {
-		job       placement.Job
+		job       gangway.QueueEntry
 		wantNodes []string // nil: not placed
 	}{
 		"8 GPUs in one NVLink domain: the NVSwitch node":     {job("h100x8", 1, 8, "H100"), []string{"node-a"}},
@@ -303,7 +303,7 @@ func TestInventoryMeetsPlacement(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			plan := placement.Place(snap, []placement.Job{tc.job}, placement.Options{})
+			plan := placement.Place(snap, []gangway.QueueEntry{tc.job}, placement.Options{})
 			var nodes []string
 			for _, a := range plan.Assignments {
 				for _, m := range a.Members {

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/placement"
 )
 
@@ -195,7 +196,7 @@ func Tune(tasks, source []Task, capacityMilli int64, ratio float64, rnd *rand.Ra
 // part of a class), sorted by popularity, the most popular ones covering
 // popularity (0.95) of all tasks, weights renormalized to sum to 1.
 func TypicalWorkload(tasks []Task, popularity float64) []placement.WorkloadClass {
-	jobs := make([]placement.Job, len(tasks))
+	jobs := make([]gangway.QueueEntry, len(tasks))
 	for i := range tasks {
 		jobs[i] = tasks[i].Job()
 		jobs[i].MemMiB = 0
@@ -229,7 +230,7 @@ func WorkloadFor(mode WorkloadMode, tasks []Task) ([]placement.WorkloadClass, er
 	case WorkloadTypical, "":
 		return TypicalWorkload(tasks, TypicalPopularity), nil
 	case WorkloadAll:
-		jobs := make([]placement.Job, len(tasks))
+		jobs := make([]gangway.QueueEntry, len(tasks))
 		for i := range tasks {
 			jobs[i] = tasks[i].Job()
 		}
@@ -348,7 +349,7 @@ func runTrial(ctx context.Context, cfg *FGDConfig, tr Trial, policy string, work
 			}
 		}
 		t := &tr.Tasks[k]
-		plan := sess.Place([]placement.Job{t.Job()})
+		plan := sess.Place([]gangway.QueueEntry{t.Job()})
 		arrived += t.GPUMilliTotal()
 		placed := len(plan.Assignments) == 1
 		if placed {

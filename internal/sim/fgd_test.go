@@ -14,7 +14,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/placement"
+	"github.com/gangwayhq/gangway/placement/baselines"
 )
 
 func loadDefault(t testing.TB) ([]placement.Node, []Task) {
@@ -296,14 +298,14 @@ func TestMeterMatchesClusterFragmentation(t *testing.T) {
 	nodes, tasks := loadDefault(t)
 	tr := Prepare(nodes[:100], tasks, 42, DefaultTuneRatio)
 	workload := TypicalWorkload(tasks, TypicalPopularity)
-	sc, err := placement.ScorerByName("best-fit")
+	sc, err := baselines.ScorerByName("best-fit")
 	if err != nil {
 		t.Fatal(err)
 	}
 	sess := placement.NewSession(placement.Snapshot{Nodes: tr.Nodes}, placement.Options{Scorer: sc, Seed: 42, Workload: workload})
 	m := newMeter(sess.View())
 	for k := range tr.Tasks {
-		plan := sess.Place([]placement.Job{tr.Tasks[k].Job()})
+		plan := sess.Place([]gangway.QueueEntry{tr.Tasks[k].Job()})
 		for _, a := range plan.Assignments {
 			for _, mb := range a.Members {
 				m.update(mb.NodeID)
@@ -325,7 +327,7 @@ func TestRunFGDSample(t *testing.T) {
 	nodes, tasks := loadDefault(t)
 	cfg := FGDConfig{
 		Nodes: nodes[:200], Tasks: tasks, Policies: FGDPolicies, Seeds: []int64{42},
-		NewScorer: placement.ScorerByName,
+		NewScorer: baselines.ScorerByName,
 	}
 	res, err := RunFGD(context.Background(), cfg)
 	if err != nil {

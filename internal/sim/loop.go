@@ -9,14 +9,12 @@ import (
 )
 
 // sharePlacer is the dispatch loop's placement engine in a replay:
-// placement.Place itself, given back the two things the Redis view does not
-// carry yet — each queued job's GPU share (a queue entry has no milli) and
-// how much of each shared GPU is held (the view reports a GPU as held or
-// not). Without them every openb share would take a whole GPU. It also
-// counts the Place calls and the time they take.
+// placement.Place itself, given back what the Redis view does not carry
+// yet — how much of each shared GPU is held (the view reports a GPU as held
+// or not). Without it a GPU holding one openb share could take no other.
+// It also counts the Place calls and the time they take.
 type sharePlacer struct {
-	cap   *dispatchtest.Capacity
-	milli map[gangway.JobID]int // per GPU, for share jobs
+	cap *dispatchtest.Capacity
 
 	last     placement.Plan // the plan of the latest call
 	calls    int
@@ -27,7 +25,7 @@ type sharePlacer struct {
 
 var _ placement.Placer = (*sharePlacer)(nil)
 
-func (p *sharePlacer) Place(s placement.Snapshot, queue []placement.Job, o placement.Options) placement.Plan {
+func (p *sharePlacer) Place(s placement.Snapshot, queue []gangway.QueueEntry, o placement.Options) placement.Plan {
 	for i := range s.Nodes {
 		n := &s.Nodes[i]
 		for g := range n.GPUs {
@@ -35,14 +33,6 @@ func (p *sharePlacer) Place(s placement.Snapshot, queue []placement.Job, o place
 				n.GPUs[g].UsedMilli = p.cap.GPUMilli(n.ID, n.GPUs[g].Index)
 			}
 		}
-	}
-	for i := range s.Running {
-		if m := s.Running[i].Members; len(m) > 0 && m[0].Milli > 0 {
-			s.Running[i].GPUMilli = m[0].Milli
-		}
-	}
-	for i := range queue {
-		queue[i].GPUMilli = p.milli[queue[i].ID]
 	}
 	p.calls++
 	p.maxQueue = max(p.maxQueue, len(queue))

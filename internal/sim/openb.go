@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/placement"
 )
 
@@ -54,13 +55,13 @@ func (t *Task) perGPUMilli() int {
 // GPU with gpu_milli below 1000 is a share of one GPU; otherwise num_gpu
 // whole GPUs on one node; num_gpu 0 is a CPU-only task. CPU and memory are
 // per task.
-func (t *Task) Job() placement.Job {
-	j := placement.Job{
-		ID:       t.Name,
-		Replicas: 1,
-		CPUMilli: t.CPUMilli,
-		MemMiB:   t.MemMiB,
-		Models:   t.Models,
+func (t *Task) Job() gangway.QueueEntry {
+	j := gangway.QueueEntry{
+		JobID:     t.Name,
+		Replicas:  1,
+		CPUMilli:  t.CPUMilli,
+		MemMiB:    t.MemMiB,
+		GPUModels: t.Models,
 	}
 	switch {
 	case t.NumGPU == 0:

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/placement"
 )
 
@@ -124,23 +125,23 @@ func TestLoadOpenBTasksColumns(t *testing.T) {
 func TestTaskJob(t *testing.T) {
 	tests := map[string]struct {
 		task Task
-		want placement.Job
+		want gangway.QueueEntry
 	}{
 		"gpu share": {
 			task: Task{Name: "s", CPUMilli: 6000, MemMiB: 100, NumGPU: 1, GPUMilli: 460},
-			want: placement.Job{ID: "s", Replicas: 1, GPUsPerReplica: 1, GPUMilli: 460, CPUMilli: 6000, MemMiB: 100},
+			want: gangway.QueueEntry{JobID: "s", Replicas: 1, GPUsPerReplica: 1, GPUMilli: 460, CPUMilli: 6000, MemMiB: 100},
 		},
 		"one whole gpu": {
 			task: Task{Name: "w", CPUMilli: 1, NumGPU: 1, GPUMilli: 1000, Models: []string{"T4"}},
-			want: placement.Job{ID: "w", Replicas: 1, GPUsPerReplica: 1, CPUMilli: 1, Models: []string{"T4"}},
+			want: gangway.QueueEntry{JobID: "w", Replicas: 1, GPUsPerReplica: 1, CPUMilli: 1, GPUModels: []string{"T4"}},
 		},
 		"eight gpus on one node": {
 			task: Task{Name: "e", NumGPU: 8, GPUMilli: 1000},
-			want: placement.Job{ID: "e", Replicas: 1, GPUsPerReplica: 8},
+			want: gangway.QueueEntry{JobID: "e", Replicas: 1, GPUsPerReplica: 8},
 		},
 		"cpu only": {
 			task: Task{Name: "c", CPUMilli: 32000, MemMiB: 65536},
-			want: placement.Job{ID: "c", Replicas: 1, CPUMilli: 32000, MemMiB: 65536},
+			want: gangway.QueueEntry{JobID: "c", Replicas: 1, CPUMilli: 32000, MemMiB: 65536},
 		},
 	}
 	for name, tc := range tests {

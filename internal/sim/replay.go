@@ -155,7 +155,7 @@ func RunTrace(ctx context.Context, cfg TraceConfig) (*TraceResult, error) {
 	}
 	jobs := prepareJobs(cfg.Jobs, cmp.Or(cfg.Speedup, 1))
 	if cfg.Options.Workload == nil {
-		shapes := make([]placement.Job, len(jobs))
+		shapes := make([]gangway.QueueEntry, len(jobs))
 		for i := range jobs {
 			shapes[i] = jobs[i].Job
 		}
@@ -314,12 +314,7 @@ func (r *replay) start() {
 	for i := range r.nodes {
 		r.view.RegisterNode(viewNode(r.nodes[i]))
 	}
-	r.placer = &sharePlacer{cap: r.view, milli: map[gangway.JobID]int{}}
-	for i := range r.jobs {
-		if j := &r.jobs[i].Job; j.Share() {
-			r.placer.milli[j.ID] = j.GPUMilli
-		}
-	}
+	r.placer = &sharePlacer{cap: r.view}
 	r.loop = dispatch.New(dispatch.Config{Holder: "sim", Clock: r.clock, Placement: r.opts, Placer: r.placer}, r.view, r.wf)
 	r.meter = newFleetMeter(r.view, r.nodes, r.opts.Workload)
 }
@@ -370,8 +365,8 @@ func (r *replay) run(ctx context.Context, policy string) (TraceRun, error) {
 		for next < len(r.jobs) && r.jobs[next].Submit == t {
 			s := &r.st[next]
 			s.state, s.queuedAt = stQueued, t
-			r.byID[r.jobs[next].Job.ID] = next
-			r.wf.Start(r.jobs[next].Job.ID)
+			r.byID[r.jobs[next].Job.JobID] = next
+			r.wf.Start(r.jobs[next].Job.JobID)
 			r.enqueue(next)
 			next++
 			progressed++
@@ -428,10 +423,8 @@ func (r *replay) higherPending(prio int) bool {
 // enqueue activity does: the original submit time keeps its place in line.
 func (r *replay) enqueue(k int) {
 	s := &r.st[k]
-	j := &r.jobs[k].Job
-	e := gangway.QueueEntry{JobID: j.ID, Team: j.Team, Project: j.Project, Priority: j.Priority, Attempt: s.attempt + 1,
-		Replicas: j.Replicas, GPUsPerReplica: j.GPUsPerReplica, GPUModels: j.Models, CPUMilli: j.CPUMilli, MemMiB: j.MemMiB,
-		Pools: j.Pools, Preemptible: j.Preemptible, SubmittedAt: TraceEpoch.Add(r.jobs[k].Submit), EnqueuedAt: r.clock.Now()}
+	e := r.jobs[k].Job
+	e.Attempt, e.SubmittedAt, e.EnqueuedAt = s.attempt+1, TraceEpoch.Add(r.jobs[k].Submit), r.clock.Now()
 	if r.opts.Reservations > 0 {
 		e.MaxRuntime = r.estimate(s.remaining)
 	}
@@ -586,7 +579,7 @@ func (r *replay) finish(ctx context.Context, k int, t time.Duration) error {
 	if err := r.release(ctx, k); err != nil {
 		return err
 	}
-	r.wf.End(r.jobs[k].Job.ID)
+	r.wf.End(r.jobs[k].Job.JobID)
 	r.st[k].state = stDone
 	r.st[k].remaining = 0
 	r.out.Finished++
@@ -618,7 +611,7 @@ func (r *replay) preempt(ctx context.Context, k int, t time.Duration) error {
 }
 
 // gpuShare is the GPUs a job holds, shares counted as fractions.
-func gpuShare(j *placement.Job) float64 {
+func gpuShare(j *gangway.QueueEntry) float64 {
 	return float64(j.GPUMilliTotal()) / placement.Whole
 }
 

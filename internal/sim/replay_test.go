@@ -9,7 +9,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/placement"
+	"github.com/gangwayhq/gangway/placement/baselines"
 )
 
 // gpuNode is one node of n GPUs of model "A", plenty of CPU and memory.
@@ -23,7 +25,7 @@ func gpuNode(id string, n int) placement.Node {
 }
 
 func gang(id string, submit, dur, gpus int) TraceJob {
-	return TraceJob{Job: placement.Job{ID: id, Replicas: 1, GPUsPerReplica: gpus},
+	return TraceJob{Job: gangway.QueueEntry{JobID: id, Replicas: 1, GPUsPerReplica: gpus},
 		Submit: time.Duration(submit) * time.Second, Duration: time.Duration(dur) * time.Second}
 }
 
@@ -206,7 +208,7 @@ func TestReplayNeverPlaced(t *testing.T) {
 	nodes := []placement.Node{gpuNode("n0", 2)}
 	huge := gang("huge", 0, 10, 4)
 	pinned := gang("pinned", 0, 10, 1)
-	pinned.Job.Models = []string{"B"}
+	pinned.Job.GPUModels = []string{"B"}
 	run := runOne(t, TraceConfig{Nodes: nodes, Jobs: []TraceJob{huge, pinned, gang("ok", 5, 10, 2)}})
 	if run.NeverPlaced != 2 || run.Unplaceable != 2 || run.Placed != 1 || run.Finished != 1 || len(run.Waits) != 1 {
 		t.Errorf("never placed %d unplaceable %d placed %d finished %d waits %v; want 2 2 1 1 [0]",
@@ -222,7 +224,7 @@ func TestReplayDeterministic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := TraceConfig{Nodes: nodes[:40], Jobs: jobs, Policies: []string{"random", "gangway"}, NewScorer: placement.ScorerByName,
+	cfg := TraceConfig{Nodes: nodes[:40], Jobs: jobs, Policies: []string{"random", "gangway"}, NewScorer: baselines.ScorerByName,
 		Options: placement.Options{Reservations: 2, Preempt: true, MinRuntime: time.Minute, Workload: TypicalWorkload(tasks, TypicalPopularity)},
 		Seed:    7, CheckpointEvery: DefaultCheckpointEvery, Speedup: 3000}
 	a, err := RunTrace(context.Background(), cfg)
@@ -256,7 +258,7 @@ func TestReplayDefaultTraceSample(t *testing.T) {
 	}
 	start := time.Now()
 	res, err := RunTrace(context.Background(), TraceConfig{Nodes: nodes, Jobs: jobs, Policies: TracePolicies,
-		NewScorer: placement.ScorerByName, Seed: 42, CheckpointEvery: DefaultCheckpointEvery,
+		NewScorer: baselines.ScorerByName, Seed: 42, CheckpointEvery: DefaultCheckpointEvery,
 		Options: placement.Options{Reservations: 4, Preempt: true, MinRuntime: 10 * time.Minute,
 			Workload: TypicalWorkload(tasks, TypicalPopularity)}})
 	if err != nil {

@@ -135,12 +135,12 @@ var scaleTeams = []string{"nlp", "vision", "speech", "rec", "ads", "search", "in
 // one rack, a quarter preferring one NVLink domain); half pinned to one
 // GPU model; priorities 50, 100 and 200; ten teams; half preemptible; max
 // runtimes of 1-48 h. GPUs per replica are capped at gpusPerNode.
-func SyntheticQueue(count, gpusPerNode int, at time.Time, seed uint64) []placement.Job {
+func SyntheticQueue(count, gpusPerNode int, at time.Time, seed uint64) []gangway.QueueEntry {
 	rnd := rand.New(rand.NewPCG(seed, 0x7175657565)) // "queue"
-	q := make([]placement.Job, 0, count)
+	q := make([]gangway.QueueEntry, 0, count)
 	for k := range count {
-		j := placement.Job{ID: fmt.Sprintf("job-%d", k), Team: scaleTeams[rnd.IntN(len(scaleTeams))],
-			Priority: []int{50, 100, 100, 100, 200}[rnd.IntN(5)], Submitted: at.Add(-time.Duration(rnd.IntN(3600)) * time.Second),
+		j := gangway.QueueEntry{JobID: fmt.Sprintf("job-%d", k), Team: scaleTeams[rnd.IntN(len(scaleTeams))],
+			Priority: []int{50, 100, 100, 100, 200}[rnd.IntN(5)], SubmittedAt: at.Add(-time.Duration(rnd.IntN(3600)) * time.Second),
 			MaxRuntime: time.Duration(1+rnd.IntN(48)) * time.Hour, Preemptible: rnd.IntN(2) == 0,
 			CPUMilli: int64(1+rnd.IntN(8)) * 1000, MemMiB: int64(1+rnd.IntN(64)) * 1024, Replicas: 1}
 		switch x := rnd.IntN(100); {
@@ -160,16 +160,16 @@ func SyntheticQueue(count, gpusPerNode int, at time.Time, seed uint64) []placeme
 			switch rnd.IntN(4) {
 			case 0:
 				j.Replicas = min(j.Replicas, 9)
-				j.Topology = placement.Topology{Level: placement.LevelNVLink, Required: true}
+				j.Topology = gangway.Topology{Level: gangway.LevelNVLink, Required: true}
 			case 1:
-				j.Topology = placement.Topology{Level: placement.LevelRack, Required: true}
+				j.Topology = gangway.Topology{Level: gangway.LevelRack, Required: true}
 			case 2:
-				j.Topology = placement.Topology{Level: placement.LevelNVLink}
+				j.Topology = gangway.Topology{Level: gangway.LevelNVLink}
 			}
 		}
 		j.GPUsPerReplica = min(j.GPUsPerReplica, gpusPerNode)
 		if rnd.IntN(2) == 0 {
-			j.Models = []string{SyntheticModels[rnd.IntN(len(SyntheticModels))]}
+			j.GPUModels = []string{SyntheticModels[rnd.IntN(len(SyntheticModels))]}
 		}
 		q = append(q, j)
 	}
@@ -202,15 +202,14 @@ func FillFleet(nodes []placement.Node, busy float64, now time.Time, seed uint64)
 			misses++
 			continue
 		}
-		r := placement.Running{JobID: fmt.Sprintf("run-%d", k), Team: scaleTeams[rnd.IntN(len(scaleTeams))],
+		r := gangway.Assignment{JobID: fmt.Sprintf("run-%d", k), Team: scaleTeams[rnd.IntN(len(scaleTeams))],
 			Priority: []int{50, 100, 200}[rnd.IntN(3)], Preemptible: rnd.IntN(2) == 0,
-			Start: now.Add(-time.Duration(rnd.IntN(600)) * time.Minute), MaxRuntime: time.Duration(1+rnd.IntN(24)) * time.Hour,
+			At: now.Add(-time.Duration(rnd.IntN(600)) * time.Minute), MaxRuntime: time.Duration(1+rnd.IntN(24)) * time.Hour,
 			CPUMilli: 4000, MemMiB: 16384}
 		m := gangway.Member{NodeID: n.ID, Pool: n.Pool}
 		if rnd.IntN(5) == 0 {
-			r.GPUMilli = 100 * (1 + rnd.IntN(9))
-			m.GPUs, m.Milli = free[:1], r.GPUMilli
-			n.GPUs[free[0]].UsedMilli = r.GPUMilli
+			m.GPUs, m.Milli = free[:1], 100*(1+rnd.IntN(9))
+			n.GPUs[free[0]].UsedMilli = m.Milli
 			used++
 		} else {
 			want := min(len(free), []int{1, 2, 4, 8}[rnd.IntN(4)])
@@ -309,7 +308,7 @@ func RunScale(ctx context.Context, cfg ScaleConfig) (*ScaleResult, error) {
 	prog := newProgress(cfg.Progress, len(cfg.Fleets)*len(cfg.Jobs)*len(cfg.Policies)*repeat)
 	now := TraceEpoch
 	snaps := make([]placement.Snapshot, len(cfg.Fleets))
-	queues := make([][][]placement.Job, len(cfg.Fleets))
+	queues := make([][][]gangway.QueueEntry, len(cfg.Fleets))
 	for fi, fs := range cfg.Fleets {
 		snaps[fi] = FillFleet(SyntheticFleet(fs, cfg.Seed), cfg.Busy, now, cfg.Seed)
 		for _, nj := range cfg.Jobs {

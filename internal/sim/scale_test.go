@@ -9,7 +9,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/placement"
+	"github.com/gangwayhq/gangway/placement/baselines"
 )
 
 func TestParseFleetSpec(t *testing.T) {
@@ -94,8 +96,8 @@ func TestSyntheticQueue(t *testing.T) {
 		case j.Replicas > 1:
 			gangs++
 			biggest = max(biggest, j.Replicas*j.GPUsPerReplica)
-			if j.Topology.Level == placement.LevelNVLink && j.Topology.Required && j.Replicas > 9 {
-				t.Errorf("job %s: %d replicas required in one NVLink domain (72 GPUs)", j.ID, j.Replicas)
+			if j.Topology.Level == gangway.LevelNVLink && j.Topology.Required && j.Replicas > 9 {
+				t.Errorf("job %s: %d replicas required in one NVLink domain (72 GPUs)", j.JobID, j.Replicas)
 			}
 		case j.Share():
 			shares++
@@ -152,7 +154,7 @@ func TestFillFleet(t *testing.T) {
 func TestRunScaleSmall(t *testing.T) {
 	res, err := RunScale(context.Background(), ScaleConfig{
 		Fleets: []FleetSpec{{Nodes: 50, GPUsPerNode: 8}, {Nodes: 100, GPUsPerNode: 8}}, Jobs: []int{100, 200},
-		Policies: []string{"first-fit", "gangway"}, NewScorer: placement.ScorerByName, Busy: 0.3, Seed: 1,
+		Policies: []string{"first-fit", "gangway"}, NewScorer: baselines.ScorerByName, Busy: 0.3, Seed: 1,
 		Options: placement.Options{Reservations: 4, Preempt: true, MinRuntime: 10 * time.Minute},
 	})
 	if err != nil {

@@ -10,16 +10,17 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/placement"
 )
 
 // TraceJob is one job of a dynamic replay: what it asks for, when it is
 // submitted and how long it runs once started.
 type TraceJob struct {
-	// Job is the job as placement sees it: ID, team, priority,
-	// preemptibility and shape. The replay sets Submitted, Attempt and
+	// Job is the queue entry placement sees: ID, team, priority,
+	// preemptibility and shape. The replay sets SubmittedAt, Attempt and
 	// MaxRuntime itself.
-	Job placement.Job
+	Job gangway.QueueEntry
 	// Submit is when the job arrives, from the start of the trace.
 	Submit time.Duration
 	// Duration is how long the job runs once started (its work).
@@ -190,12 +191,12 @@ func ReadGangJobs(r io.Reader, name string) ([]TraceJob, error) {
 		if id == "" {
 			id = fmt.Sprintf("job-%d", t.line)
 		}
-		j := placement.Job{
-			ID:             id,
+		j := gangway.QueueEntry{
+			JobID:          id,
 			Team:           t.str("team"),
 			Replicas:       int(t.int64("replicas", 1, 1<<20)),
 			GPUsPerReplica: int(t.int64("gpus_per_replica", 1, 1024)),
-			Models:         splitModels(t.str("gpu_model")),
+			GPUModels:      splitModels(t.str("gpu_model")),
 			Priority:       int(t.int64("priority", -1<<31, 1<<31-1)),
 		}
 		tj := TraceJob{Submit: t.seconds("submit_time", false), Duration: t.seconds("duration", true)}

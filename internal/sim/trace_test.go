@@ -10,7 +10,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/placement"
+	"github.com/gangwayhq/gangway/placement/baselines"
 )
 
 func TestReadGangJobs(t *testing.T) {
@@ -23,10 +25,10 @@ func TestReadGangJobs(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []TraceJob{
-		{Job: placement.Job{ID: "job-3", Team: "vision", Replicas: 1, GPUsPerReplica: 1}, Submit: 500 * time.Millisecond, Duration: time.Minute},
-		{Job: placement.Job{ID: "job-2", Team: "nlp", Replicas: 4, GPUsPerReplica: 8, Models: []string{"H100"}, Priority: 100},
+		{Job: gangway.QueueEntry{JobID: "job-3", Team: "vision", Replicas: 1, GPUsPerReplica: 1}, Submit: 500 * time.Millisecond, Duration: time.Minute},
+		{Job: gangway.QueueEntry{JobID: "job-2", Team: "nlp", Replicas: 4, GPUsPerReplica: 8, GPUModels: []string{"H100"}, Priority: 100},
 			Submit: 30 * time.Second, Duration: time.Hour},
-		{Job: placement.Job{ID: "job-4", Team: "research", Replicas: 2, GPUsPerReplica: 2, Models: []string{"A100", "H100"}, Priority: -5},
+		{Job: gangway.QueueEntry{JobID: "job-4", Team: "research", Replicas: 2, GPUsPerReplica: 2, GPUModels: []string{"A100", "H100"}, Priority: -5},
 			Submit: 30 * time.Second, Duration: 1250 * time.Millisecond},
 	}
 	if diff := cmp.Diff(want, jobs); diff != "" {
@@ -42,11 +44,11 @@ func TestReadGangJobsOptionalColumns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []placement.Job{
-		{ID: "train-1", Team: "a", Replicas: 1, GPUsPerReplica: 2, Preemptible: true, CPUMilli: 4000, MemMiB: 8192},
-		{ID: "train-2", Team: "a", Replicas: 1, GPUsPerReplica: 2},
+	want := []gangway.QueueEntry{
+		{JobID: "train-1", Team: "a", Replicas: 1, GPUsPerReplica: 2, Preemptible: true, CPUMilli: 4000, MemMiB: 8192},
+		{JobID: "train-2", Team: "a", Replicas: 1, GPUsPerReplica: 2},
 	}
-	got := []placement.Job{jobs[0].Job, jobs[1].Job}
+	got := []gangway.QueueEntry{jobs[0].Job, jobs[1].Job}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("jobs (-want +got):\n%s", diff)
 	}
@@ -94,7 +96,7 @@ func TestLoadGangJobsExample(t *testing.T) {
 		t.Fatal(err)
 	}
 	res, err := RunTrace(context.Background(), TraceConfig{Nodes: nodes, Jobs: jobs, Policies: TracePolicies,
-		NewScorer: placement.ScorerByName, Seed: 1, CheckpointEvery: DefaultCheckpointEvery,
+		NewScorer: baselines.ScorerByName, Seed: 1, CheckpointEvery: DefaultCheckpointEvery,
 		Options: placement.Options{Reservations: 4, Preempt: true, MinRuntime: 10 * time.Minute}})
 	if err != nil {
 		t.Fatal(err)
@@ -121,10 +123,10 @@ func TestOpenBTraceJobs(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []TraceJob{
-		{Job: placement.Job{ID: "be", Replicas: 1, GPUsPerReplica: 1, GPUMilli: 500, Preemptible: true, Priority: OpenBPriorityBestEffort},
+		{Job: gangway.QueueEntry{JobID: "be", Replicas: 1, GPUsPerReplica: 1, GPUMilli: 500, Preemptible: true, Priority: OpenBPriorityBestEffort},
 			Submit: 5 * time.Second, Duration: time.Minute},
-		{Job: placement.Job{ID: "burst", Replicas: 1, CPUMilli: 2000, Priority: OpenBPriorityBurstable}, Submit: 7 * time.Second, Duration: time.Second},
-		{Job: placement.Job{ID: "ls", Replicas: 1, GPUsPerReplica: 1, Priority: OpenBPriorityLS}, Submit: 10 * time.Second, Duration: 100 * time.Second},
+		{Job: gangway.QueueEntry{JobID: "burst", Replicas: 1, CPUMilli: 2000, Priority: OpenBPriorityBurstable}, Submit: 7 * time.Second, Duration: time.Second},
+		{Job: gangway.QueueEntry{JobID: "ls", Replicas: 1, GPUsPerReplica: 1, Priority: OpenBPriorityLS}, Submit: 10 * time.Second, Duration: 100 * time.Second},
 	}
 	if diff := cmp.Diff(want, jobs); diff != "" {
 		t.Errorf("jobs (-want +got):\n%s", diff)
@@ -173,7 +175,7 @@ func TestOpenBTraceJobsDrawnTimes(t *testing.T) {
 	}
 	for _, j := range a {
 		if !inDurs[j.Duration] {
-			t.Fatalf("job %s: duration %s is not one of the default trace's", j.Job.ID, j.Duration)
+			t.Fatalf("job %s: duration %s is not one of the default trace's", j.Job.JobID, j.Duration)
 		}
 	}
 	if len(gaps) != len(ref)-1 {

@@ -1,0 +1,169 @@
+package placement
+
+import (
+	"slices"
+
+	"github.com/gangwayhq/gangway"
+)
+
+// filter is one feasibility check of a replica of j on node i. The engine
+// places a replica only on a node every filter passes; explain counts, per
+// filter, the nodes it rules out and builds the reason from those counts,
+// so what may run and why not are one model.
+type filter struct {
+	name string
+	// static filters depend only on the job and the node, never on what is
+	// free: a node they rule out is not one of the job's matching nodes.
+	static bool
+	ok     func(se *Session, j *gangway.QueueEntry, i int) bool
+}
+
+// Filter indexes into filters; explain reads the counts by them.
+const (
+	fOwner = iota
+	fPinned
+	fModel
+	fPool
+	fSchedulable
+	fGPUs
+	fCPU
+	fMemory
+	fQuota
+	numFilters
+)
+
+// filters is the chain, cheapest first: the static ones compare a field
+// or scan a list that is usually empty; free GPUs, CPU and memory read the
+// view; quota looks up the team's books and runs only when quotas are set.
+var filters = [numFilters]filter{
+	fOwner: {name: "owner", static: true, ok: func(se *Session, j *gangway.QueueEntry, i int) bool {
+		n := &se.view.nodes[i]
+		return n.Owner == "" || n.Owner == j.JobID
+	}},
+	fPinned: {name: "pinned nodes", static: true, ok: func(se *Session, j *gangway.QueueEntry, i int) bool {
+		return allowed(j.Nodes, se.view.nodes[i].ID)
+	}},
+	fModel: {name: "model", static: true, ok: func(se *Session, j *gangway.QueueEntry, i int) bool {
+		return allowed(j.GPUModels, se.view.nodes[i].Model)
+	}},
+	fPool: {name: "pool", static: true, ok: func(se *Session, j *gangway.QueueEntry, i int) bool {
+		return allowed(j.Pools, se.view.nodes[i].Pool)
+	}},
+	fSchedulable: {name: "schedulable", ok: func(se *Session, _ *gangway.QueueEntry, i int) bool {
+		return se.view.nodes[i].Schedulable
+	}},
+	fGPUs: {name: "free GPUs", ok: func(se *Session, j *gangway.QueueEntry, i int) bool {
+		v := se.view
+		switch {
+		case j.GPUsPerReplica == 0:
+			return true
+		case j.Share():
+			return slices.ContainsFunc(v.free[i], func(f int) bool { return f >= j.GPUMilli })
+		}
+		return v.whole[i] >= j.GPUsPerReplica
+	}},
+	fCPU: {name: "CPU", ok: func(se *Session, j *gangway.QueueEntry, i int) bool {
+		return se.view.cpu[i] >= j.CPUMilli
+	}},
+	fMemory: {name: "memory", ok: func(se *Session, j *gangway.QueueEntry, i int) bool {
+		return se.view.mem[i] >= j.MemMiB
+	}},
+	fQuota: {name: "quota", ok: func(se *Session, j *gangway.QueueEntry, i int) bool {
+		if !se.quota.hasQuotas() {
+			return true
+		}
+		ok, _ := se.quota.admits(j.Team, se.view.nodes[i].Model, j.GPUMilliTotal())
+		return ok
+	}},
+}
+
+// feasibleNode reports whether one replica of j may go on node i now: the
+// whole chain, stopping at the first filter that fails.
+func (se *Session) feasibleNode(j *gangway.QueueEntry, i int) bool {
+	for k := range filters {
+		if !filters[k].ok(se, j, i) {
+			return false
+		}
+	}
+	return true
+}
+
+// mayUse reports whether j may ever run on node i: every static filter.
+func (se *Session) mayUse(j *gangway.QueueEntry, i int) bool {
+	for k := range filters {
+		if filters[k].static && !filters[k].ok(se, j, i) {
+			return false
+		}
+	}
+	return true
+}
+
+// census is the chain run for one replica of j over the whole fleet, with
+// what each filter ruled out.
+type census struct {
+	// rejected counts, per filter, the matching nodes it rules out (for a
+	// static filter: the nodes it is the first to rule out). Matching nodes
+	// go through every dynamic filter, so each count stands on its own.
+	rejected [numFilters]int
+	matching int // nodes every static filter passes
+	// everReplicas is how many replicas the matching nodes could hold
+	// empty; models lists the GPU models of the whole fleet.
+	everReplicas int
+	models       []string
+	// Free capacity on matching schedulable nodes: milli-GPU, entirely
+	// free GPUs j may use, the most of those on one node, and entirely free
+	// GPUs it may not use (reserved for a blocked job, or flaky).
+	freeMilli, freeWhole, largestNode, reservedFree int
+}
+
+// count runs the census of j on the current view.
+func (se *Session) count(j *gangway.QueueEntry) census {
+	v := se.view
+	var c census
+	end := v.jobEnd(j)
+	for i := range v.nodes {
+		n := &v.nodes[i]
+		if n.Model != "" && !slices.Contains(c.models, n.Model) {
+			c.models = append(c.models, n.Model)
+		}
+		static := true
+		for k := range filters {
+			if !filters[k].static {
+				continue
+			}
+			if !filters[k].ok(se, j, i) {
+				c.rejected[k]++
+				static = false
+				break
+			}
+		}
+		if !static {
+			continue
+		}
+		c.matching++
+		c.everReplicas += replicasByCapacity(n, j)
+		for k := range filters {
+			if !filters[k].static && !filters[k].ok(se, j, i) {
+				c.rejected[k]++
+			}
+		}
+		if !n.Schedulable {
+			continue
+		}
+		nodeWhole := 0
+		for gi, f := range v.free[i] {
+			c.freeMilli += f
+			if f == Whole {
+				if v.usable(i, gi, end) {
+					nodeWhole++
+				} else {
+					c.reservedFree++
+				}
+			}
+		}
+		c.freeWhole += nodeWhole
+		c.largestNode = max(c.largestNode, nodeWhole)
+	}
+	slices.Sort(c.models)
+	return c
+}
