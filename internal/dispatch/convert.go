@@ -27,6 +27,7 @@ func placementSnapshot(s capacity.Snapshot, nodeTTL time.Duration, onPremPrices 
 			// A cloud node: the workflow that rented it knows its price.
 			pn.CapacityType, pn.PricePerGPUHour = n.Node.CapacityType, 0
 		}
+		pn.GPUs = make([]placement.GPU, 0, len(n.Node.GPUs))
 		for _, g := range n.Node.GPUs {
 			pg := placement.GPU{Index: g.Index, Model: g.Model, Healthy: g.Healthy, Domain: g.NVLinkDomain, NUMA: g.NUMA, Flakiness: g.Flakiness}
 			if _, used := n.Allocated[g.Index]; used {
