@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
@@ -118,8 +117,8 @@ func runReplayFGD(cmd *cobra.Command, f replayFGDFlags) error {
 			return fmt.Errorf("--policies: %w", err)
 		}
 	}
-	nodesFile := tracePath(f.nodes, !cmd.Flags().Changed("nodes"))
-	tasksFile := tracePath(f.tasks, !cmd.Flags().Changed("tasks"))
+	nodesFile := sim.FlagTracePath(f.nodes, !cmd.Flags().Changed("nodes"))
+	tasksFile := sim.FlagTracePath(f.tasks, !cmd.Flags().Changed("tasks"))
 	nodes, err := sim.LoadOpenBNodes(nodesFile)
 	if err != nil {
 		return fmt.Errorf("--nodes: %w", err)
@@ -147,22 +146,6 @@ func runReplayFGD(cmd *cobra.Command, f replayFGDFlags) error {
 	fmt.Fprintf(stderr, "fgd: %d runs in %s\n", len(f.policies)*len(seeds), time.Since(start).Round(time.Millisecond))
 
 	return writeResult(cmd.OutOrStdout(), stderr, "fgd", res, f.output, f.csvDir, f.plot)
-}
-
-// tracePath resolves a trace flag's default, which is relative to the
-// project root, from wherever gangway runs (sim.FindTrace); paths the user
-// gave are used as given.
-func tracePath(p string, isDefault bool) string {
-	if !isDefault {
-		return p
-	}
-	return sim.FindTrace(p)
-}
-
-// fileExists reports whether p names something on disk.
-func fileExists(p string) bool {
-	_, err := os.Stat(p)
-	return err == nil
 }
 
 type replayTraceFlags struct {
@@ -275,7 +258,7 @@ func runReplayTrace(cmd *cobra.Command, f replayTraceFlags) error {
 			return fmt.Errorf("--policies: %w", err)
 		}
 	}
-	nodesFile := tracePath(f.nodes, !cmd.Flags().Changed("nodes"))
+	nodesFile := sim.FlagTracePath(f.nodes, !cmd.Flags().Changed("nodes"))
 	nodes, err := sim.LoadNodes(nodesFile, f.seed)
 	if err != nil {
 		return fmt.Errorf("--nodes: %w", err)
@@ -292,7 +275,7 @@ func runReplayTrace(cmd *cobra.Command, f replayTraceFlags) error {
 			jobs = jobs[:f.limit]
 		}
 	} else {
-		jobsFile = tracePath(f.tasks, !cmd.Flags().Changed("tasks"))
+		jobsFile = sim.FlagTracePath(f.tasks, !cmd.Flags().Changed("tasks"))
 		tasks, err := sim.LoadOpenBTasks(jobsFile)
 		if err != nil {
 			return fmt.Errorf("--tasks: %w", err)
@@ -302,7 +285,7 @@ func runReplayTrace(cmd *cobra.Command, f replayTraceFlags) error {
 		}
 		var ref []sim.Task
 		if needsTimes(tasks) {
-			refFile := tracePath(f.timesFrom, !cmd.Flags().Changed("times-from"))
+			refFile := sim.FlagTracePath(f.timesFrom, !cmd.Flags().Changed("times-from"))
 			if ref, err = sim.LoadOpenBTasks(refFile); err != nil {
 				return fmt.Errorf("--times-from: %w", err)
 			}

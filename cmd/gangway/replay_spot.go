@@ -123,7 +123,7 @@ func runReplaySpot(cmd *cobra.Command, f replaySpotFlags) error {
 		}
 		policies = append(policies, p)
 	}
-	dir := tracePath(f.trace, !cmd.Flags().Changed("trace"))
+	dir := sim.FlagTracePath(f.trace, !cmd.Flags().Changed("trace"))
 	traces, err := sim.LoadSpotTraces(dir)
 	if err != nil {
 		return fmt.Errorf("--trace: %w", err)
