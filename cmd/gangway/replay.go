@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -263,67 +264,31 @@ func runReplayTrace(cmd *cobra.Command, f replayTraceFlags) error {
 	if err != nil {
 		return fmt.Errorf("--nodes: %w", err)
 	}
-	opts := placement.Options{Reservations: f.reservations, Preempt: f.preempt, MinRuntime: f.minRuntime, SampleNodes: f.sampleNodes}
-	var jobs []sim.TraceJob
-	var timing *sim.TimingSource
-	jobsFile := f.jobs
-	if f.jobs != "" {
-		if jobs, err = sim.LoadGangJobs(f.jobs); err != nil {
-			return fmt.Errorf("--jobs: %w", err)
-		}
-		if f.limit > 0 && f.limit < len(jobs) {
-			jobs = jobs[:f.limit]
-		}
-	} else {
-		jobsFile = sim.FlagTracePath(f.tasks, !cmd.Flags().Changed("tasks"))
-		tasks, err := sim.LoadOpenBTasks(jobsFile)
-		if err != nil {
-			return fmt.Errorf("--tasks: %w", err)
-		}
-		if f.limit > 0 && f.limit < len(tasks) {
-			tasks = tasks[:f.limit]
-		}
-		var ref []sim.Task
-		if needsTimes(tasks) {
-			refFile := sim.FlagTracePath(f.timesFrom, !cmd.Flags().Changed("times-from"))
-			if ref, err = sim.LoadOpenBTasks(refFile); err != nil {
-				return fmt.Errorf("--times-from: %w", err)
-			}
-		}
-		var src sim.TimingSource
-		if jobs, src, err = sim.OpenBTraceJobs(tasks, ref, f.seed); err != nil {
-			return fmt.Errorf("--tasks: %w", err)
-		}
-		timing = &src
-		// Fragmentation is measured against the typical workload, as in
-		// the FGD protocol.
-		opts.Workload = sim.TypicalWorkload(tasks, sim.TypicalPopularity)
+	in, err := sim.LoadTraceJobs(sim.TraceInput{Jobs: f.jobs, Tasks: sim.FlagTracePath(f.tasks, !cmd.Flags().Changed("tasks")),
+		TimesFrom: sim.FlagTracePath(f.timesFrom, !cmd.Flags().Changed("times-from")), Limit: f.limit, Seed: f.seed})
+	if ie := (*sim.InputError)(nil); errors.As(err, &ie) {
+		return fmt.Errorf("--%s: %w", ie.Field, ie.Err)
+	} else if err != nil {
+		return err
 	}
+	opts := placement.Options{Reservations: f.reservations, Preempt: f.preempt, MinRuntime: f.minRuntime, SampleNodes: f.sampleNodes,
+		Workload: in.Workload}
 
 	stderr := cmd.ErrOrStderr()
 	start := time.Now()
-	bar := sim.NewProgressBar(stderr, fmt.Sprintf("trace: %d policies x %d jobs", len(f.policies), len(jobs)), "arrivals and departures")
+	bar := sim.NewProgressBar(stderr, fmt.Sprintf("trace: %d policies x %d jobs", len(f.policies), len(in.Jobs)), "arrivals and departures")
 	res, err := sim.RunTrace(cmd.Context(), sim.TraceConfig{
-		Nodes: nodes, Jobs: jobs, Policies: f.policies, NewScorer: placement.ScorerByName, Options: opts, Seed: f.seed,
+		Nodes: nodes, Jobs: in.Jobs, Policies: f.policies, NewScorer: placement.ScorerByName, Options: opts, Seed: f.seed,
 		CheckpointEvery: f.checkpoint, ExactRuntimes: f.exactRuntimes, Speedup: f.speedup, Parallel: f.parallel, Progress: bar.Update,
 	})
 	bar.Done()
 	if err != nil {
 		return err
 	}
-	res.NodesFile, res.JobsFile, res.Timing = nodesFile, jobsFile, timing
+	res.NodesFile, res.JobsFile, res.Timing = nodesFile, in.File, in.Timing
 	fmt.Fprintf(stderr, "trace: %d runs in %s\n", len(f.policies), time.Since(start).Round(time.Millisecond))
 
 	return writeResult(cmd.OutOrStdout(), stderr, "trace", res, f.output, f.csvDir, f.plot)
-}
-
-func needsTimes(tasks []sim.Task) bool {
-	for i := range tasks {
-		if tasks[i].Creation == sim.NoTime || tasks[i].Scheduled == sim.NoTime || tasks[i].Deletion == sim.NoTime {
-			return true
-		}
-	}
-	return false
 }
 
 type replayScaleFlags struct {
