@@ -18,7 +18,8 @@
 //
 // RunTrace is the dynamic replay (gangway replay trace): a discrete-event
 // simulation in virtual time over TraceJobs (from an openb pod list,
-// OpenBTraceJobs, or a gang-job CSV, LoadGangJobs), one placement.Session
+// OpenBTraceJobs, or a gang-job CSV, LoadGangJobs; LoadTraceJobs picks and
+// reads either from a TraceInput), one placement.Session
 // per policy:
 //
 //	per instant:   departures (Session.Release), arrivals (to the queue),
@@ -38,6 +39,9 @@
 // of them) under each internal/spotpolicy policy and reports, per trace
 // and policy, the cost relative to on-demand on the same seeded starts and
 // the deadlines met.
+//
+// Trace paths given as defaults are relative to the project root and
+// found from wherever gangway runs (FindTrace, FlagTracePath, LocateTrace).
 //
 // The package does no logging; the command in cmd/gangway prints its
 // results.
