@@ -1,5 +1,6 @@
 // Package client is Gangway's Go client: submit a job, read its status and
-// why it waits, list jobs, cancel, read logs, cordon and drain nodes.
+// why it waits, list jobs, cancel, read and follow logs, cordon and drain
+// nodes.
 // `gangway submit` and friends are thin wrappers over it, and programs
 // outside this module can use it: it and its dependencies import no
 // internal/ package.
