@@ -31,7 +31,12 @@ const tmpMarker = ".tmp-"
 // openFile opens the store in root, which must be an existing, writable
 // directory: creating it would hide a shared volume that failed to mount
 // behind a local directory no other node sees.
-func openFile(root string) (*fileObjects, error) {
+func openFile(root string, create bool) (*fileObjects, error) {
+	if create {
+		if err := os.MkdirAll(root, 0o755); err != nil {
+			return nil, fmt.Errorf("create directory: %w", err)
+		}
+	}
 	fi, err := os.Stat(root)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):

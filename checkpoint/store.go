@@ -96,6 +96,9 @@ type Options struct {
 	// Region is the S3 region. Empty means the SDK's default chain
 	// (AWS_REGION, the shared config), then us-east-1 when Endpoint is set.
 	Region string
+	// CreateDir makes Open create a file:// store's directory when it is
+	// missing, so that a default path works on a fresh node.
+	CreateDir bool
 	// AccessKeyID, SecretAccessKey and SessionToken are static S3
 	// credentials. When AccessKeyID is empty the SDK's default chain is
 	// used (environment, shared files, web identity, instance role).
@@ -173,6 +176,7 @@ func (o Options) validate() error {
 // Open opens the store at rawURL:
 //
 //	file:///abs/path     a directory, e.g. on shared storage; it must exist
+//	                     unless Options.CreateDir is set
 //	/abs/path            the same
 //	s3://bucket[/prefix] an S3 bucket (or an S3-compatible one, see Options)
 //
@@ -191,7 +195,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (Store, error) {
 	var objs objects
 	switch loc.scheme {
 	case "file":
-		objs, err = openFile(loc.path)
+		objs, err = openFile(loc.path, opts.CreateDir)
 	case "s3":
 		objs, err = openS3(ctx, loc.bucket, loc.prefix, opts)
 	}

@@ -406,6 +406,19 @@ func TestOpenFileForms(t *testing.T) {
 	}
 }
 
+func TestOpenCreateDir(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "a", "b")
+	if _, err := checkpoint.Open(context.Background(), "file://"+root, checkpoint.Options{}); err == nil {
+		t.Fatalf("Open of a missing directory without CreateDir succeeded")
+	}
+	if _, err := checkpoint.Open(context.Background(), "file://"+root, checkpoint.Options{CreateDir: true}); err != nil {
+		t.Fatalf("Open with CreateDir: %v", err)
+	}
+	if fi, err := os.Stat(root); err != nil || !fi.IsDir() {
+		t.Fatalf("%s not created: %v", root, err)
+	}
+}
+
 func TestReadStep(t *testing.T) {
 	cases := map[string]struct {
 		files   map[string]string

@@ -240,6 +240,54 @@ func (c *Client) Logs(ctx context.Context, id gangway.JobID, after string, block
 	return c.view.Logs(ctx, id, after, block)
 }
 
+// FollowLogs passes the job's output lines, from the start, to line. With
+// follow it keeps waiting for new ones until the job has ended and its
+// lines are read, or ctx ends (which is not an error); without, it returns
+// after the lines there are.
+func (c *Client) FollowLogs(ctx context.Context, id gangway.JobID, follow bool, line func(gangway.LogLine)) error {
+	after := ""
+	for {
+		// The first read does not block: a job with no output yet
+		// returns at once, and its status is checked below.
+		block := time.Duration(0)
+		if follow && after != "" {
+			block = 2 * time.Second
+		}
+		lines, err := c.Logs(ctx, id, after, block)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		for _, l := range lines {
+			line(l)
+			after = l.ID
+		}
+		if !follow {
+			return nil
+		}
+		if len(lines) > 0 {
+			continue
+		}
+		st, err := c.Status(ctx, id)
+		if errors.Is(err, ErrJobNotFound) {
+			return err
+		}
+		if err == nil && st.Phase.Terminal() {
+			return nil
+		}
+		if after == "" {
+			// Nothing to block on yet.
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(time.Second):
+			}
+		}
+	}
+}
+
 // notFound turns "no such workflow" into ErrJobNotFound, naming the job.
 func notFound(id gangway.JobID, err error) error {
 	if err == nil {

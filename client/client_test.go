@@ -661,6 +661,42 @@ func TestLogs(t *testing.T) {
 	})
 }
 
+// endedJobs is a job transport whose every job has ended Succeeded.
+type endedJobs struct{ client.Jobs }
+
+func (endedJobs) Describe(context.Context, string) (jobs.Description, error) {
+	return jobs.Description{}, nil
+}
+
+func (endedJobs) Result(_ context.Context, id string) (workflows.Status, error) {
+	return workflows.Status{JobID: id, Phase: gangway.PhaseSucceeded}, nil
+}
+
+// TestFollowLogs: following a job reads its lines until it has ended.
+func TestFollowLogs(t *testing.T) {
+	r := devstacktest.Redis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: r.Addr})
+	t.Cleanup(func() { _ = rdb.Close() })
+	view := capacity.New(rdb, capacity.Options{})
+	c := client.New(endedJobs{}, view)
+	ctx := t.Context()
+	want := []string{"epoch 1", "epoch 2"}
+	for _, text := range want {
+		if err := view.AppendLog(ctx, "done", gangway.LogLine{Time: time.UnixMilli(1_750_000_000_000), Text: text}); err != nil {
+			t.Fatalf("AppendLog: %v", err)
+		}
+	}
+	for _, follow := range []bool{false, true} {
+		var got []string
+		if err := c.FollowLogs(ctx, "done", follow, func(l gangway.LogLine) { got = append(got, l.Text) }); err != nil {
+			t.Fatalf("FollowLogs(follow %v): %v", follow, err)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("FollowLogs(follow %v) lines (-want +got):\n%s", follow, diff)
+		}
+	}
+}
+
 // TestWithoutView: a client with no fleet view still validates the spec on
 // its own and submits (the fleet check is skipped), follows the job through
 // Temporal, and says ErrNoView for what needs the fleet.

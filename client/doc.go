@@ -1,8 +1,8 @@
 // Package client is Gangway's Go client: submit a job, read its status and
-// why it waits, list jobs, cancel, read logs, cordon and drain nodes.
-// `gangway submit` and friends are thin wrappers over it, and programs
-// outside this module can use it: it and its dependencies import no
-// internal/ package.
+// why it waits, list jobs, cancel, read and follow logs, cordon and drain
+// nodes. `gangway submit` and friends are thin wrappers over it, and
+// programs outside this module can use it: it and its dependencies import
+// no internal/ package.
 //
 // Jobs are Temporal workflows (workflow ID = job ID), so the client reaches
 // them through Jobs (workflows/jobs, the one door to job workflows) for the

@@ -2,84 +2,48 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
 	"time"
 
-	compute "cloud.google.com/go/compute/apiv1"
-	awssdk "github.com/aws/aws-sdk-go-v2/aws"
-	awsconfig "github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/service/ec2"
-	"google.golang.org/api/option"
-
 	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/internal/cloud"
 	"github.com/gangwayhq/gangway/internal/devstack/fullstack"
-	"github.com/gangwayhq/gangway/internal/spotpolicy"
 	"github.com/gangwayhq/gangway/providers"
 	"github.com/gangwayhq/gangway/providers/aws"
 	"github.com/gangwayhq/gangway/providers/fake"
 	"github.com/gangwayhq/gangway/providers/gcp"
 )
 
-// buildCloud builds the configured providers. ctx bounds loading cloud
-// credentials only.
+// buildCloud builds the configured providers (fullstack.BuildCloud).
+// ctx bounds loading cloud credentials only.
 func buildCloud(ctx context.Context, c CloudConfig, hooks fullstack.FakeHooks, log *slog.Logger) (*fullstack.Cloud, error) {
-	s := &fullstack.Cloud{}
-	var ps []providers.Provider
+	specs := make([]fullstack.ProviderSpec, len(c.Providers))
 	for i, pc := range c.Providers {
-		p, err := buildProvider(ctx, s, pc, hooks, log.With("provider", pc.name()))
-		if err != nil {
-			_ = s.Close()
-			return nil, fmt.Errorf("cloud.providers[%d] (%s): %w", i, pc.name(), err)
+		plog := log.With("provider", pc.name())
+		specs[i].Endpoint = pc.Endpoint
+		switch pc.Type {
+		case providerAWS:
+			o := awsOptions(pc, plog)
+			specs[i].AWS = &o
+		case providerGCP:
+			o := gcpOptions(pc, plog)
+			specs[i].GCP = &o
+		case providerFake:
+			specs[i].Fake = &fake.Options{Name: pc.name(), BootDelay: pc.BootDelay.Duration, NoticeLead: pc.NoticeLead.Duration,
+				TraceStart: time.Now().Add(-pc.TraceOffset.Duration), Log: plog, Pools: fakePools(pc)}
+			for _, pl := range pc.Pools {
+				specs[i].FakeTraces = append(specs[i].FakeTraces, pl.Trace)
+			}
 		}
-		ps = append(ps, p)
 	}
-	reg, err := cloud.NewRegistry(ps, cloud.RegistryOptions{OffersTTL: c.OffersTTL.Duration, Log: log})
-	if err != nil {
-		_ = s.Close()
-		return nil, err
+	s, err := fullstack.BuildCloud(ctx, specs, cloud.RegistryOptions{OffersTTL: c.OffersTTL.Duration, Log: log}, hooks)
+	if pe := (*fullstack.ProviderError)(nil); errors.As(err, &pe) {
+		return nil, fmt.Errorf("cloud.providers[%d] (%s): %w", pe.Index, pe.Name, pe.Err)
 	}
-	s.Registry = reg
-	return s, nil
-}
-
-// buildProvider builds one provider, adding what it needs closed or
-// ticked to s.
-func buildProvider(ctx context.Context, s *fullstack.Cloud, pc ProviderConfig, hooks fullstack.FakeHooks, log *slog.Logger) (providers.Provider, error) {
-	switch pc.Type {
-	case providerAWS:
-		return buildAWS(ctx, pc, log)
-	case providerGCP:
-		p, closeFn, err := buildGCP(ctx, pc, log)
-		if closeFn != nil {
-			s.Closers = append(s.Closers, closeFn)
-		}
-		return p, err
-	case providerFake:
-		f, err := buildFake(pc, hooks, log)
-		if err != nil {
-			return nil, err
-		}
-		s.Fakes = append(s.Fakes, f)
-		return f, nil
-	}
-	return nil, fmt.Errorf("unknown type %q", pc.Type)
-}
-
-func buildAWS(ctx context.Context, pc ProviderConfig, log *slog.Logger) (providers.Provider, error) {
-	cfg, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithRegion(pc.Region))
-	if err != nil {
-		return nil, fmt.Errorf("aws credentials: %w", err)
-	}
-	client := ec2.NewFromConfig(cfg, func(o *ec2.Options) {
-		if pc.Endpoint != "" {
-			o.BaseEndpoint = awssdk.String(pc.Endpoint)
-			o.Credentials = awssdk.AnonymousCredentials{}
-		}
-	})
-	return aws.New(client, awsOptions(pc, log))
+	return s, err
 }
 
 func awsOptions(pc ProviderConfig, log *slog.Logger) aws.Options {
@@ -90,19 +54,6 @@ func awsOptions(pc ProviderConfig, log *slog.Logger) aws.Options {
 			OnDemandPrice: t.OnDemandPrice, InterruptionRate: t.InterruptionRate})
 	}
 	return opts
-}
-
-func buildGCP(ctx context.Context, pc ProviderConfig, log *slog.Logger) (providers.Provider, func() error, error) {
-	var copts []option.ClientOption
-	if pc.Endpoint != "" {
-		copts = append(copts, option.WithEndpoint(pc.Endpoint), option.WithoutAuthentication())
-	}
-	client, err := compute.NewInstancesRESTClient(ctx, copts...)
-	if err != nil {
-		return nil, nil, fmt.Errorf("gcp client: %w", err)
-	}
-	p, err := gcp.New(client, gcpOptions(pc, log))
-	return p, client.Close, err
 }
 
 func gcpOptions(pc ProviderConfig, log *slog.Logger) gcp.Options {
@@ -116,24 +67,6 @@ func gcpOptions(pc ProviderConfig, log *slog.Logger) gcp.Options {
 		opts.Prices = append(opts.Prices, gcp.Price{MachineType: pr.MachineType, Region: pr.Region, Spot: pr.Spot, OnDemand: pr.OnDemand})
 	}
 	return opts
-}
-
-func buildFake(pc ProviderConfig, hooks fullstack.FakeHooks, log *slog.Logger) (*fake.Provider, error) {
-	now := time.Now()
-	opts := fake.Options{Name: pc.name(), BootDelay: pc.BootDelay.Duration, NoticeLead: pc.NoticeLead.Duration,
-		TraceStart: now.Add(-pc.TraceOffset.Duration), Log: log,
-		OnRunning: hooks.OnRunning, OnNotice: hooks.OnNotice, OnTerminated: hooks.OnTerminated}
-	opts.Pools = fakePools(pc)
-	for i, pl := range pc.Pools {
-		if pl.Trace != "" {
-			tr, err := spotpolicy.LoadTrace(pl.Trace)
-			if err != nil {
-				return nil, fmt.Errorf("pools[%d].trace: %w", i, err)
-			}
-			opts.Pools[i].Trace = rescalePrices(tr, pl.PricePerHour)
-		}
-	}
-	return fake.New(opts)
 }
 
 // fakePools are a fake provider's pools, without their traces.
@@ -164,22 +97,6 @@ func (c CloudConfig) onDemandPrices() map[string]float64 {
 		}
 	}
 	return out
-}
-
-// rescalePrices scales a trace's prices so their mean is price (when both
-// are set): the shared traces price a 1 × V100 instance, a pool of
-// 8 × A100 keeps their movement at its own level.
-func rescalePrices(tr *spotpolicy.Trace, price float64) *spotpolicy.Trace {
-	mean, ok := tr.MeanPrice()
-	if !ok || price <= 0 || mean <= 0 {
-		return tr
-	}
-	out := *tr
-	out.Prices = make([]float64, len(tr.Prices))
-	for i, p := range tr.Prices {
-		out.Prices[i] = p * price / mean
-	}
-	return &out
 }
 
 // join is the join section as launched instances' agents are given it.

@@ -49,15 +49,10 @@ the on-demand price of a pool with spot usage is not known.`,
 				return err
 			}
 			defer rdb.Close()
-			ledger := accounting.New(rdb, accounting.Options{Prefix: a.cfg.Redis.Prefix})
-			segs, err := ledger.Segments(ctx, q.Since, q.Until)
-			if err != nil {
-				return err
-			}
 			// A spot pool without an on-demand price reports its savings as
 			// unknown.
 			q.OnDemandPrices = a.cfg.Cloud.onDemandPrices()
-			sum, err := accounting.Report(segs, q)
+			sum, err := accounting.New(rdb, accounting.Options{Prefix: a.cfg.Redis.Prefix}).Report(ctx, q)
 			if err != nil {
 				return err
 			}

@@ -183,84 +183,35 @@ func runDev(ctx context.Context, a *app, o devOptions, shapes []agent.NodeShape,
 	return nil
 }
 
-// runDemo submits the demo workload, shows progress and prints the summary.
+// runDemo submits the demo workload, shows its progress and prints the
+// summary; it reports whether every job succeeded.
 func runDemo(ctx context.Context, c conns, o devOptions, events <-chan string, out io.Writer) (bool, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return false, fmt.Errorf("find own binary for demo-train: %w", err)
 	}
-	cl := c.client()
-	specs := fullstack.DemoSpecs(self, o.stepTime, time.Now().Format("150405"))
-	ids := make([]string, 0, len(specs))
-	for _, s := range specs {
-		id, err := cl.Submit(ctx, s, client.SubmitOptions{})
-		if err != nil {
-			return false, fmt.Errorf("submit demo job %s: %w", s.Name, err)
-		}
-		ids = append(ids, id)
+	res, err := fullstack.Demo{
+		Client: c.client(),
+		Specs:  fullstack.DemoSpecs(self, o.stepTime, time.Now().Format("150405")),
+		GPUUse: func(ctx context.Context) (int, int, int) { return fullstack.GPUUse(ctx, c.view) },
+		Events: events,
+		OnSubmitted: func(ids []string) {
+			fmt.Fprintf(out, "gangway dev: submitted %d demo jobs\n\n", len(ids))
+		},
+		OnEvent: func(d time.Duration, e string) { fmt.Fprintf(out, "[%5.1fs] %s\n", d.Seconds(), e) },
+		OnWaiting: func(id string, w gangway.Waiting) {
+			fmt.Fprintf(out, "          %s waits: %s\n", id, w)
+		},
+		OnProgress: func(d time.Duration, p fullstack.DemoProgress) {
+			fmt.Fprintf(out, "[%5.1fs] queued %2d  provisioning %d  running %2d  succeeded %2d  failed %d  cancelled %d | GPUs busy %2d/%d | cloud nodes %d\n",
+				d.Seconds(), p.Queued, p.Provisioning, p.Running, p.Succeeded, p.Failed, p.Cancelled, p.BusyGPUs, p.TotalGPUs, p.CloudNodes)
+		},
+	}.Run(ctx)
+	if err != nil {
+		return false, err
 	}
-	fmt.Fprintf(out, "gangway dev: submitted %d demo jobs\n\n", len(ids))
-	start := time.Now()
-	statuses := map[string]client.JobStatus{}
-	told := map[string]string{} // the waiting reason last shown per gang
-	last := ""
-	for {
-		counts := map[gangway.Phase]int{}
-		done := 0
-		for _, id := range ids {
-			if st, ok := statuses[id]; ok && st.Phase.Terminal() {
-				counts[st.Phase]++
-				done++
-				continue
-			}
-			st, err := cl.Status(ctx, id)
-			if err != nil {
-				if ctx.Err() != nil {
-					return false, ctx.Err()
-				}
-				continue
-			}
-			statuses[id] = st
-			// Show why each gang waits, once per kind of reason.
-			if w := st.Waiting; w != nil && w.Reason != "" && told[id] != w.Reason && strings.Contains(id, "x8-") {
-				fmt.Fprintf(out, "          %s waits: %s\n", id, w)
-				told[id] = w.Reason
-			}
-			counts[st.Phase]++
-			if st.Phase.Terminal() {
-				done++
-			}
-		}
-	drain:
-		for {
-			select {
-			case e := <-events:
-				fmt.Fprintf(out, "[%5.1fs] %s\n", time.Since(start).Seconds(), e)
-			default:
-				break drain
-			}
-		}
-		busy, total, cloudNodes := fullstack.GPUUse(ctx, c.view)
-		line := fmt.Sprintf("queued %2d  provisioning %d  running %2d  succeeded %2d  failed %d  cancelled %d | GPUs busy %2d/%d | cloud nodes %d",
-			counts[gangway.PhaseQueued]+counts[gangway.PhaseRequeued]+counts[gangway.PhaseSubmitted],
-			counts[gangway.PhaseProvisioning],
-			counts[gangway.PhaseRunning]+counts[gangway.PhasePlaced], counts[gangway.PhaseSucceeded],
-			counts[gangway.PhaseFailed], counts[gangway.PhaseCancelled], busy, total, cloudNodes)
-		if line != last {
-			fmt.Fprintf(out, "[%5.1fs] %s\n", time.Since(start).Seconds(), line)
-			last = line
-		}
-		if done == len(ids) {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return false, ctx.Err()
-		case <-time.After(time.Second):
-		}
-	}
-	fmt.Fprintf(out, "\nAll %d demo jobs finished in %s.\n\n", len(ids), time.Since(start).Round(100*time.Millisecond))
-	return printSummary(out, ids, statuses), nil
+	fmt.Fprintf(out, "\nAll %d demo jobs finished in %s.\n\n", len(res.IDs), res.Elapsed.Round(100*time.Millisecond))
+	return printSummary(out, res.IDs, res.Statuses), nil
 }
 
 func printSummary(out io.Writer, ids []string, statuses map[string]client.JobStatus) bool {

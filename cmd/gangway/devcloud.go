@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -60,7 +58,7 @@ func devCloud(c CloudConfig, o devOptions) (CloudConfig, error) {
 	p := ProviderConfig{Name: "fake", Type: providerFake, BootDelay: gangway.Duration{Duration: 2 * time.Second}}
 	trace := o.spotTrace
 	if trace == "" {
-		trace = findDevTrace()
+		trace = sim.LocateTrace(devSpotTrace)
 	}
 	if trace != "" {
 		tr, err := spotpolicy.LoadTrace(trace)
@@ -70,43 +68,11 @@ func devCloud(c CloudConfig, o devOptions) (CloudConfig, error) {
 		// One trace unit stands for four instances; the demo starts where
 		// the trace has spot capacity longest, so it is not preempted.
 		spot.Trace, spot.TraceScale, spot.MaxInstances = trace, 4, 0
-		p.TraceOffset = gangway.Duration{Duration: time.Duration(longestAvailable(tr)) * tr.Gap}
+		p.TraceOffset = gangway.Duration{Duration: time.Duration(tr.LongestAvailable()) * tr.Gap}
 	}
 	p.Pools = []FakePoolConfig{spot, onDemand}
 	out.Providers = []ProviderConfig{p}
 	return out, nil
-}
-
-// findDevTrace looks for the default spot trace from the working
-// directory (and the project root above it, sim.FindTrace) and beside the
-// binary (bin/gangway in the repository).
-func findDevTrace() string {
-	if p := sim.FindTrace(devSpotTrace); fileExists(p) {
-		return p
-	}
-	if exe, err := os.Executable(); err == nil {
-		if p := filepath.Join(filepath.Dir(exe), "..", devSpotTrace); fileExists(p) {
-			return p
-		}
-	}
-	return ""
-}
-
-// longestAvailable is the first tick of the trace's longest run of ticks
-// with spot capacity.
-func longestAvailable(tr *spotpolicy.Trace) int {
-	best, bestAt, run := 0, 0, 0
-	for i, n := range tr.Available {
-		if n == 0 {
-			run = 0
-			continue
-		}
-		run++
-		if run > best {
-			best, bestAt = run, i-run+1
-		}
-	}
-	return bestAt
 }
 
 // reportLeftovers says whether any cloud instance outlived the demo,

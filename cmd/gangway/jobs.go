@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -287,40 +286,9 @@ With --follow, keep printing until the job ends or Ctrl-C.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.withConns(cmd, "text", func(ctx context.Context, c conns) error {
-				cl := c.client()
-				id, after := args[0], ""
-				for {
-					block := time.Duration(0)
-					if follow && after != "" {
-						block = 2 * time.Second
-					}
-					lines, err := cl.Logs(ctx, id, after, block)
-					if err != nil {
-						if ctx.Err() != nil {
-							return nil
-						}
-						return err
-					}
-					for _, l := range lines {
-						fmt.Fprintf(cmd.OutOrStdout(), "[attempt %d rank %d] %s\n", l.Attempt, l.Rank, l.Text)
-						after = l.ID
-					}
-					if !follow {
-						return nil
-					}
-					if len(lines) == 0 {
-						st, err := cl.Status(ctx, id)
-						if errors.Is(err, client.ErrJobNotFound) {
-							return err
-						}
-						if err == nil && st.Phase.Terminal() {
-							return nil
-						}
-						if after == "" {
-							time.Sleep(time.Second)
-						}
-					}
-				}
+				return c.client().FollowLogs(ctx, args[0], follow, func(l gangway.LogLine) {
+					fmt.Fprintf(cmd.OutOrStdout(), "[attempt %d rank %d] %s\n", l.Attempt, l.Rank, l.Text)
+				})
 			})
 		},
 	}

@@ -1,9 +1,9 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
@@ -119,8 +119,8 @@ func runReplayFGD(cmd *cobra.Command, f replayFGDFlags) error {
 			return fmt.Errorf("--policies: %w", err)
 		}
 	}
-	nodesFile := tracePath(f.nodes, !cmd.Flags().Changed("nodes"))
-	tasksFile := tracePath(f.tasks, !cmd.Flags().Changed("tasks"))
+	nodesFile := sim.FlagTracePath(f.nodes, !cmd.Flags().Changed("nodes"))
+	tasksFile := sim.FlagTracePath(f.tasks, !cmd.Flags().Changed("tasks"))
 	nodes, err := sim.LoadOpenBNodes(nodesFile)
 	if err != nil {
 		return fmt.Errorf("--nodes: %w", err)
@@ -148,22 +148,6 @@ func runReplayFGD(cmd *cobra.Command, f replayFGDFlags) error {
 	fmt.Fprintf(stderr, "fgd: %d runs in %s\n", len(f.policies)*len(seeds), time.Since(start).Round(time.Millisecond))
 
 	return writeResult(cmd.OutOrStdout(), stderr, "fgd", res, f.output, f.csvDir, f.plot)
-}
-
-// tracePath resolves a trace flag's default, which is relative to the
-// project root, from wherever gangway runs (sim.FindTrace); paths the user
-// gave are used as given.
-func tracePath(p string, isDefault bool) string {
-	if !isDefault {
-		return p
-	}
-	return sim.FindTrace(p)
-}
-
-// fileExists reports whether p names something on disk.
-func fileExists(p string) bool {
-	_, err := os.Stat(p)
-	return err == nil
 }
 
 type replayTraceFlags struct {
@@ -277,72 +261,36 @@ func runReplayTrace(cmd *cobra.Command, f replayTraceFlags) error {
 			return fmt.Errorf("--policies: %w", err)
 		}
 	}
-	nodesFile := tracePath(f.nodes, !cmd.Flags().Changed("nodes"))
+	nodesFile := sim.FlagTracePath(f.nodes, !cmd.Flags().Changed("nodes"))
 	nodes, err := sim.LoadNodes(nodesFile, f.seed)
 	if err != nil {
 		return fmt.Errorf("--nodes: %w", err)
 	}
-	opts := placement.Options{Reservations: f.reservations, Preempt: f.preempt, MinRuntime: f.minRuntime, SampleNodes: f.sampleNodes}
-	var jobs []sim.TraceJob
-	var timing *sim.TimingSource
-	jobsFile := f.jobs
-	if f.jobs != "" {
-		if jobs, err = sim.LoadGangJobs(f.jobs); err != nil {
-			return fmt.Errorf("--jobs: %w", err)
-		}
-		if f.limit > 0 && f.limit < len(jobs) {
-			jobs = jobs[:f.limit]
-		}
-	} else {
-		jobsFile = tracePath(f.tasks, !cmd.Flags().Changed("tasks"))
-		tasks, err := sim.LoadOpenBTasks(jobsFile)
-		if err != nil {
-			return fmt.Errorf("--tasks: %w", err)
-		}
-		if f.limit > 0 && f.limit < len(tasks) {
-			tasks = tasks[:f.limit]
-		}
-		var ref []sim.Task
-		if needsTimes(tasks) {
-			refFile := tracePath(f.timesFrom, !cmd.Flags().Changed("times-from"))
-			if ref, err = sim.LoadOpenBTasks(refFile); err != nil {
-				return fmt.Errorf("--times-from: %w", err)
-			}
-		}
-		var src sim.TimingSource
-		if jobs, src, err = sim.OpenBTraceJobs(tasks, ref, f.seed); err != nil {
-			return fmt.Errorf("--tasks: %w", err)
-		}
-		timing = &src
-		// Fragmentation is measured against the typical workload, as in
-		// the FGD protocol.
-		opts.Workload = sim.TypicalWorkload(tasks, sim.TypicalPopularity)
+	in, err := sim.LoadTraceJobs(sim.TraceInput{Jobs: f.jobs, Tasks: sim.FlagTracePath(f.tasks, !cmd.Flags().Changed("tasks")),
+		TimesFrom: sim.FlagTracePath(f.timesFrom, !cmd.Flags().Changed("times-from")), Limit: f.limit, Seed: f.seed})
+	if ie := (*sim.InputError)(nil); errors.As(err, &ie) {
+		return fmt.Errorf("--%s: %w", ie.Field, ie.Err)
+	} else if err != nil {
+		return err
 	}
+	opts := placement.Options{Reservations: f.reservations, Preempt: f.preempt, MinRuntime: f.minRuntime, SampleNodes: f.sampleNodes,
+		Workload: in.Workload}
 
 	stderr := cmd.ErrOrStderr()
 	start := time.Now()
-	bar := sim.NewProgressBar(stderr, fmt.Sprintf("trace: %d policies x %d jobs", len(f.policies), len(jobs)), "arrivals and departures")
+	bar := sim.NewProgressBar(stderr, fmt.Sprintf("trace: %d policies x %d jobs", len(f.policies), len(in.Jobs)), "arrivals and departures")
 	res, err := sim.RunTrace(cmd.Context(), sim.TraceConfig{
-		Nodes: nodes, Jobs: jobs, Policies: f.policies, NewScorer: baselines.ScorerByName, Options: opts, Seed: f.seed,
+		Nodes: nodes, Jobs: in.Jobs, Policies: f.policies, NewScorer: baselines.ScorerByName, Options: opts, Seed: f.seed,
 		CheckpointEvery: f.checkpoint, ExactRuntimes: f.exactRuntimes, Speedup: f.speedup, Parallel: f.parallel, Progress: bar.Update,
 	})
 	bar.Done()
 	if err != nil {
 		return err
 	}
-	res.NodesFile, res.JobsFile, res.Timing = nodesFile, jobsFile, timing
+	res.NodesFile, res.JobsFile, res.Timing = nodesFile, in.File, in.Timing
 	fmt.Fprintf(stderr, "trace: %d runs in %s\n", len(f.policies), time.Since(start).Round(time.Millisecond))
 
 	return writeResult(cmd.OutOrStdout(), stderr, "trace", res, f.output, f.csvDir, f.plot)
-}
-
-func needsTimes(tasks []sim.Task) bool {
-	for i := range tasks {
-		if tasks[i].Creation == sim.NoTime || tasks[i].Scheduled == sim.NoTime || tasks[i].Deletion == sim.NoTime {
-			return true
-		}
-	}
-	return false
 }
 
 type replayScaleFlags struct {

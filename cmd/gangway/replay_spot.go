@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 	"time"
 
@@ -112,18 +111,11 @@ func runReplaySpot(cmd *cobra.Command, f replaySpotFlags) error {
 	case !(f.spotFraction > 0):
 		return fmt.Errorf("--spot-fraction %g: want a positive share of the on-demand price", f.spotFraction)
 	}
-	policies := make([]spotpolicy.Policy, 0, len(f.policies))
-	for _, name := range f.policies {
-		p, err := spotpolicy.ByName(name)
-		if err != nil {
-			return fmt.Errorf("--policies: %w", err)
-		}
-		if slices.ContainsFunc(policies, func(q spotpolicy.Policy) bool { return q.Name() == name }) {
-			return fmt.Errorf("--policies: %q given twice", name)
-		}
-		policies = append(policies, p)
+	policies, err := spotpolicy.ByNames(f.policies)
+	if err != nil {
+		return fmt.Errorf("--policies: %w", err)
 	}
-	dir := tracePath(f.trace, !cmd.Flags().Changed("trace"))
+	dir := sim.FlagTracePath(f.trace, !cmd.Flags().Changed("trace"))
 	traces, err := sim.LoadSpotTraces(dir)
 	if err != nil {
 		return fmt.Errorf("--trace: %w", err)

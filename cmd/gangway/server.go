@@ -1,12 +1,12 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 
-	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
@@ -41,51 +41,41 @@ within the lease TTL when it dies.`,
 				return err
 			}
 			defer c.Close()
-			host, _ := os.Hostname()
-			holder := fmt.Sprintf("%s-%d-%s", host, os.Getpid(), uuid.NewString()[:8])
-			s := a.cfg.Server
+			s, cl := a.cfg.Server, a.cfg.Cloud
 			popts, err := s.Placement.options()
 			if err != nil {
 				return err
 			}
-			cl := a.cfg.Cloud
 			popts.BurstAfter = cl.BurstAfter.Duration
 			ckstore, err := openCheckpointStore(cmd.Context(), a.cfg.Checkpoint)
 			if err != nil {
 				return err
 			}
-			// Fake providers' instances become in-process agents.
-			agents := fullstack.NewFakeAgents(c.view, c.temporal, agent.Config{
-				DataDir: filepath.Join(os.TempDir(), "gangway-fake-cloud"), Checkpoints: ckstore, Log: a.log}, a.log, nil)
-			defer agents.Close()
-			clouds, err := buildCloud(cmd.Context(), cl, agents.Hooks(), a.log)
-			if err != nil {
-				return err
-			}
-			defer clouds.Close()
-			go clouds.RunFakes(cmd.Context())
-			a.log.Info("gangway server starting", "holder", holder, "temporal", a.cfg.Temporal.Address, "redis", a.cfg.Redis.URL,
-				"cloud_providers", clouds.Registry.Names())
-			return server.Run(cmd.Context(), server.Options{
+			a.log.Info("gangway server connected", "temporal", a.cfg.Temporal.Address, "redis", a.cfg.Redis.URL)
+			return fullstack.RunServer(cmd.Context(), server.Options{
 				Temporal:    c.temporal,
 				View:        c.view,
 				MetricsAddr: s.MetricsAddr,
 				Log:         a.log,
 				Dispatch: dispatch.Config{
-					Holder:       holder,
+					Holder:       server.Holder(),
 					Interval:     s.DispatchInterval.Duration,
 					LeaseTTL:     s.LeaseTTL.Duration,
 					NodeTTL:      s.NodeTTL.Duration,
 					Placement:    popts,
 					OnPremPrices: cl.OnPremPricePerGPUHour,
 				},
-				Cloud:       clouds.Registry,
 				Join:        joinConfig(a.cfg),
 				Reconcile:   cloud.ReconcilerConfig{Interval: cl.ReconcileInterval.Duration, Grace: cl.OrphanGrace.Duration},
 				Ledger:      accounting.New(c.redis, accounting.Options{Prefix: a.cfg.Redis.Prefix}),
 				TeamLimits:  cl.teamLimits(),
 				Checkpoints: ckstore,
-			})
+			},
+				// Fake providers' instances become in-process agents.
+				agent.Config{DataDir: filepath.Join(os.TempDir(), "gangway-fake-cloud"), Checkpoints: ckstore, Log: a.log},
+				func(ctx context.Context, hooks fullstack.FakeHooks) (*fullstack.Cloud, error) {
+					return buildCloud(ctx, cl, hooks, a.log)
+				})
 		},
 	}
 	f := cmd.Flags()
@@ -158,7 +148,7 @@ prints the inventory and topology as JSON and exits.`,
 			}
 			ag := agent.New(agent.Config{Node: node, DataDir: ac.DataDir,
 				HeartbeatInterval: ac.HeartbeatInterval.Duration, Log: a.log,
-				Checkpoints: store, Notices: notices, CheckpointObserver: checkpointMetrics{metrics.NewCheckpoints(reg)},
+				Checkpoints: store, Notices: notices, CheckpointObserver: agent.CheckpointMetrics(metrics.NewCheckpoints(reg)),
 				GPU: agentGPUConfig(ac, gpus, reg)}, c.view)
 			return ag.Run(cmd.Context(), c.temporal)
 		},
@@ -176,11 +166,4 @@ prints the inventory and topology as JSON and exits.`,
 	f.StringVar(&a.cfg.Agent.Notices, "notices", a.cfg.Agent.Notices, "cloud preemption notices to watch: auto, aws, gcp or none")
 	f.StringVar(&a.cfg.Checkpoint.Store, "checkpoint-store", a.cfg.Checkpoint.Store, "checkpoint store: file:///path (shared storage) or s3://bucket/prefix")
 	return cmd
-}
-
-// checkpointMetrics feeds the agent's checkpoint transfers to Prometheus.
-type checkpointMetrics struct{ m *metrics.Checkpoints }
-
-func (c checkpointMetrics) ObserveCheckpoint(t agent.CheckpointTransfer) {
-	c.m.Transfer(t.Op, t.Final, t.Bytes, t.Duration, t.Err != nil)
 }

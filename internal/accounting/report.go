@@ -2,6 +2,7 @@ package accounting
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"slices"
 	"time"
@@ -202,4 +203,14 @@ func (a *accumulator) row() Row {
 		r.SpotSavedDollars = &saved
 	}
 	return r
+}
+
+// Report reads the segments that overlap the query's window and
+// aggregates them (Report).
+func (l *Ledger) Report(ctx context.Context, q Query) (Summary, error) {
+	segs, err := l.Segments(ctx, q.Since, q.Until)
+	if err != nil {
+		return Summary{}, err
+	}
+	return Report(segs, q)
 }

@@ -133,6 +133,13 @@ func TestReportFromLedgerAddsUp(t *testing.T) {
 			t.Fatal(err)
 		}
 		checkAddsUp(t, by, segs, map[string]float64{"aws-spot": 4.5}, sum)
+		fromLedger, err := l.Report(ctx, Query{By: by, OnDemandPrices: map[string]float64{"aws-spot": 4.5}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(sum, fromLedger); diff != "" {
+			t.Errorf("by %s: Ledger.Report (-Report +Ledger.Report):\n%s", by, diff)
+		}
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/checkpoint"
+	"github.com/gangwayhq/gangway/internal/metrics"
 	"github.com/gangwayhq/gangway/workflows"
 )
 
@@ -391,4 +392,13 @@ func (u *uploader) cleanup(dirs taskDirs, log *slog.Logger) {
 	if err := os.RemoveAll(dirs.root); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		log.Warn("cannot remove the task directory", "dir", dirs.root, "error", err)
 	}
+}
+
+// CheckpointMetrics feeds checkpoint transfers to Prometheus.
+func CheckpointMetrics(m *metrics.Checkpoints) CheckpointObserver { return checkpointMetrics{m} }
+
+type checkpointMetrics struct{ m *metrics.Checkpoints }
+
+func (c checkpointMetrics) ObserveCheckpoint(t CheckpointTransfer) {
+	c.m.Transfer(t.Op, t.Final, t.Bytes, t.Duration, t.Err != nil)
 }

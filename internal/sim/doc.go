@@ -18,7 +18,8 @@
 //
 // RunTrace is the dynamic replay (gangway replay trace): a discrete-event
 // simulation in virtual time over TraceJobs (from an openb pod list,
-// OpenBTraceJobs, or a gang-job CSV, LoadGangJobs) that runs the server's
+// OpenBTraceJobs, or a gang-job CSV, LoadGangJobs; LoadTraceJobs picks and
+// reads either from a TraceInput) that runs the server's
 // dispatch.Loop, one per policy, on a virtual clock against dispatchtest's
 // in-memory view and workflows. The replay plays what is outside the loop:
 // the job workflows and the agents.
@@ -46,6 +47,9 @@
 // of them) under each internal/spotpolicy policy and reports, per trace
 // and policy, the cost relative to on-demand on the same seeded starts and
 // the deadlines met.
+//
+// Trace paths given as defaults are relative to the project root and
+// found from wherever gangway runs (FindTrace, FlagTracePath, LocateTrace).
 //
 // The package does no logging; the command in cmd/gangway prints its
 // results.

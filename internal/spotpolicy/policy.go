@@ -2,6 +2,7 @@ package spotpolicy
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -119,6 +120,23 @@ func ByName(name string) (Policy, error) {
 		return DefaultGangway(), nil
 	}
 	return nil, fmt.Errorf("unknown spot policy %q (valid: %s)", name, strings.Join(Names(), ", "))
+}
+
+// ByNames returns the named policies in order; a name given twice is an
+// error, as a comparison would show the same policy twice.
+func ByNames(names []string) ([]Policy, error) {
+	out := make([]Policy, 0, len(names))
+	for _, name := range names {
+		p, err := ByName(name)
+		if err != nil {
+			return nil, err
+		}
+		if slices.ContainsFunc(out, func(q Policy) bool { return q.Name() == name }) {
+			return nil, fmt.Errorf("%q given twice", name)
+		}
+		out = append(out, p)
+	}
+	return out, nil
 }
 
 // OnDemandOnly always runs on on-demand: the baseline costs are measured

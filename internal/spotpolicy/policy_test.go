@@ -2,6 +2,7 @@ package spotpolicy_test
 
 import (
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -162,5 +163,38 @@ func TestChoiceString(t *testing.T) {
 	got := []string{wait.String(), spot.String(), onDemand.String(), spotpolicy.Choice(7).String()}
 	if diff := cmp.Diff([]string{"wait", "spot", "on-demand", "Choice(7)"}, got); diff != "" {
 		t.Errorf("String (-want +got):\n%s", diff)
+	}
+}
+
+func TestByNames(t *testing.T) {
+	tests := map[string]struct {
+		names   []string
+		want    []string
+		wantErr string
+	}{
+		"in order":    {names: []string{spotpolicy.NameGangway, spotpolicy.NameGreedy}, want: []string{spotpolicy.NameGangway, spotpolicy.NameGreedy}},
+		"unknown":     {names: []string{"optimal"}, wantErr: `unknown spot policy "optimal"`},
+		"given twice": {names: []string{spotpolicy.NameGangway, spotpolicy.NameGangway}, wantErr: `"gangway" given twice`},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			ps, err := spotpolicy.ByNames(tc.names)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("ByNames error = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, p := range ps {
+				got = append(got, p.Name())
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("names (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

@@ -173,3 +173,38 @@ func (t *Trace) MeanPrice() (float64, bool) {
 	}
 	return sum / float64(len(t.Prices)), true
 }
+
+// ScalePrices returns the trace with its prices scaled so their mean is
+// price, and the trace itself when it has no prices or price is not
+// positive: a trace recorded for one instance type can drive a pool of
+// another, keeping its movement at the pool's own price level.
+func (t *Trace) ScalePrices(price float64) *Trace {
+	mean, ok := t.MeanPrice()
+	if !ok || price <= 0 || mean <= 0 {
+		return t
+	}
+	out := *t
+	out.Prices = make([]float64, len(t.Prices))
+	for i, p := range t.Prices {
+		out.Prices[i] = p * price / mean
+	}
+	return &out
+}
+
+// LongestAvailable is the first tick of the trace's longest run of ticks
+// with capacity (0 when it has none): where a run started on the trace
+// goes longest before a preemption.
+func (t *Trace) LongestAvailable() int {
+	best, bestAt, run := 0, 0, 0
+	for i, n := range t.Available {
+		if n == 0 {
+			run = 0
+			continue
+		}
+		run++
+		if run > best {
+			best, bestAt = run, i-run+1
+		}
+	}
+	return bestAt
+}

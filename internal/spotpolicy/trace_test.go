@@ -115,3 +115,46 @@ func TestLoadSharedTraces(t *testing.T) {
 		t.Errorf("LoadTrace(missing) = %v, want os.ErrNotExist", err)
 	}
 }
+
+func TestTraceScalePrices(t *testing.T) {
+	tests := map[string]struct {
+		prices []float64
+		price  float64
+		want   []float64
+	}{
+		"scaled to the mean": {prices: []float64{1, 3}, price: 10, want: []float64{5, 15}},
+		"no prices":          {prices: nil, price: 10, want: nil},
+		"no price":           {prices: []float64{1, 3}, price: 0, want: []float64{1, 3}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			tr := &spotpolicy.Trace{Gap: time.Minute, Available: make([]int, len(tc.prices)), Prices: tc.prices}
+			got := tr.ScalePrices(tc.price)
+			if diff := cmp.Diff(tc.want, got.Prices); diff != "" {
+				t.Errorf("prices (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.prices, tr.Prices); diff != "" {
+				t.Errorf("the trace itself changed (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestTraceLongestAvailable(t *testing.T) {
+	tests := map[string]struct {
+		available []int
+		want      int
+	}{
+		"longest run later": {available: []int{1, 0, 2, 2, 1, 0, 1}, want: 2},
+		"first of equals":   {available: []int{1, 1, 0, 1, 1}, want: 0},
+		"none available":    {available: []int{0, 0}, want: 0},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			tr := &spotpolicy.Trace{Gap: time.Minute, Available: tc.available}
+			if got := tr.LongestAvailable(); got != tc.want {
+				t.Errorf("LongestAvailable() = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}

@@ -10,6 +10,13 @@
 // run `gangway server` processes they can kill. [Stack.Close] stops
 // everything in reverse order and leaves no child process behind.
 //
+// It also holds what `gangway dev` and `gangway server` share beyond the
+// stack: BuildCloud builds the providers from typed specs (the SDK clients
+// of AWS and GCP, fake clouds following spot traces), RunServer runs the
+// server with a cloud whose fake instances boot into in-process agents,
+// and Demo submits the demo workload (DemoSpecs) and follows it, reporting
+// progress to the caller, which prints it.
+//
 // It is a package of its own, not part of devstack, because the unit tests
 // of capacity, agent, accounting and the activities start their servers
 // with devstack (through devstacktest), and this package imports all of

@@ -206,12 +206,8 @@ func (s *Stack) connect(ctx context.Context, opts Options) error {
 	s.prefix = opts.RedisPrefix
 	s.View = capacity.New(s.RedisClient, capacity.Options{Prefix: s.prefix})
 
-	dir := filepath.Join(s.Dir, "checkpoints")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("checkpoint store: %w", err)
-	}
-	s.CheckpointURL = "file://" + dir
-	if s.Checkpoints, err = checkpoint.Open(ctx, s.CheckpointURL, checkpoint.Options{}); err != nil {
+	s.CheckpointURL = "file://" + filepath.Join(s.Dir, "checkpoints")
+	if s.Checkpoints, err = checkpoint.Open(ctx, s.CheckpointURL, checkpoint.Options{CreateDir: true}); err != nil {
 		return fmt.Errorf("checkpoint store: %w", err)
 	}
 	return nil

@@ -1,0 +1,35 @@
+package fullstack
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/gangwayhq/gangway/internal/agent"
+	"github.com/gangwayhq/gangway/internal/server"
+)
+
+// RunServer runs server.Run, as `gangway server` does, with the cloud
+// cloud builds (nil: none): its fake providers' instances boot into
+// in-process agents with fakeAgent as their base config, and its fakes are
+// ticked until ctx ends. o.Cloud is set to the cloud's registry.
+func RunServer(ctx context.Context, o server.Options, fakeAgent agent.Config,
+	cloud func(ctx context.Context, hooks FakeHooks) (*Cloud, error)) error {
+	log := o.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	var names []string
+	if cloud != nil {
+		agents := NewFakeAgents(o.View, o.Temporal, fakeAgent, log, nil)
+		defer agents.Close()
+		c, err := cloud(ctx, agents.Hooks())
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		go c.RunFakes(ctx)
+		o.Cloud, names = c.Registry, c.Registry.Names()
+	}
+	log.Info("gangway server starting", "holder", o.Dispatch.Holder, "cloud_providers", names)
+	return server.Run(ctx, o)
+}

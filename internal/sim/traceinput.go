@@ -1,0 +1,93 @@
+package sim
+
+import (
+	"fmt"
+
+	"github.com/gangwayhq/gangway/placement"
+)
+
+// TraceInput names the jobs a dynamic replay (RunTrace) replays: a
+// gang-job CSV, or an openb pod list whose tasks without times draw them
+// from another pod list.
+type TraceInput struct {
+	// Jobs is a gang-job CSV (LoadGangJobs); "" replays Tasks.
+	Jobs string
+	// Tasks is an openb pod list (LoadOpenBTasks).
+	Tasks string
+	// TimesFrom is the openb pod list whose arrival gaps and durations
+	// are drawn for tasks without times; read only when some task lacks
+	// them.
+	TimesFrom string
+	// Limit keeps the first Limit jobs (in submit order) or tasks (in
+	// file order); 0 keeps all.
+	Limit int
+	// Seed seeds the drawn times.
+	Seed uint64
+}
+
+// TraceJobs are a loaded TraceInput.
+type TraceJobs struct {
+	Jobs []TraceJob
+	// File is the file the jobs came from.
+	File string
+	// Timing says where tasks without times drew theirs (nil for a
+	// gang-job CSV).
+	Timing *TimingSource
+	// Workload is the typical workload fragmentation is measured against,
+	// as in the FGD protocol (nil for a gang-job CSV: the engine's own).
+	Workload []placement.WorkloadClass
+}
+
+// InputError is a TraceInput file that could not be used; Field names it
+// ("jobs", "tasks" or "times-from").
+type InputError struct {
+	Field string
+	Err   error
+}
+
+func (e *InputError) Error() string { return fmt.Sprintf("%s: %v", e.Field, e.Err) }
+
+func (e *InputError) Unwrap() error { return e.Err }
+
+// LoadTraceJobs reads the input's jobs.
+func LoadTraceJobs(in TraceInput) (TraceJobs, error) {
+	if in.Jobs != "" {
+		jobs, err := LoadGangJobs(in.Jobs)
+		if err != nil {
+			return TraceJobs{}, &InputError{"jobs", err}
+		}
+		if in.Limit > 0 && in.Limit < len(jobs) {
+			jobs = jobs[:in.Limit]
+		}
+		return TraceJobs{Jobs: jobs, File: in.Jobs}, nil
+	}
+	tasks, err := LoadOpenBTasks(in.Tasks)
+	if err != nil {
+		return TraceJobs{}, &InputError{"tasks", err}
+	}
+	if in.Limit > 0 && in.Limit < len(tasks) {
+		tasks = tasks[:in.Limit]
+	}
+	var ref []Task
+	if needsTimes(tasks) {
+		if ref, err = LoadOpenBTasks(in.TimesFrom); err != nil {
+			return TraceJobs{}, &InputError{"times-from", err}
+		}
+	}
+	jobs, src, err := OpenBTraceJobs(tasks, ref, in.Seed)
+	if err != nil {
+		return TraceJobs{}, &InputError{"tasks", err}
+	}
+	return TraceJobs{Jobs: jobs, File: in.Tasks, Timing: &src, Workload: TypicalWorkload(tasks, TypicalPopularity)}, nil
+}
+
+// needsTimes reports whether any task lacks a creation, scheduling or
+// deletion time.
+func needsTimes(tasks []Task) bool {
+	for i := range tasks {
+		if tasks[i].Creation == NoTime || tasks[i].Scheduled == NoTime || tasks[i].Deletion == NoTime {
+			return true
+		}
+	}
+	return false
+}
