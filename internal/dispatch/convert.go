@@ -15,6 +15,13 @@ import (
 // placement reasons about.
 func placementSnapshot(s capacity.Snapshot, nodeTTL time.Duration, onPremPrices map[string]float64) placement.Snapshot {
 	ps := placement.Snapshot{Now: s.Now, Nodes: make([]placement.Node, 0, len(s.Nodes))}
+	total := 0
+	for i := range s.Nodes {
+		total += len(s.Nodes[i].Node.GPUs)
+	}
+	// One backing array for every node's GPUs: a fleet of thousands of
+	// nodes is converted every cycle.
+	gpus := make([]placement.GPU, 0, total)
 	for _, n := range s.Nodes {
 		pn := placement.Node{
 			ID: n.Node.ID, Addr: n.Node.Addr, Pool: n.Node.Pool, Model: n.Node.Model(),
@@ -27,14 +34,15 @@ func placementSnapshot(s capacity.Snapshot, nodeTTL time.Duration, onPremPrices 
 			// A cloud node: the workflow that rented it knows its price.
 			pn.CapacityType, pn.PricePerGPUHour = n.Node.CapacityType, 0
 		}
-		pn.GPUs = make([]placement.GPU, 0, len(n.Node.GPUs))
+		first := len(gpus)
 		for _, g := range n.Node.GPUs {
 			pg := placement.GPU{Index: g.Index, Model: g.Model, Healthy: g.Healthy, Domain: g.NVLinkDomain, NUMA: g.NUMA, Flakiness: g.Flakiness}
 			if _, used := n.Allocated[g.Index]; used {
 				pg.UsedMilli = placement.Whole
 			}
-			pn.GPUs = append(pn.GPUs, pg)
+			gpus = append(gpus, pg)
 		}
+		pn.GPUs = gpus[first:len(gpus):len(gpus)]
 		ps.Nodes = append(ps.Nodes, pn)
 	}
 	// A committed allocation is the assignment placement made, complete:

@@ -225,13 +225,19 @@ func (c *Capacity) Snapshot(context.Context) (capacity.Snapshot, error) {
 	return s, nil
 }
 
+// byJobID orders allocations by job ID for binary search.
+func byJobID(a gangway.Assignment, id gangway.JobID) int { return strings.Compare(a.JobID, id) }
+
+// sortedAllocs returns the allocations by job ID. Commit and Release keep
+// the list sorted as they change it, so a cycle does not sort thousands of
+// allocations again.
 func (c *Capacity) sortedAllocs() []gangway.Assignment {
 	if c.allocsSorted == nil {
 		c.allocsSorted = make([]gangway.Assignment, 0, len(c.allocs))
 		for _, a := range c.allocs {
 			c.allocsSorted = append(c.allocsSorted, a.a)
 		}
-		slices.SortFunc(c.allocsSorted, func(a, b gangway.Assignment) int { return strings.Compare(a.JobID, b.JobID) })
+		slices.SortFunc(c.allocsSorted, func(a, b gangway.Assignment) int { return byJobID(a, b.JobID) })
 	}
 	return c.allocsSorted
 }
@@ -334,9 +340,12 @@ func (c *Capacity) Commit(_ context.Context, holder string, plan []gangway.Assig
 			r.mem += e.MemMiB
 			r.status = nil
 		}
+		c.sortedAllocs() // built before the new allocation is recorded, so it is inserted once
 		c.allocs[a.JobID] = alloc{a: a, cpu: e.CPUMilli, mem: e.MemMiB}
+		i, _ := slices.BinarySearchFunc(c.allocsSorted, a.JobID, byJobID)
+		c.allocsSorted = slices.Insert(c.allocsSorted, i, a)
 	}
-	c.queueSorted, c.allocsSorted = nil, nil
+	c.queueSorted = nil
 	return nil
 }
 
@@ -373,7 +382,9 @@ func (c *Capacity) Release(_ context.Context, jobID gangway.JobID, attempt int) 
 		r.status = nil
 	}
 	delete(c.allocs, jobID)
-	c.allocsSorted = nil
+	if i, found := slices.BinarySearchFunc(c.allocsSorted, jobID, byJobID); found {
+		c.allocsSorted = slices.Delete(c.allocsSorted, i, i+1)
+	}
 	return freed, nil
 }
 
