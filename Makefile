@@ -96,7 +96,7 @@ distclean: clean
 # bench: a short run of the scheduling-quality and speed benchmarks — the
 # FGD paper's protocol on the default openb trace for every policy with one
 # seed (the full run is `bin/gangway replay fgd`, seeds 42-51), the dynamic
-# replay of the default trace with arrivals compressed 100,000x (minutes on 2
+# replay of the default trace with arrivals compressed 100,000x (about a minute on 2
 # cores: a full dispatch cycle per instant), the placement-cycle scale sweep
 # on 1,000 and 5,000 nodes (the full one is
 # `bin/gangway replay scale`, up to 10,000 nodes and jobs; see
