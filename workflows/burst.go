@@ -88,9 +88,15 @@ func (j *job) runOnInstances(ctx workflow.Context, entry gangway.QueueEntry, off
 		// the job was placed on them.
 		return attemptEnd{reason: fmt.Sprintf("not placed on its instances within %s", j.timing.BootTimeout)}, false
 	}
+	// Each member rents a whole instance, so the GPUs it holds carry the
+	// instance's price between them, as placement priced the burst; GPUs
+	// of the instance it leaves idle are paid for too.
 	for i := range asg.Members {
-		asg.Members[i].CapacityType = offer.CapacityType
-		asg.Members[i].PricePerGPUHour = offer.PricePerGPUHour()
+		m := &asg.Members[i]
+		m.CapacityType, m.PricePerGPUHour = offer.CapacityType, offer.PricePerGPUHour()
+		if n := len(m.GPUs); n > 0 {
+			m.PricePerGPUHour = offer.PricePerHour / float64(n)
+		}
 	}
 	return j.runPlaced(ctx, asg), true
 }

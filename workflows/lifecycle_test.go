@@ -195,6 +195,7 @@ func TestJobWorkflowBurst(t *testing.T) {
 		provision func(ProvisionInput) (ProvisionResult, error)
 		awaitErr  func(AwaitNodesInput) error
 		placeOn   []string // pinned placement to signal (attempt 1)
+		gpus      int      // per replica; 0 means the instance's 8
 		placeAt   time.Duration
 		cancelAt  time.Duration
 		runErr    error
@@ -242,6 +243,13 @@ func TestJobWorkflowBurst(t *testing.T) {
 			phase:     gangway.PhaseSucceeded, terminated: []string{"spot-a", "od-b"}, launches: 2,
 			firstEnded: CauseCompleted, capacityType: gangway.CapacityOnDemand, pricePerGPUHrs: 3,
 		},
+		"a replica on half an instance pays for all of it": {
+			provision: func(in ProvisionInput) (ProvisionResult, error) { return launch(in), nil },
+			placeOn:   []string{"spot-a-0", "spot-a-1"}, gpus: 4,
+			phase:     gangway.PhaseSucceeded, terminated: []string{"spot-a"}, launches: 1,
+			// $8 an instance-hour over the 4 GPUs the replica holds.
+			firstEnded: CauseCompleted, capacityType: gangway.CapacitySpot, pricePerGPUHrs: 2,
+		},
 		"gang failure still terminates": {
 			provision: func(in ProvisionInput) (ProvisionResult, error) { return launch(in), nil },
 			placeOn:   []string{"spot-a-0", "spot-a-1"},
@@ -268,12 +276,22 @@ func TestJobWorkflowBurst(t *testing.T) {
 				if at == 0 {
 					at = 10 * time.Second
 				}
-				env.RegisterDelayedCallback(func() { env.SignalWorkflow(SignalPlaced, placeOn(1, tc.placeOn...)) }, at)
+				asg := placeOn(1, tc.placeOn...)
+				if tc.gpus > 0 {
+					for i := range asg.Members {
+						asg.Members[i].GPUs = asg.Members[i].GPUs[:tc.gpus]
+					}
+				}
+				env.RegisterDelayedCallback(func() { env.SignalWorkflow(SignalPlaced, asg) }, at)
 			}
 			if tc.cancelAt > 0 {
 				env.RegisterDelayedCallback(env.CancelWorkflow, tc.cancelAt)
 			}
-			spec := testSpec(2, 8, 0)
+			gpus := 8
+			if tc.gpus > 0 {
+				gpus = tc.gpus
+			}
+			spec := testSpec(2, gpus, 0)
 			spec.Burst.Enabled = true
 			st := runJobWith(t, env, JobInput{Spec: spec, Timing: Timing{BootTimeout: 30 * time.Second}})
 
