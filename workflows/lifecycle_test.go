@@ -246,7 +246,7 @@ func TestJobWorkflowBurst(t *testing.T) {
 		"a replica on half an instance pays for all of it": {
 			provision: func(in ProvisionInput) (ProvisionResult, error) { return launch(in), nil },
 			placeOn:   []string{"spot-a-0", "spot-a-1"}, gpus: 4,
-			phase:     gangway.PhaseSucceeded, terminated: []string{"spot-a"}, launches: 1,
+			phase: gangway.PhaseSucceeded, terminated: []string{"spot-a"}, launches: 1,
 			// $8 an instance-hour over the 4 GPUs the replica holds.
 			firstEnded: CauseCompleted, capacityType: gangway.CapacitySpot, pricePerGPUHrs: 2,
 		},
