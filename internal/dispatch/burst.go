@@ -11,6 +11,7 @@ import (
 	"github.com/gangwayhq/gangway/internal/capacity"
 	"github.com/gangwayhq/gangway/placement"
 	"github.com/gangwayhq/gangway/workflows"
+	"github.com/gangwayhq/gangway/workflows/jobs"
 )
 
 // budgetsTTL is how long the loop reuses the teams' budgets: they come
@@ -78,7 +79,7 @@ func (l *Loop) deliverBursts(ctx context.Context) {
 	for id, req := range l.bursts {
 		err := l.wf.SignalBurst(ctx, id, req)
 		switch {
-		case errors.Is(err, ErrJobGone):
+		case errors.Is(err, jobs.ErrJobGone):
 			if ferr := l.cap.ForgetBurst(ctx, id); ferr != nil {
 				l.log.Warn("forget burst of a gone job failed; will retry", "job_id", id, "error", ferr)
 				continue

@@ -33,22 +33,18 @@ type Capacity interface {
 
 // Workflows reaches job workflows.
 type Workflows interface {
-	// SignalPlaced delivers an assignment; ErrJobGone if the workflow is
+	// SignalPlaced delivers an assignment; jobs.ErrJobGone if the workflow is
 	// not running.
 	SignalPlaced(ctx context.Context, a gangway.Assignment) error
-	// SignalPreempt asks a running job to stop and requeue; ErrJobGone if
+	// SignalPreempt asks a running job to stop and requeue; jobs.ErrJobGone if
 	// the workflow is not running.
 	SignalPreempt(ctx context.Context, jobID gangway.JobID, req workflows.PreemptRequest) error
-	// SignalBurst tells a job to run on rented instances; ErrJobGone if
+	// SignalBurst tells a job to run on rented instances; jobs.ErrJobGone if
 	// the workflow is not running.
 	SignalBurst(ctx context.Context, jobID gangway.JobID, req workflows.BurstRequest) error
 	// Running reports whether the job's workflow is still running.
 	Running(ctx context.Context, jobID gangway.JobID) (bool, error)
 }
-
-// ErrJobGone is jobs.ErrJobGone, the one "job workflow is not running"
-// error; Workflows implementations return it (wrapped).
-var ErrJobGone = jobs.ErrJobGone
 
 // Config tunes the loop.
 type Config struct {
@@ -334,7 +330,7 @@ func (l *Loop) resignal(ctx context.Context) {
 	for id, a := range l.unsignaled {
 		err := l.wf.SignalPlaced(ctx, a)
 		switch {
-		case errors.Is(err, ErrJobGone):
+		case errors.Is(err, jobs.ErrJobGone):
 			n, rerr := l.cap.Release(ctx, a.JobID, a.Attempt)
 			if rerr != nil {
 				l.log.Warn("release for a gone job failed; will retry", "job_id", id, "error", rerr)
@@ -381,7 +377,7 @@ func (l *Loop) preempt(ctx context.Context, ps []placement.Preemption) {
 			}
 			err := l.wf.SignalPreempt(ctx, v.JobID, workflows.PreemptRequest{Attempt: v.Attempt, Reason: v.Reason,
 				Cause: workflows.CausePreempted, By: p.Preemptor})
-			if err != nil && !errors.Is(err, ErrJobGone) {
+			if err != nil && !errors.Is(err, jobs.ErrJobGone) {
 				l.log.Warn("preempt signal failed; will retry", "job_id", v.JobID, "error", err)
 				continue
 			}

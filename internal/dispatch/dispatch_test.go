@@ -16,6 +16,7 @@ import (
 	"github.com/gangwayhq/gangway/internal/capacity"
 	"github.com/gangwayhq/gangway/placement"
 	"github.com/gangwayhq/gangway/workflows"
+	"github.com/gangwayhq/gangway/workflows/jobs"
 )
 
 var t0 = time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
@@ -106,7 +107,7 @@ func (f *fakeCapacity) ForgetBurst(_ context.Context, id gangway.JobID) error {
 	return nil
 }
 
-// fakeWorkflows records signals; gone jobs answer ErrJobGone, flaky ones
+// fakeWorkflows records signals; gone jobs answer jobs.ErrJobGone, flaky ones
 // fail their first signal.
 type fakeWorkflows struct {
 	signaled  []string
@@ -119,7 +120,7 @@ type fakeWorkflows struct {
 
 func (f *fakeWorkflows) SignalPlaced(_ context.Context, a gangway.Assignment) error {
 	if f.gone[a.JobID] {
-		return ErrJobGone
+		return jobs.ErrJobGone
 	}
 	if f.flaky[a.JobID] > 0 {
 		f.flaky[a.JobID]--
@@ -136,7 +137,7 @@ func (f *fakeWorkflows) SignalPreempt(_ context.Context, id gangway.JobID, req w
 
 func (f *fakeWorkflows) SignalBurst(_ context.Context, id gangway.JobID, req workflows.BurstRequest) error {
 	if f.gone[id] {
-		return ErrJobGone
+		return jobs.ErrJobGone
 	}
 	if f.bursts == nil {
 		f.bursts = map[gangway.JobID]workflows.BurstRequest{}

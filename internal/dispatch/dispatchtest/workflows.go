@@ -9,6 +9,7 @@ import (
 	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/internal/dispatch"
 	"github.com/gangwayhq/gangway/workflows"
+	"github.com/gangwayhq/gangway/workflows/jobs"
 )
 
 // Signal is one signal the loop sent to a job's workflow.
@@ -22,7 +23,7 @@ type Signal struct {
 
 // Workflows is an in-memory dispatch.Workflows, safe for concurrent use.
 // A job's workflow runs from Start to End; signals to a job that is not
-// running are dispatch.ErrJobGone, the others are recorded in order for
+// running are jobs.ErrJobGone, the others are recorded in order for
 // the caller to act on (TakeSignals), as JobWorkflow would.
 type Workflows struct {
 	mu      sync.Mutex
@@ -63,7 +64,7 @@ func (w *Workflows) record(s Signal) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if !w.live[s.JobID] {
-		return fmt.Errorf("signal %s to %s: %w", s.Name, s.JobID, dispatch.ErrJobGone)
+		return fmt.Errorf("signal %s to %s: %w", s.Name, s.JobID, jobs.ErrJobGone)
 	}
 	w.signals = append(w.signals, s)
 	return nil
