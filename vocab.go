@@ -88,12 +88,23 @@ type Offer struct {
 	InterruptionRate float64 `json:"interruptionRate,omitempty"`
 }
 
-// PricePerGPUHour is the offer's price per GPU-hour.
+// PricePerGPUHour is the offer's price per GPU-hour of the instance.
 func (o Offer) PricePerGPUHour() float64 {
 	if o.GPUsPerInstance == 0 {
 		return o.PricePerHour
 	}
 	return o.PricePerHour / float64(o.GPUsPerInstance)
+}
+
+// PricePerGPUHourFor is what each GPU a replica of gpusPerReplica GPUs
+// costs on the offer: a replica rents a whole instance, so the GPUs it
+// leaves idle are paid for too. Placement prices bursts with it and the
+// ledger bills them with it. gpusPerReplica <= 0 gives PricePerGPUHour.
+func (o Offer) PricePerGPUHourFor(gpusPerReplica int) float64 {
+	if gpusPerReplica <= 0 {
+		return o.PricePerGPUHour()
+	}
+	return o.PricePerHour / float64(gpusPerReplica)
 }
 
 // BurstOffer is one offer chosen for one waiting job: Count instances, one

@@ -82,7 +82,7 @@ func (se *Session) burst(j *gangway.QueueEntry, u Unplaced, rs []Reservation, ah
 	}
 	reason := fmt.Sprintf("%s; %s in %s costs $%.2f expected (%d×%s at $%.2f/GPU-h)", wait,
 		best.CapacityType, best.Pool, best.ExpectedCost, best.Count, best.InstanceType,
-		spotpolicy.PricePerGPUHour(best.Offer, spotpolicy.Work{Replicas: j.Replicas, GPUsPerReplica: j.GPUsPerReplica}))
+		best.PricePerGPUHourFor(j.GPUsPerReplica))
 	if late {
 		reason += fmt.Sprintf("; the deadline %s needs it", j.Deadline.UTC().Format(time.RFC3339))
 	}
@@ -103,7 +103,7 @@ func (se *Session) choose(j *gangway.QueueEntry, o gangway.Offer, team TeamPolic
 	}
 	work := spotpolicy.Work{Replicas: j.Replicas, GPUsPerReplica: j.GPUsPerReplica, Remaining: runtime,
 		Checkpointable: j.Checkpointable, CheckpointInterval: j.CheckpointInterval, RestartOverhead: se.opts.RestartOverhead}
-	price := spotpolicy.PricePerGPUHour(o, work)
+	price := o.PricePerGPUHourFor(j.GPUsPerReplica)
 	if (b.MaxPricePerGPUHour > 0 && price > b.MaxPricePerGPUHour) ||
 		(team.MaxPricePerGPUHour > 0 && price > team.MaxPricePerGPUHour) {
 		return gangway.BurstOffer{}, false

@@ -29,7 +29,7 @@ func (j *job) runBurst(ctx workflow.Context, entry gangway.QueueEntry, req Burst
 		err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, provisionActivity),
 			ActivityProvision, ProvisionInput{JobID: j.spec.Name, Attempt: entry.Attempt, Team: j.spec.Team,
 				Project: j.spec.Project, Token: token, Offer: offer,
-				MaxPricePerHour: j.spec.Burst.MaxPricePerGPUHour * float64(offer.GPUsPerInstance)}).Get(ctx, &res)
+				MaxPricePerHour: j.spec.Burst.MaxPricePerGPUHour * float64(j.spec.Gang.GPUsPerReplica)}).Get(ctx, &res)
 		if err != nil {
 			// A launch cut short may have left instances: terminate by token.
 			j.terminate(ctx, offer.Provider, token, nil)
@@ -88,15 +88,10 @@ func (j *job) runOnInstances(ctx workflow.Context, entry gangway.QueueEntry, off
 		// the job was placed on them.
 		return attemptEnd{reason: fmt.Sprintf("not placed on its instances within %s", j.timing.BootTimeout)}, false
 	}
-	// Each member rents a whole instance, so the GPUs it holds carry the
-	// instance's price between them, as placement priced the burst; GPUs
-	// of the instance it leaves idle are paid for too.
+	// Each member rents a whole instance: billed as placement priced it.
 	for i := range asg.Members {
 		m := &asg.Members[i]
-		m.CapacityType, m.PricePerGPUHour = offer.CapacityType, offer.PricePerGPUHour()
-		if n := len(m.GPUs); n > 0 {
-			m.PricePerGPUHour = offer.PricePerHour / float64(n)
-		}
+		m.CapacityType, m.PricePerGPUHour = offer.CapacityType, offer.PricePerGPUHourFor(len(m.GPUs))
 	}
 	return j.runPlaced(ctx, asg), true
 }

@@ -30,16 +30,6 @@ type Work struct {
 	RestartOverhead time.Duration
 }
 
-// PricePerGPUHour is what each GPU the job uses on o costs, in dollars: a
-// replica rents a whole instance, so the GPUs it leaves idle are paid for
-// too. With GPUsPerReplica unset it is the offer's own per-GPU price.
-func PricePerGPUHour(o gangway.Offer, w Work) float64 {
-	if w.GPUsPerReplica <= 0 {
-		return o.PricePerGPUHour()
-	}
-	return o.PricePerHour / float64(w.GPUsPerReplica)
-}
-
 // ExpectedDuration is the expected run time to completion on the offer:
 // the work left plus the work redone and the restart overheads its
 // expected interruptions cost (doc.go has the formula). It saturates at
@@ -64,7 +54,7 @@ func ExpectedCost(o gangway.Offer, w Work) float64 {
 	if gpus <= 0 || w.Remaining <= 0 {
 		return 0
 	}
-	return max(PricePerGPUHour(o, w), 0) * float64(gpus) * w.Remaining.Hours() * factor(o, w)
+	return max(o.PricePerGPUHourFor(w.GPUsPerReplica), 0) * float64(gpus) * w.Remaining.Hours() * factor(o, w)
 }
 
 // factor is ExpectedDuration over the work left, T > 0:

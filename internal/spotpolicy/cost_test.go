@@ -159,22 +159,3 @@ func TestExpectedCostProperties(t *testing.T) {
 		}
 	})
 }
-
-func TestPricePerGPUHour(t *testing.T) {
-	o := gangway.Offer{GPUsPerInstance: 8, PricePerHour: 32}
-	tests := map[string]struct {
-		work spotpolicy.Work
-		want float64
-	}{
-		"a replica on the whole instance":                {work: spotpolicy.Work{Replicas: 2, GPUsPerReplica: 8}, want: 4},
-		"a replica pays for the GPUs it leaves idle":     {work: spotpolicy.Work{Replicas: 2, GPUsPerReplica: 2}, want: 16},
-		"no GPUs per replica: the offer's per-GPU price": {work: spotpolicy.Work{}, want: 4},
-	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			if got := spotpolicy.PricePerGPUHour(o, tc.work); got != tc.want {
-				t.Errorf("PricePerGPUHour = %v, want %v", got, tc.want)
-			}
-		})
-	}
-}

@@ -9,7 +9,7 @@
 // # Cost model
 //
 // ExpectedCost(offer, work) = PricePerGPUHour × GPUs × hours of
-// ExpectedDuration(offer, work), where PricePerGPUHour is the instance's
+// ExpectedDuration(offer, work), where PricePerGPUHour (Offer.PricePerGPUHourFor) is the instance's
 // price over the GPUs a replica uses (a replica rents a whole instance and
 // pays for the GPUs it leaves idle) and GPUs are the replicas' GPUs. With
 // T the uninterrupted run time left, λ the offer's interruption rate (per
