@@ -114,7 +114,7 @@ func (c *Client) Submit(ctx context.Context, spec gangway.JobSpec, o SubmitOptio
 	}
 	err := c.jobs.Start(ctx, spec, jobs.StartOptions{Timing: o.Timing})
 	if errors.Is(err, ErrJobExists) {
-		return "", fmt.Errorf("job %q: %w (a job's name is its ID; pick a new name)", spec.Name, ErrJobExists)
+		return "", fmt.Errorf("%w (a job's name is its ID; pick a new name)", err)
 	}
 	if err != nil {
 		return "", err
@@ -165,15 +165,7 @@ func (c *Client) Cancel(ctx context.Context, id gangway.JobID) error {
 
 // List returns jobs known to Temporal's visibility store, newest first.
 func (c *Client) List(ctx context.Context) ([]Summary, error) {
-	js, err := c.jobs.List(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]Summary, len(js))
-	for i, s := range js {
-		out[i] = Summary(s)
-	}
-	return out, nil
+	return c.jobs.List(ctx)
 }
 
 // Nodes lists the registered nodes with their state, heartbeat and the
@@ -270,11 +262,11 @@ func (c *Client) FollowLogs(ctx context.Context, id gangway.JobID, follow bool, 
 		if len(lines) > 0 {
 			continue
 		}
-		st, err := c.Status(ctx, id)
-		if errors.Is(err, ErrJobNotFound) {
-			return err
+		d, err := c.jobs.Describe(ctx, id)
+		if errors.Is(err, jobs.ErrJobGone) {
+			return notFound(id, err)
 		}
-		if err == nil && st.Phase.Terminal() {
+		if err == nil && !d.Running {
 			return nil
 		}
 		if after == "" {

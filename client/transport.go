@@ -27,9 +27,9 @@ var _ Jobs = (*jobs.Jobs)(nil)
 
 // View is the client's way to the fleet: registered nodes, running
 // allocations, the dispatch loop's waiting reasons, job output, and node
-// state for cordon and drain. Inside Gangway an adapter over the Redis
-// view implements it; a program outside the module may leave it nil (see
-// Options.View).
+// state for cordon and drain. Inside Gangway the Redis view
+// (*capacity.View) is one as it is; a program outside the module may leave
+// it nil (see Options.View).
 type View interface {
 	// FleetNodes is every registered node's inventory, whatever its
 	// state: what Submit checks a job could ever fit on.

@@ -1,10 +1,9 @@
 package client
 
 import (
-	"time"
-
 	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/workflows"
+	"github.com/gangwayhq/gangway/workflows/jobs"
 )
 
 // JobStatus is a job's workflow status plus, while it waits, the dispatch
@@ -17,12 +16,5 @@ type JobStatus struct {
 	Waiting *gangway.Waiting `json:"waiting,omitempty"`
 }
 
-// Summary is one row of List.
-type Summary struct {
-	JobID     gangway.JobID `json:"jobId"`
-	Team      string        `json:"team"`
-	Phase     gangway.Phase `json:"phase"`
-	GPUs      int           `json:"gpus"`
-	StartedAt time.Time     `json:"submittedAt"`
-	ClosedAt  time.Time     `json:"closedAt,omitzero"`
-}
+// Summary is one row of List: the job workflows' own summary.
+type Summary = jobs.Summary

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/workflows"
+	"github.com/gangwayhq/gangway/workflows/jobs"
 )
 
 // TaskInfo is a task running on this node.
@@ -229,8 +231,12 @@ func (a *Agent) preempt(job gangway.JobID, attempt int, n Notice) {
 			ctx, cancel := context.WithTimeout(context.Background(), signalTimeout)
 			err := sig.SignalPreempt(ctx, job, req)
 			cancel()
-			if err == nil {
+			switch {
+			case err == nil:
 				log.Info("asked the workflow to preempt the attempt", "reason", req.Reason)
+				return
+			case errors.Is(err, jobs.ErrJobGone):
+				log.Info("the job ended before the preempt signal")
 				return
 			}
 			if time.Now().After(giveUp) {

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/gangwayhq/gangway"
+	"github.com/gangwayhq/gangway/placement"
 )
 
 // SetReasons replaces every pending reason with reasons (job → why it
@@ -36,7 +37,7 @@ func (v *View) SetReasons(ctx context.Context, reasons map[gangway.JobID]gangway
 	return nil
 }
 
-// Reason returns why the job is still pending, as of the last dispatch
+// Waiting returns why the job is still pending, as of the last dispatch
 // cycle; the zero Waiting if there is no reason on record.
 func (v *View) Waiting(ctx context.Context, jobID gangway.JobID) (gangway.Waiting, error) {
 	r, err := v.rdb.HGet(ctx, v.k.reasons, jobID).Result()
@@ -52,7 +53,7 @@ func (v *View) Waiting(ctx context.Context, jobID gangway.JobID) (gangway.Waitin
 // decodeWaiting reads a stored reason. Versions before typed reasons
 // stored the text "<reason code>: <detail>"; such a value (until the next
 // cycle replaces it) is split back into code and detail, with Retry as
-// those versions' placement defined it.
+// placement defines it for the code.
 func decodeWaiting(s string) gangway.Waiting {
 	var w gangway.Waiting
 	if s == "" {
@@ -65,5 +66,5 @@ func decodeWaiting(s string) gangway.Waiting {
 	if !ok || strings.ContainsAny(code, " \t") {
 		code, detail = "", s // free text: no code to recover
 	}
-	return gangway.Waiting{Reason: code, Detail: detail, Retry: code != "NeverFits" && code != "ModelUnavailable"}
+	return gangway.Waiting{Reason: code, Detail: detail, Retry: placement.Reason(code).Retry()}
 }

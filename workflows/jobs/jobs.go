@@ -184,14 +184,14 @@ func (j *Jobs) Cancel(ctx context.Context, id gangway.JobID) error {
 
 // Summary is one job as Temporal's visibility store lists it.
 type Summary struct {
-	JobID gangway.JobID
-	Team  string
+	JobID gangway.JobID `json:"jobId"`
+	Team  string        `json:"team"`
 	// Phase is the phase the workflow last wrote to its memo; Failed for
 	// a workflow that closed other than by completing.
-	Phase     gangway.Phase
-	GPUs      int
-	StartedAt time.Time
-	ClosedAt  time.Time // zero while running
+	Phase     gangway.Phase `json:"phase"`
+	GPUs      int           `json:"gpus"`
+	StartedAt time.Time     `json:"submittedAt"`
+	ClosedAt  time.Time     `json:"closedAt,omitzero"` // zero while running
 }
 
 // List returns every job Temporal's visibility store knows, newest first.
