@@ -52,16 +52,7 @@ var filters = [numFilters]filter{
 	fSchedulable: {name: "schedulable", ok: func(se *Session, _ *gangway.QueueEntry, i int) bool {
 		return se.view.nodes[i].Schedulable
 	}},
-	fGPUs: {name: "free GPUs", ok: func(se *Session, j *gangway.QueueEntry, i int) bool {
-		v := se.view
-		switch {
-		case j.GPUsPerReplica == 0:
-			return true
-		case j.Share():
-			return slices.ContainsFunc(v.free[i], func(f int) bool { return f >= j.GPUMilli })
-		}
-		return v.whole[i] >= j.GPUsPerReplica
-	}},
+	fGPUs: {name: "free GPUs", ok: freeGPUsFit},
 	fCPU: {name: "CPU", ok: func(se *Session, j *gangway.QueueEntry, i int) bool {
 		return se.view.cpu[i] >= j.CPUMilli
 	}},
@@ -77,10 +68,38 @@ var filters = [numFilters]filter{
 	}},
 }
 
+// freeGPUsFit is the free-GPUs filter: a whole-GPU replica needs that many
+// entirely free GPUs, a share one GPU with that much left.
+func freeGPUsFit(se *Session, j *gangway.QueueEntry, i int) bool {
+	switch {
+	case j.GPUsPerReplica == 0:
+		return true
+	case j.Share():
+		return shareFits(se.view.free[i], j.GPUMilli)
+	}
+	return se.view.whole[i] >= j.GPUsPerReplica
+}
+
+// shareFits reports whether one of the free amounts holds milli. It is a
+// function of its own so that freeGPUsFit stays small enough to inline.
+func shareFits(free []int, milli int) bool {
+	return slices.ContainsFunc(free, func(f int) bool { return f >= milli })
+}
+
+// placeOrder is the chain in the order the engine tries a node: every
+// filter must pass, so the order changes only the speed, and free GPUs go
+// first because on a busy fleet they rule out the most nodes (trying the
+// static filters first made a 10,000-node cycle several times slower).
+// explain keeps the chain's own order, which its counts depend on.
+var placeOrder = [numFilters]int{fGPUs, fSchedulable, fOwner, fPinned, fModel, fPool, fCPU, fMemory, fQuota}
+
 // feasibleNode reports whether one replica of j may go on node i now: the
 // whole chain, stopping at the first filter that fails.
 func (se *Session) feasibleNode(j *gangway.QueueEntry, i int) bool {
-	for k := range filters {
+	if !freeGPUsFit(se, j, i) { // placeOrder[0], called directly: this is the hot loop
+		return false
+	}
+	for _, k := range placeOrder[1:] {
 		if !filters[k].ok(se, j, i) {
 			return false
 		}

@@ -34,3 +34,14 @@ func TestStaticFiltersFirst(t *testing.T) {
 		dynamic = dynamic || !f.static
 	}
 }
+
+// TestPlaceOrderIsTheChain: the engine's order holds every filter once.
+func TestPlaceOrderIsTheChain(t *testing.T) {
+	seen := map[int]bool{}
+	for _, k := range placeOrder {
+		seen[k] = true
+	}
+	if len(seen) != numFilters {
+		t.Errorf("placeOrder %v does not hold each of the %d filters once", placeOrder, numFilters)
+	}
+}
