@@ -34,9 +34,10 @@
 //	record:        allocated GPU, fragmented GPU (FragmentationOf), queue length
 //	report:        time-weighted allocation, queue waits, preemptions
 //
-// The Redis view has no GPU shares yet; the replay's placer (sharePlacer)
-// hands placement the shares the view cannot carry, so openb's GPU-share
-// tasks are not rounded up to whole GPUs.
+// GPU shares travel as they do on a server: a queue entry carries its
+// share (GPUMilli) and an allocation's members theirs (Milli), from which
+// dispatch's snapshot conversion sums what each shared GPU holds, so
+// openb's GPU-share tasks are not rounded up to whole GPUs.
 //
 // RunScale (gangway replay scale) times one placement.Place call, as the
 // dispatch loop makes it each cycle, on synthetic fleets (SyntheticFleet,

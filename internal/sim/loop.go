@@ -8,14 +8,10 @@ import (
 	"github.com/gangwayhq/gangway/placement"
 )
 
-// sharePlacer is the dispatch loop's placement engine in a replay:
-// placement.Place itself, given back what the Redis view does not carry
-// yet — how much of each shared GPU is held (the view reports a GPU as held
-// or not). Without it a GPU holding one openb share could take no other.
-// It also counts the Place calls and the time they take.
-type sharePlacer struct {
-	cap *dispatchtest.Capacity
-
+// timedPlacer is the dispatch loop's placement engine in a replay:
+// placement.Place itself, counting the calls, the queue lengths and the
+// time they take.
+type timedPlacer struct {
 	last     placement.Plan // the plan of the latest call
 	calls    int
 	maxQueue int
@@ -23,17 +19,9 @@ type sharePlacer struct {
 	elapsed  time.Duration
 }
 
-var _ placement.Placer = (*sharePlacer)(nil)
+var _ placement.Placer = (*timedPlacer)(nil)
 
-func (p *sharePlacer) Place(s placement.Snapshot, queue []gangway.QueueEntry, o placement.Options) placement.Plan {
-	for i := range s.Nodes {
-		n := &s.Nodes[i]
-		for g := range n.GPUs {
-			if n.GPUs[g].UsedMilli > 0 {
-				n.GPUs[g].UsedMilli = p.cap.GPUMilli(n.ID, n.GPUs[g].Index)
-			}
-		}
-	}
+func (p *timedPlacer) Place(s placement.Snapshot, queue []gangway.QueueEntry, o placement.Options) placement.Plan {
 	p.calls++
 	p.maxQueue = max(p.maxQueue, len(queue))
 	p.sumQueue += float64(len(queue))

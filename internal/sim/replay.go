@@ -292,7 +292,7 @@ type replay struct {
 	view    *dispatchtest.Capacity
 	wf      *dispatchtest.Workflows
 	loop    *dispatch.Loop
-	placer  *sharePlacer
+	placer  *timedPlacer
 	meter   *fleetMeter
 	events  eventHeap
 	seq     int
@@ -314,7 +314,7 @@ func (r *replay) start() {
 	for i := range r.nodes {
 		r.view.RegisterNode(viewNode(r.nodes[i]))
 	}
-	r.placer = &sharePlacer{cap: r.view}
+	r.placer = &timedPlacer{}
 	r.loop = dispatch.New(dispatch.Config{Holder: "sim", Clock: r.clock, Placement: r.opts, Placer: r.placer}, r.view, r.wf)
 	r.meter = newFleetMeter(r.view, r.nodes, r.opts.Workload)
 }

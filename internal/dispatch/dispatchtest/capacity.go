@@ -156,22 +156,6 @@ func (c *Capacity) Reasons() map[gangway.JobID]gangway.Waiting {
 	return maps.Clone(c.reasons)
 }
 
-// GPUMilli is the milli-GPU held on one GPU (placement.Whole when a job
-// holds it whole); the snapshot can only say that a GPU is held.
-func (c *Capacity) GPUMilli(nodeID string, gpu int) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if r := c.byID[nodeID]; r != nil {
-		if g := r.gpus[gpu]; g != nil {
-			if g.whole != "" {
-				return placement.Whole
-			}
-			return g.milli
-		}
-	}
-	return 0
-}
-
 // NodeUse is what is held on one node: milli-GPU per GPU in inventory order
 // (placement.Whole for a GPU held whole), CPU and memory.
 func (c *Capacity) NodeUse(nodeID string) (gpuMilli []int, cpuMilli, memMiB int64) {

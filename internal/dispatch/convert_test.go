@@ -1,0 +1,36 @@
+package dispatch
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/gangwayhq/gangway"
+	"github.com/gangwayhq/gangway/internal/capacity"
+	"github.com/gangwayhq/gangway/placement"
+)
+
+// TestPlacementSnapshotShares: a GPU that runs shares is held by the sum
+// of its members' shares; a GPU held whole stays whole.
+func TestPlacementSnapshotShares(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	node := gangway.Node{ID: "n1", Pool: "onprem", GPUs: []gangway.GPU{
+		{Index: 0, Model: "H100", Healthy: true}, {Index: 1, Model: "H100", Healthy: true}, {Index: 2, Model: "H100", Healthy: true}}}
+	s := capacity.Snapshot{Now: now,
+		Nodes: []gangway.NodeStatus{{Node: node, State: gangway.NodeReady, LastHeartbeat: now,
+			Allocated: map[int]gangway.JobID{0: "a", 1: "c"}}},
+		Allocations: []gangway.Assignment{
+			{JobID: "a", Members: []gangway.Member{{NodeID: "n1", GPUs: []int{0}, Milli: 300}}},
+			{JobID: "b", Members: []gangway.Member{{NodeID: "n1", GPUs: []int{0}, Milli: 400}}},
+			{JobID: "c", Members: []gangway.Member{{NodeID: "n1", GPUs: []int{1}}}},
+		}}
+	ps := placementSnapshot(s, time.Minute, nil)
+	var used []int
+	for _, g := range ps.Nodes[0].GPUs {
+		used = append(used, g.UsedMilli)
+	}
+	if diff := cmp.Diff([]int{700, placement.Whole, 0}, used); diff != "" {
+		t.Errorf("used milli per GPU (-want +got):\n%s", diff)
+	}
+}
