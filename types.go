@@ -217,13 +217,18 @@ func (q QueueEntry) Share() bool {
 	return q.GPUsPerReplica == 1 && q.GPUMilli > 0 && q.GPUMilli < MilliPerGPU
 }
 
+// MilliEachGPU is how much of each GPU a replica takes: its share, or
+// MilliPerGPU for whole GPUs.
+func (q QueueEntry) MilliEachGPU() int {
+	if q.Share() {
+		return q.GPUMilli
+	}
+	return MilliPerGPU
+}
+
 // GPUMilliTotal is the entry's whole GPU demand in milli-GPU.
 func (q QueueEntry) GPUMilliTotal() int64 {
-	per := MilliPerGPU
-	if q.Share() {
-		per = q.GPUMilli
-	}
-	return int64(q.Replicas) * int64(q.GPUsPerReplica) * int64(per)
+	return int64(q.Replicas) * int64(q.GPUsPerReplica) * int64(q.MilliEachGPU())
 }
 
 // UsageSegment is one stretch of one attempt holding GPUs in one pool: the

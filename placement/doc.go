@@ -16,9 +16,9 @@
 //
 // It never commits, logs, sleeps, reads the clock or draws global
 // randomness: now is in the snapshot and randomness comes from a seed in
-// the options. The dispatch loop commits the plan; the trace simulator
-// runs the same code through a Session that keeps its view between
-// arrivals. The paper's baseline scorers other than best-fit and FGD live
+// the options. The dispatch loop commits the plan (the dynamic trace replay
+// runs that same loop); the FGD protocol places one task at a time through
+// a Session that keeps its view between arrivals. The paper's baseline scorers other than best-fit and FGD live
 // in placement/baselines, which also holds the registry of every policy
 // name.
 //

@@ -240,7 +240,7 @@ func (se *Session) Place(queue []gangway.QueueEntry) Plan {
 // allocation that later reservations and preemptions see.
 func (se *Session) started(j *gangway.QueueEntry, a gangway.Assignment) {
 	for _, m := range a.Members {
-		se.quota.charge(j.Team, se.modelOf(m.NodeID), int64(len(m.GPUs))*int64(milliPerGPU(j)))
+		se.quota.charge(j.Team, se.modelOf(m.NodeID), int64(len(m.GPUs))*int64(j.MilliEachGPU()))
 	}
 	se.running = append(se.running, a)
 }
@@ -279,31 +279,6 @@ func shapeOf(j *gangway.QueueEntry) shapeKey {
 type failure struct {
 	epoch int
 	u     Unplaced
-}
-
-// Release returns a finished job's capacity to the view.
-func (se *Session) Release(a gangway.Assignment, cpuPerMember, memPerMember int64) {
-	se.epoch++
-	delete(se.victims, a.JobID) // if it runs again, it may be preempted again
-	if at := slices.IndexFunc(se.running, func(r gangway.Assignment) bool { return r.JobID == a.JobID }); at >= 0 {
-		r := se.running[at]
-		for _, m := range r.Members {
-			se.quota.charge(r.Team, se.modelOf(m.NodeID), -int64(len(m.GPUs))*int64(milliOf(&r)))
-		}
-		se.running = slices.Delete(se.running, at, at+1)
-	}
-	for _, m := range a.Members {
-		i := se.nodeIndex(m.NodeID)
-		if i < 0 {
-			continue
-		}
-		milli := m.Milli
-		if milli == 0 {
-			milli = Whole
-		}
-		se.view.give(Candidate{Node: i, GPUs: m.GPUs, Milli: milli}, cpuPerMember, memPerMember)
-		se.changed(i)
-	}
 }
 
 func (se *Session) nodeIndex(id string) int {

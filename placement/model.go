@@ -50,14 +50,6 @@ type Node struct {
 	Schedulable bool
 }
 
-// milliPerGPU is what each of the replica's GPUs gives up.
-func milliPerGPU(j *gangway.QueueEntry) int {
-	if j.Share() {
-		return j.GPUMilli
-	}
-	return Whole
-}
-
 // milliOf is the share of each GPU an allocation holds: its members'
 // Milli, Whole for whole GPUs.
 func milliOf(a *gangway.Assignment) int {

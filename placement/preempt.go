@@ -121,10 +121,10 @@ func (se *Session) hold(j *gangway.QueueEntry, set []int) {
 	for _, m := range a.Members {
 		i := se.nodeIndex(m.NodeID)
 		h := heldCap{node: i, cpu: min(j.CPUMilli, max(v.cpu[i], 0)), mem: min(j.MemMiB, max(v.mem[i], 0)),
-			team: j.Team, quota: int64(len(m.GPUs)) * int64(milliPerGPU(j))}
+			team: j.Team, quota: int64(len(m.GPUs)) * int64(j.MilliEachGPU())}
 		v.take(Candidate{Node: i}, h.cpu, h.mem)
 		for _, g := range m.GPUs {
-			if t := min(milliPerGPU(j), v.free[i][g]); t > 0 {
+			if t := min(j.MilliEachGPU(), v.free[i][g]); t > 0 {
 				v.take(Candidate{Node: i, GPUs: []int{g}, Milli: t}, 0, 0)
 				h.gpus, h.milli = append(h.gpus, g), append(h.milli, t)
 			}

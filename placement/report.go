@@ -43,7 +43,7 @@ func (se *Session) Report() Report {
 			}
 		}
 	}
-	for _, l := range []gangway.Level{gangway.LevelNVLink, gangway.LevelNode, gangway.LevelRack, gangway.LevelBlock} {
+	for _, l := range gangway.Levels {
 		best := 0
 		for _, g := range se.groupsAt(l) {
 			best = max(best, se.freeFor(g))

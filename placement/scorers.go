@@ -67,7 +67,7 @@ func ReplicaGPUMilli(j *gangway.QueueEntry) int {
 	if j.GPUsPerReplica <= 0 {
 		return 0
 	}
-	return j.GPUsPerReplica * milliPerGPU(j)
+	return j.GPUsPerReplica * j.MilliEachGPU()
 }
 
 // BestFit prefers the node with the least CPU and GPU left after the

@@ -24,7 +24,7 @@ func WorkloadFromJobs(jobs []gangway.QueueEntry) []WorkloadClass {
 	total := 0.0
 	for i := range jobs {
 		j := &jobs[i]
-		k := key{gpus: j.GPUsPerReplica, milli: milliPerGPU(j), cpu: j.CPUMilli, mem: j.MemMiB}
+		k := key{gpus: j.GPUsPerReplica, milli: j.MilliEachGPU(), cpu: j.CPUMilli, mem: j.MemMiB}
 		if j.GPUsPerReplica == 0 {
 			k.milli = 0
 		}

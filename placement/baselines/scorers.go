@@ -101,10 +101,7 @@ func packingScore(v *placement.View, i int, j *gangway.QueueEntry) int64 {
 	s := append(buf[:0], free...)
 	slices.Sort(s)
 	need, wholeUsed, freeOnUsed := j.GPUsPerReplica, 0, int64(0)
-	milli := placement.Whole
-	if j.Share() {
-		milli = j.GPUMilli
-	}
+	milli := j.MilliEachGPU()
 	for g := 0; g < len(s) && need > 0; g++ { // least free first
 		if s[g] < milli {
 			continue
