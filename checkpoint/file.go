@@ -28,9 +28,8 @@ var _ objects = (*fileObjects)(nil)
 // with a dot never collides with a job or checkpoint ID.
 const tmpMarker = ".tmp-"
 
-// openFile opens the store in root, which must be an existing, writable
-// directory: creating it would hide a shared volume that failed to mount
-// behind a local directory no other node sees.
+// openFile opens the store in root, a writable directory; create makes it
+// first when it is missing (Options.CreateDir says when not to).
 func openFile(root string, create bool) (*fileObjects, error) {
 	if create {
 		if err := os.MkdirAll(root, 0o755); err != nil {

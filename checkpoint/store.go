@@ -97,7 +97,9 @@ type Options struct {
 	// (AWS_REGION, the shared config), then us-east-1 when Endpoint is set.
 	Region string
 	// CreateDir makes Open create a file:// store's directory when it is
-	// missing, so that a default path works on a fresh node.
+	// missing, so that a default path works on a fresh node. Leave it off
+	// for a shared volume: creating the directory would hide a volume
+	// that failed to mount behind a local directory no other node sees.
 	CreateDir bool
 	// AccessKeyID, SecretAccessKey and SessionToken are static S3
 	// credentials. When AccessKeyID is empty the SDK's default chain is

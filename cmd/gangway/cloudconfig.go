@@ -342,7 +342,7 @@ func (p ProviderConfig) validateFake(field string, bad func(field, format string
 			bad(f+".gpus", "must be 1 to 8, got %d", pl.GPUs)
 		case pl.GPUModel == "":
 			bad(f+".gpuModel", "is required")
-		case pl.CapacityType != string(gangway.CapacitySpot) && pl.CapacityType != string(gangway.CapacityOnDemand):
+		case !gangway.CapacityType(pl.CapacityType).Cloud():
 			bad(f+".capacityType", "must be spot or on-demand, got %q", pl.CapacityType)
 		case pl.PricePerHour < 0:
 			bad(f+".pricePerHour", "must not be negative, got %v", pl.PricePerHour)

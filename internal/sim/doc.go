@@ -53,5 +53,6 @@
 // found from wherever gangway runs (FindTrace, FlagTracePath, LocateTrace).
 //
 // The package does no logging; the command in cmd/gangway prints its
-// results.
+// results. Its only I/O beyond reading traces and writing reports is the
+// command's progress bar (ProgressBar) and the trace-path lookups above.
 package sim

@@ -175,7 +175,7 @@ func testOffers(t *testing.T, s *suite) {
 		if o.GPUsPerInstance <= 0 || o.GPUModel == "" {
 			problems = append(problems, fmt.Sprintf("%d GPUs of model %q", o.GPUsPerInstance, o.GPUModel))
 		}
-		if o.CapacityType != gangway.CapacitySpot && o.CapacityType != gangway.CapacityOnDemand {
+		if !o.CapacityType.Cloud() {
 			problems = append(problems, fmt.Sprintf("capacity type %q", o.CapacityType))
 		}
 		if o.PricePerHour <= 0 {

@@ -3,7 +3,6 @@ package fullstack
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/gangwayhq/gangway"
@@ -35,7 +34,8 @@ type Demo struct {
 	OnSubmitted func(ids []gangway.JobID)
 	// OnEvent is called with each stack event, elapsed since submission.
 	OnEvent func(elapsed time.Duration, event string)
-	// OnWaiting is called when a gang's waiting reason changes kind.
+	// OnWaiting is called when the waiting reason of a gang or an 8-GPU
+	// job changes kind (small jobs start too soon to be worth telling).
 	OnWaiting func(id gangway.JobID, w gangway.Waiting)
 	// OnProgress is called when the counts change.
 	OnProgress func(elapsed time.Duration, p DemoProgress)
@@ -62,12 +62,14 @@ func (d Demo) Run(ctx context.Context) (DemoResult, error) {
 		poll = time.Second
 	}
 	res := DemoResult{Statuses: map[gangway.JobID]client.JobStatus{}}
+	wholeNode := map[gangway.JobID]bool{} // gangs and 8-GPU jobs: their waits are worth telling
 	for _, s := range d.Specs {
 		id, err := d.Client.Submit(ctx, s, client.SubmitOptions{})
 		if err != nil {
 			return res, fmt.Errorf("submit demo job %s: %w", s.Name, err)
 		}
 		res.IDs = append(res.IDs, id)
+		wholeNode[id] = s.Gang.Replicas > 1 || s.Gang.GPUsPerReplica >= 8
 	}
 	if d.OnSubmitted != nil {
 		d.OnSubmitted(res.IDs)
@@ -91,7 +93,7 @@ func (d Demo) Run(ctx context.Context) (DemoResult, error) {
 			}
 			res.Statuses[id] = st
 			// Report why each gang waits, once per kind of reason.
-			if w := st.Waiting; w != nil && w.Reason != "" && told[id] != w.Reason && strings.Contains(id, "x8-") {
+			if w := st.Waiting; w != nil && w.Reason != "" && told[id] != w.Reason && wholeNode[id] {
 				if d.OnWaiting != nil {
 					d.OnWaiting(id, *w)
 				}

@@ -47,8 +47,9 @@ func TestDemoRun(t *testing.T) {
 	var progress []DemoProgress
 	var waited []string
 	d := Demo{
-		Client:     jobs,
-		Specs:      []gangway.JobSpec{{Name: "a-1x1-0"}, {Name: "b-2x8-0"}},
+		Client: jobs,
+		Specs: []gangway.JobSpec{{Name: "a-1x1-0", Gang: gangway.Gang{Replicas: 1, GPUsPerReplica: 1}},
+			{Name: "b-2x8-0", Gang: gangway.Gang{Replicas: 2, GPUsPerReplica: 8}}},
 		GPUUse:     func(context.Context) (int, int, int) { return 1, 8, 0 },
 		Poll:       time.Millisecond,
 		OnWaiting:  func(id string, w gangway.Waiting) { waited = append(waited, id+" "+w.Reason) },

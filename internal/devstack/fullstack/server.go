@@ -3,6 +3,7 @@ package fullstack
 import (
 	"context"
 	"log/slog"
+	"sync"
 
 	"github.com/gangwayhq/gangway/internal/agent"
 	"github.com/gangwayhq/gangway/internal/server"
@@ -27,7 +28,12 @@ func RunServer(ctx context.Context, o server.Options, fakeAgent agent.Config,
 			return err
 		}
 		defer c.Close()
-		go c.RunFakes(ctx)
+		// The fakes stop ticking before the cloud and the agents close.
+		fakes, stop := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		wg.Go(func() { c.RunFakes(fakes) })
+		defer wg.Wait()
+		defer stop()
 		o.Cloud, names = c.Registry, c.Registry.Names()
 	}
 	log.Info("gangway server starting", "holder", o.Dispatch.Holder, "cloud_providers", names)
