@@ -124,18 +124,14 @@ type SpotStats struct {
 	Preemptions    int
 }
 
+// add counts one job's run.
 func (s *SpotStats) add(r spotpolicy.Run, onDemandCost float64) {
-	s.Jobs++
+	one := SpotStats{Jobs: 1, Cost: r.Cost, OnDemandCost: onDemandCost, Finish: r.FinishedAt, Spot: r.SpotTime,
+		OnDemand: r.OnDemandTime, Changeovers: r.Changeovers, Preemptions: r.Preemptions}
 	if r.MetDeadline {
-		s.Met++
+		one.Met = 1
 	}
-	s.Cost += r.Cost
-	s.OnDemandCost += onDemandCost
-	s.Finish += r.FinishedAt
-	s.Spot += r.SpotTime
-	s.OnDemand += r.OnDemandTime
-	s.Changeovers += r.Changeovers
-	s.Preemptions += r.Preemptions
+	s.merge(one)
 }
 
 func (s *SpotStats) merge(o SpotStats) {
