@@ -103,9 +103,9 @@ type Loop struct {
 	teamsAt time.Time
 }
 
-// PreemptResignal is how long a victim may take to stop before it is asked
+// preemptResignal is how long a victim may take to stop before it is asked
 // again.
-const PreemptResignal = 30 * time.Second
+const preemptResignal = 30 * time.Second
 
 // New returns a loop; Run starts it.
 func New(cfg Config, c Capacity, wf Workflows) *Loop {
@@ -366,13 +366,20 @@ func waiting(u placement.Unplaced, rs []placement.Reservation) gangway.Waiting {
 	return w
 }
 
-// preempt asks each victim to stop (once per PreemptResignal); the
+// ResignalAt is when the loop will ask the victim jobID to stop again, if it
+// has asked it already: a simulator wakes the loop then.
+func (l *Loop) ResignalAt(jobID gangway.JobID) (time.Time, bool) {
+	last, ok := l.preempted[jobID]
+	return last.Add(preemptResignal), ok
+}
+
+// preempt asks each victim to stop (once per preemptResignal); the
 // preemptor is placed in a later cycle, when the victims' GPUs are free.
 func (l *Loop) preempt(ctx context.Context, ps []placement.Preemption) {
 	now := l.cfg.Clock.Now()
 	for _, p := range ps {
 		for _, v := range p.Victims {
-			if last, ok := l.preempted[v.JobID]; ok && now.Sub(last) < PreemptResignal {
+			if last, ok := l.preempted[v.JobID]; ok && now.Sub(last) < preemptResignal {
 				continue
 			}
 			err := l.wf.SignalPreempt(ctx, v.JobID, workflows.PreemptRequest{Attempt: v.Attempt, Reason: v.Reason,
@@ -386,7 +393,7 @@ func (l *Loop) preempt(ctx context.Context, ps []placement.Preemption) {
 		}
 	}
 	for id, at := range l.preempted {
-		if now.Sub(at) > 10*PreemptResignal {
+		if now.Sub(at) > 10*preemptResignal {
 			delete(l.preempted, id)
 		}
 	}

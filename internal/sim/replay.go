@@ -225,10 +225,8 @@ type jobState struct {
 	start     time.Duration      // this attempt's start, while running
 	asg       gangway.Assignment // this attempt's, while running
 	state     uint8
-	// asked is when the loop last signalled the job to stop (valid if
-	// wasAsked); retryAt the retry event pushed for it, if any.
-	asked, retryAt time.Duration
-	wasAsked       bool
+	// retryAt is the retry event pushed for the job, if any.
+	retryAt time.Duration
 }
 
 const (
@@ -241,7 +239,7 @@ const (
 
 // event is a departure; a wake-up when a running preemptible job comes of
 // age (MinRuntime) and may become a victim; or a retry when the loop chose
-// a victim it had asked to stop less than dispatch.PreemptResignal ago, so
+// a victim it had asked to stop less than the loop's re-signal interval ago, so
 // it signals again only when that has passed — a time the loop would reach
 // on its own, with no event to wake the replay.
 type event struct {
@@ -457,7 +455,6 @@ func (r *replay) schedule(ctx context.Context, t time.Duration) error {
 					drop[k] = true
 				}
 			case workflows.SignalPreempt:
-				s.asked, s.wasAsked = t, true
 				if s.state == stRunning && sig.Preempt.Attempt == s.attempt+1 {
 					if err := r.preempt(ctx, k, t); err != nil {
 						return err
@@ -491,7 +488,7 @@ func (r *replay) schedule(ctx context.Context, t time.Duration) error {
 
 // retryVictims schedules a retry for each victim of the cycle's plan that
 // is still running: the loop did not signal it, having asked it to stop
-// less than dispatch.PreemptResignal ago.
+// too recently, and says when it will ask again.
 func (r *replay) retryVictims(t time.Duration) {
 	for _, p := range r.placer.last.Preemptions {
 		for _, v := range p.Victims {
@@ -500,8 +497,9 @@ func (r *replay) retryVictims(t time.Duration) {
 				continue
 			}
 			s := &r.st[k]
-			at := s.asked + dispatch.PreemptResignal
-			if s.state != stRunning || s.attempt+1 != v.Attempt || !s.wasAsked || at <= t || s.retryAt == at {
+			again, asked := r.loop.ResignalAt(v.JobID)
+			at := again.Sub(TraceEpoch)
+			if s.state != stRunning || s.attempt+1 != v.Attempt || !asked || at <= t || s.retryAt == at {
 				continue
 			}
 			s.retryAt = at

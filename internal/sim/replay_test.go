@@ -298,7 +298,7 @@ func TestRoundRuntime(t *testing.T) {
 }
 
 // The dispatch loop asks a victim to stop at most once per
-// dispatch.PreemptResignal (30 s), and the replay runs the loop's rule. On
+// the dispatch loop's re-signal interval (30 s), and the replay runs the loop's rule. On
 // one GPU: l (preemptible, 1 h) runs from 0; h1 (priority 100, 10 s)
 // preempts it at 100 and runs 100-110; l restarts at 110. h2 (priority
 // 100, 10 s) arrives at 115 and the plan chooses l again, but the loop
