@@ -11,6 +11,7 @@ import (
 
 	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/internal/agent"
+	"github.com/gangwayhq/gangway/internal/config"
 	"github.com/gangwayhq/gangway/internal/gpuinfo"
 	"github.com/gangwayhq/gangway/internal/metrics"
 )
@@ -18,10 +19,10 @@ import (
 // openAgentGPUs reads the node's GPUs: synthetic ones for --fake-gpus,
 // else NVML's. Without --fake-gpus on a machine with no NVIDIA driver it
 // fails saying so.
-func openAgentGPUs(ac AgentConfig, lib gpuinfo.Library, log *slog.Logger) (agent.NodeGPUs, error) {
+func openAgentGPUs(ac config.AgentConfig, lib gpuinfo.Library, log *slog.Logger) (agent.NodeGPUs, error) {
 	o := agent.NodeGPUOptions{NodeID: ac.NodeID, Pool: ac.Pool, Addr: ac.Addr}
 	if ac.FakeGPUs != "" {
-		gpus, model, err := parseFakeGPUs(ac.FakeGPUs)
+		gpus, model, err := config.ParseFakeGPUs(ac.FakeGPUs)
 		if err != nil {
 			return agent.NodeGPUs{}, fmt.Errorf("--fake-gpus: %w", err)
 		}
@@ -50,7 +51,7 @@ func printInventory(w io.Writer, g agent.NodeGPUs) error {
 
 // agentGPUConfig turns the agent's GPU health and reclaim on with the
 // configured periods, exporting per-GPU metrics to reg.
-func agentGPUConfig(ac AgentConfig, g agent.NodeGPUs, reg prometheus.Registerer) agent.GPUConfig {
+func agentGPUConfig(ac config.AgentConfig, g agent.NodeGPUs, reg prometheus.Registerer) agent.GPUConfig {
 	return agent.GPUConfig{Source: g.Source, Metrics: metrics.NewGPU(reg), SampleInterval: ac.SampleInterval.Duration,
 		ZombieGrace: ac.ZombieGrace.Duration, IdleReport: ac.IdleReport.Duration}
 }

@@ -51,7 +51,7 @@ the on-demand price of a pool with spot usage is not known.`,
 			defer rdb.Close()
 			// A spot pool without an on-demand price reports its savings as
 			// unknown.
-			q.OnDemandPrices = a.cfg.Cloud.onDemandPrices()
+			q.OnDemandPrices = a.cfg.Cloud.OnDemandPrices()
 			sum, err := accounting.New(rdb, accounting.Options{Prefix: a.cfg.Redis.Prefix}).Report(ctx, q)
 			if err != nil {
 				return err

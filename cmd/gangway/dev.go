@@ -18,6 +18,7 @@ import (
 	"github.com/gangwayhq/gangway/client"
 	"github.com/gangwayhq/gangway/internal/agent"
 	"github.com/gangwayhq/gangway/internal/cloud"
+	"github.com/gangwayhq/gangway/internal/config"
 	"github.com/gangwayhq/gangway/internal/devstack/fullstack"
 	"github.com/gangwayhq/gangway/internal/dispatch"
 )
@@ -83,7 +84,7 @@ Needs redis-server on PATH and the Temporal CLI in bin/ or on PATH
 }
 
 func runDev(ctx context.Context, a *app, o devOptions, shapes []agent.NodeShape, out io.Writer) error {
-	popts, err := a.cfg.Server.Placement.options()
+	popts, err := a.cfg.Server.Placement.Options()
 	if err != nil {
 		return err
 	}
@@ -106,7 +107,7 @@ func runDev(ctx context.Context, a *app, o devOptions, shapes []agent.NodeShape,
 		return fmt.Errorf("gangway log: %w", err)
 	}
 	defer gwLog.Close()
-	log := newLoggerTo(gwLog, a.cfg.Log)
+	log := config.NewLoggerTo(gwLog, a.cfg.Log)
 
 	fmt.Fprintf(out, "gangway dev: state and logs in %s\n", dir)
 	nodes := agent.FakeFleet("node", "onprem", shapes)
@@ -120,7 +121,7 @@ func runDev(ctx context.Context, a *app, o devOptions, shapes []agent.NodeShape,
 		Server: &fullstack.ServerOptions{
 			Dispatch: dispatch.Config{Interval: 250 * time.Millisecond, LeaseTTL: 2 * time.Second, Placement: popts,
 				OnPremPrices: cc.OnPremPricePerGPUHour},
-			TeamLimits: cc.teamLimits(), Join: cc.Join.join(),
+			TeamLimits: cc.TeamLimits(), Join: cc.Join.ProviderJoin(),
 			// Instances of a finished demo job are gone within seconds.
 			Reconcile: cloud.ReconcilerConfig{Interval: 10 * time.Second, Grace: time.Minute},
 		},

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gangwayhq/gangway"
+	"github.com/gangwayhq/gangway/internal/config"
 	"github.com/gangwayhq/gangway/internal/devstack/fullstack"
 	"github.com/gangwayhq/gangway/internal/sim"
 	"github.com/gangwayhq/gangway/internal/spotpolicy"
@@ -31,7 +31,7 @@ const (
 // devCloud is the cloud section `gangway dev` runs: the config's own
 // providers if it names any, else a fake cloud with a spot and an
 // on-demand pool of 8 × A100 instances.
-func devCloud(c CloudConfig, o devOptions) (CloudConfig, error) {
+func devCloud(c config.CloudConfig, o devOptions) (config.CloudConfig, error) {
 	out := c
 	out.OnPremPricePerGPUHour = maps.Clone(c.OnPremPricePerGPUHour)
 	if len(out.OnPremPricePerGPUHour) == 0 {
@@ -42,20 +42,16 @@ func devCloud(c CloudConfig, o devOptions) (CloudConfig, error) {
 		out.Providers = nil
 		return out, nil
 	case len(c.Providers) > 0:
-		var errs []error
-		out.validate(func(field, format string, args ...any) {
-			errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
-		})
-		if err := errors.Join(errs...); err != nil {
-			return CloudConfig{}, fmt.Errorf("invalid cloud config:\n%w", err)
+		if err := out.Validate(); err != nil {
+			return config.CloudConfig{}, fmt.Errorf("invalid cloud config:\n%w", err)
 		}
 		return out, nil
 	}
-	spot := FakePoolConfig{Name: "fake-a100-spot", Zone: "fake-1a", InstanceType: "a100x8", GPUModel: "A100", GPUs: 8,
+	spot := config.FakePoolConfig{Name: "fake-a100-spot", Zone: "fake-1a", InstanceType: "a100x8", GPUModel: "A100", GPUs: 8,
 		CapacityType: string(gangway.CapacitySpot), PricePerHour: 12, MaxInstances: 4}
-	onDemand := FakePoolConfig{Name: "fake-a100-on-demand", Zone: "fake-1a", InstanceType: "a100x8", GPUModel: "A100", GPUs: 8,
+	onDemand := config.FakePoolConfig{Name: "fake-a100-on-demand", Zone: "fake-1a", InstanceType: "a100x8", GPUModel: "A100", GPUs: 8,
 		CapacityType: string(gangway.CapacityOnDemand), PricePerHour: 32.77, MaxInstances: 4}
-	p := ProviderConfig{Name: "fake", Type: providerFake, BootDelay: gangway.Duration{Duration: 2 * time.Second}}
+	p := config.ProviderConfig{Name: "fake", Type: config.ProviderFake, BootDelay: gangway.Duration{Duration: 2 * time.Second}}
 	trace := o.spotTrace
 	if trace == "" {
 		trace = sim.LocateTrace(devSpotTrace)
@@ -63,15 +59,15 @@ func devCloud(c CloudConfig, o devOptions) (CloudConfig, error) {
 	if trace != "" {
 		tr, err := spotpolicy.LoadTrace(trace)
 		if err != nil {
-			return CloudConfig{}, fmt.Errorf("--spot-trace: %w", err)
+			return config.CloudConfig{}, fmt.Errorf("--spot-trace: %w", err)
 		}
 		// One trace unit stands for four instances; the demo starts where
 		// the trace has spot capacity longest, so it is not preempted.
 		spot.Trace, spot.TraceScale, spot.MaxInstances = trace, 4, 0
 		p.TraceOffset = gangway.Duration{Duration: time.Duration(tr.LongestAvailable()) * tr.Gap}
 	}
-	p.Pools = []FakePoolConfig{spot, onDemand}
-	out.Providers = []ProviderConfig{p}
+	p.Pools = []config.FakePoolConfig{spot, onDemand}
+	out.Providers = []config.ProviderConfig{p}
 	return out, nil
 }
 

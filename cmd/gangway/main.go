@@ -14,6 +14,7 @@ import (
 	tlog "go.temporal.io/sdk/log"
 
 	"github.com/gangwayhq/gangway/internal/capacity"
+	"github.com/gangwayhq/gangway/internal/config"
 )
 
 func main() {
@@ -28,13 +29,13 @@ func main() {
 
 // app carries the loaded config to subcommands.
 type app struct {
-	cfg        Config
+	cfg        config.Config
 	configFile string
 	log        *slog.Logger
 }
 
 func newRootCmd() *cobra.Command {
-	a := &app{cfg: defaultConfig()}
+	a := &app{cfg: config.Default()}
 	root := &cobra.Command{
 		Use:   "gangway",
 		Short: "Gangway: an elastic GPU job scheduler for on-prem and spot fleets",
@@ -49,7 +50,7 @@ Start everything on one machine with 'gangway dev'; run 'gangway server' and
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	bindGlobalFlags(root.PersistentFlags(), &a.cfg, &a.configFile)
+	config.BindGlobalFlags(root.PersistentFlags(), &a.cfg, &a.configFile)
 	root.AddCommand(
 		newDevCmd(a), newServerCmd(a), newAgentCmd(a),
 		newSubmitCmd(a), newStatusCmd(a), newWhyCmd(a), newListCmd(a), newCancelCmd(a), newLogsCmd(a), newNodesCmd(a), newCordonCmd(a), newUncordonCmd(a), newDrainCmd(a),
@@ -62,13 +63,13 @@ Start everything on one machine with 'gangway dev'; run 'gangway server' and
 
 // setup loads and validates the config for a command.
 func (a *app) setup(cmd *cobra.Command, server, agent bool) error {
-	if err := load(cmd.Flags(), &a.cfg, a.configFile); err != nil {
+	if err := config.Load(cmd.Flags(), &a.cfg, a.configFile); err != nil {
 		return err
 	}
 	if err := a.cfg.Validate(server, agent); err != nil {
 		return fmt.Errorf("invalid config:\n%w", err)
 	}
-	a.log = newLogger(a.cfg.Log)
+	a.log = config.NewLogger(a.cfg.Log)
 	return nil
 }
 
@@ -93,7 +94,7 @@ func (a *app) connect(ctx context.Context) (conns, error) {
 	return dial(ctx, a.cfg.Temporal, a.cfg.Redis, a.log)
 }
 
-func dial(ctx context.Context, tc TemporalConfig, rc RedisConfig, log *slog.Logger) (conns, error) {
+func dial(ctx context.Context, tc config.TemporalConfig, rc config.RedisConfig, log *slog.Logger) (conns, error) {
 	rdb, err := dialRedis(ctx, rc)
 	if err != nil {
 		return conns{}, err
@@ -111,7 +112,7 @@ func dial(ctx context.Context, tc TemporalConfig, rc RedisConfig, log *slog.Logg
 }
 
 // dialRedis connects to the Redis view and checks it answers.
-func dialRedis(ctx context.Context, rc RedisConfig) (*redis.Client, error) {
+func dialRedis(ctx context.Context, rc config.RedisConfig) (*redis.Client, error) {
 	opts, err := redis.ParseURL(rc.URL)
 	if err != nil {
 		return nil, fmt.Errorf("redis url: %w", err)

@@ -42,7 +42,7 @@ within the lease TTL when it dies.`,
 			}
 			defer c.Close()
 			s, cl := a.cfg.Server, a.cfg.Cloud
-			popts, err := s.Placement.options()
+			popts, err := s.Placement.Options()
 			if err != nil {
 				return err
 			}
@@ -65,10 +65,10 @@ within the lease TTL when it dies.`,
 					Placement:    popts,
 					OnPremPrices: cl.OnPremPricePerGPUHour,
 				},
-				Join:        joinConfig(a.cfg),
+				Join:        a.cfg.Join(),
 				Reconcile:   cloud.ReconcilerConfig{Interval: cl.ReconcileInterval.Duration, Grace: cl.OrphanGrace.Duration},
 				Ledger:      accounting.New(c.redis, accounting.Options{Prefix: a.cfg.Redis.Prefix}),
-				TeamLimits:  cl.teamLimits(),
+				TeamLimits:  cl.TeamLimits(),
 				Checkpoints: ckstore,
 			},
 				// Fake providers' instances become in-process agents.

@@ -1,7 +1,8 @@
-package main
+package config
 
 import (
 	"fmt"
+	"log/slog"
 	"maps"
 	"math"
 	"net"
@@ -13,6 +14,10 @@ import (
 
 	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/internal/accounting"
+	"github.com/gangwayhq/gangway/providers"
+	"github.com/gangwayhq/gangway/providers/aws"
+	"github.com/gangwayhq/gangway/providers/fake"
+	"github.com/gangwayhq/gangway/providers/gcp"
 )
 
 // CloudConfig is rented capacity: the providers bursts launch in, how the
@@ -64,9 +69,9 @@ type JoinConfig struct {
 
 // Provider types.
 const (
-	providerAWS  = "aws"
-	providerGCP  = "gcp"
-	providerFake = "fake"
+	ProviderAWS  = "aws"
+	ProviderGCP  = "gcp"
+	ProviderFake = "fake"
 )
 
 // ProviderConfig is one cloud account (or the fake cloud) bursts may use.
@@ -159,12 +164,20 @@ func defaultCloudConfig() CloudConfig {
 	}
 }
 
-// name is the provider's name: Name, or Type when unset.
-func (p ProviderConfig) name() string {
+// EffectiveName is the provider's name: Name, or Type when unset.
+func (p ProviderConfig) EffectiveName() string {
 	if p.Name != "" {
 		return p.Name
 	}
 	return p.Type
+}
+
+// Validate checks the cloud section alone, as `gangway dev` runs a
+// config's own providers; Config.Validate checks it for `gangway server`.
+func (c CloudConfig) Validate() error {
+	var errs fieldErrors
+	c.validate(errs.add)
+	return errs.join()
 }
 
 // validate reports each bad field of the cloud section through bad.
@@ -214,7 +227,7 @@ func (c CloudConfig) validate(bad func(field, format string, args ...any)) {
 	seen := map[string]int{}
 	for i, p := range c.Providers {
 		field := fmt.Sprintf("cloud.providers[%d]", i)
-		name := p.name()
+		name := p.EffectiveName()
 		if j, dup := seen[name]; dup {
 			bad(field+".name", "%q is cloud.providers[%d]'s name too; give each provider its own", name, j)
 		}
@@ -228,11 +241,11 @@ func (c CloudConfig) validate(bad func(field, format string, args ...any)) {
 			}
 		}
 		switch p.Type {
-		case providerAWS:
+		case ProviderAWS:
 			p.validateAWS(field, bad)
-		case providerGCP:
+		case ProviderGCP:
 			p.validateGCP(field, bad)
-		case providerFake:
+		case ProviderFake:
 			p.validateFake(field, bad)
 		default:
 			bad(field+".type", "must be aws, gcp or fake, got %q", p.Type)
@@ -356,10 +369,10 @@ func (p ProviderConfig) validateFake(field string, bad func(field, format string
 	}
 }
 
-// teamLimits are the teams' cloud limits as the ledger's budgets apply
+// TeamLimits are the teams' cloud limits as the ledger's budgets apply
 // them. A budget of 0 (nothing may be spent) becomes the smallest positive
 // budget, since the ledger reads 0 as no budget.
-func (c CloudConfig) teamLimits() map[string]accounting.TeamLimit {
+func (c CloudConfig) TeamLimits() map[string]accounting.TeamLimit {
 	if len(c.Teams) == 0 {
 		return nil
 	}
@@ -370,6 +383,82 @@ func (c CloudConfig) teamLimits() map[string]accounting.TeamLimit {
 			l.MonthlyBudget = max(*t.MonthlyBudget, math.SmallestNonzeroFloat64)
 		}
 		out[team] = l
+	}
+	return out
+}
+
+// AWSOptions is an aws provider section as the aws package takes it.
+func (pc ProviderConfig) AWSOptions(log *slog.Logger) aws.Options {
+	opts := aws.Options{Name: pc.EffectiveName(), Region: pc.Region, Zones: pc.Zones, Subnets: pc.Subnets, ImageID: pc.Image,
+		SecurityGroupIDs: pc.SecurityGroupIDs, KeyName: pc.KeyName, InstanceProfile: pc.InstanceProfile, Log: log}
+	for _, t := range pc.InstanceTypes {
+		opts.InstanceTypes = append(opts.InstanceTypes, aws.InstanceType{Name: t.Name, GPUModel: t.GPUModel, GPUs: t.GPUs,
+			OnDemandPrice: t.OnDemandPrice, InterruptionRate: t.InterruptionRate})
+	}
+	return opts
+}
+
+// GCPOptions is a gcp provider section as the gcp package takes it.
+func (pc ProviderConfig) GCPOptions(log *slog.Logger) gcp.Options {
+	opts := gcp.Options{Name: pc.EffectiveName(), Project: pc.Project, Zones: pc.Zones, Image: pc.Image, DiskSizeGB: pc.DiskSizeGB,
+		Network: pc.Network, Subnetwork: pc.Subnetwork, ServiceAccount: pc.ServiceAccount, Log: log}
+	for _, t := range pc.InstanceTypes {
+		opts.MachineTypes = append(opts.MachineTypes, gcp.MachineType{Name: t.Name, GPUModel: t.GPUModel, GPUs: t.GPUs,
+			Accelerator: t.Accelerator, InterruptionRate: t.InterruptionRate})
+	}
+	for _, pr := range pc.Prices {
+		opts.Prices = append(opts.Prices, gcp.Price{MachineType: pr.MachineType, Region: pr.Region, Spot: pr.Spot, OnDemand: pr.OnDemand})
+	}
+	return opts
+}
+
+// FakePools are a fake provider's pools, without their traces.
+func (pc ProviderConfig) FakePools() []fake.Pool {
+	var out []fake.Pool
+	for _, pl := range pc.Pools {
+		out = append(out, fake.Pool{Name: pl.Name, Zone: pl.Zone, InstanceType: pl.InstanceType, GPUModel: pl.GPUModel, GPUs: pl.GPUs,
+			CapacityType: gangway.CapacityType(pl.CapacityType), PricePerHour: pl.PricePerHour,
+			MaxInstances: pl.MaxInstances, TraceScale: pl.TraceScale, InterruptionRate: pl.InterruptionRate})
+	}
+	return out
+}
+
+// OnDemandPrices maps each spot pool the providers can offer to the
+// on-demand price per GPU-hour of the same instance type, for the "spot
+// saved" column of `gangway cost`; each provider package prices its own
+// (aws, gcp and fake OnDemandPrices), from config alone.
+func (c CloudConfig) OnDemandPrices() map[string]float64 {
+	out := map[string]float64{}
+	for _, p := range c.Providers {
+		switch p.Type {
+		case ProviderAWS:
+			maps.Copy(out, aws.OnDemandPrices(p.AWSOptions(nil)))
+		case ProviderGCP:
+			maps.Copy(out, gcp.OnDemandPrices(p.GCPOptions(nil)))
+		case ProviderFake:
+			maps.Copy(out, fake.OnDemandPrices(fake.Options{Name: p.EffectiveName(), Pools: p.FakePools()}))
+		}
+	}
+	return out
+}
+
+// ProviderJoin is the join section as launched instances' agents are
+// given it.
+func (j JoinConfig) ProviderJoin() providers.Join {
+	return providers.Join{TemporalAddress: j.TemporalAddress, RedisURL: j.RedisURL,
+		Binary: j.Binary, DataDir: j.DataDir, FakeGPUs: j.FakeGPUs, Args: j.Args}
+}
+
+// Join is what launched instances' agents are given: the join section,
+// with the server's own Temporal and Redis where it names none.
+func (c Config) Join() providers.Join {
+	out := c.Cloud.Join.ProviderJoin()
+	out.Namespace = c.Temporal.Namespace
+	if out.TemporalAddress == "" {
+		out.TemporalAddress = c.Temporal.Address
+	}
+	if out.RedisURL == "" {
+		out.RedisURL = c.Redis.URL
 	}
 	return out
 }

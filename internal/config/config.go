@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"bytes"
@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -100,8 +102,8 @@ type QuotaConfig struct {
 	Cohort         string `yaml:"cohort"`
 }
 
-// options turns the config into placement options.
-func (p PlacementConfig) options() (placement.Options, error) {
+// Options turns the config into placement options.
+func (p PlacementConfig) Options() (placement.Options, error) {
 	sc, err := baselines.ScorerByName(p.Policy)
 	if err != nil {
 		return placement.Options{}, err
@@ -135,7 +137,7 @@ type AgentConfig struct {
 	IdleReport     gangway.Duration `yaml:"idleReport"`
 }
 
-func defaultConfig() Config {
+func Default() Config {
 	host, _ := os.Hostname()
 	return Config{
 		Temporal: TemporalConfig{Address: "127.0.0.1:7233", Namespace: "default"},
@@ -185,8 +187,14 @@ var envVars = map[string]string{
 	"GANGWAY_LOG_LEVEL":        "log-level",
 }
 
-// bindGlobalFlags binds the flags every command shares to cfg's fields.
-func bindGlobalFlags(fs *pflag.FlagSet, cfg *Config, configFile *string) {
+// EnvNames are the environment variables Load reads, GANGWAY_CONFIG
+// included, sorted.
+func EnvNames() []string {
+	return append(slices.Sorted(maps.Keys(envVars)), "GANGWAY_CONFIG")
+}
+
+// BindGlobalFlags binds the flags every command shares to cfg's fields.
+func BindGlobalFlags(fs *pflag.FlagSet, cfg *Config, configFile *string) {
 	fs.StringVar(configFile, "config", os.Getenv("GANGWAY_CONFIG"), "config file (YAML; env GANGWAY_CONFIG)")
 	fs.StringVar(&cfg.Temporal.Address, "temporal-address", cfg.Temporal.Address, "Temporal frontend host:port (env GANGWAY_TEMPORAL_ADDRESS)")
 	fs.StringVar(&cfg.Temporal.Namespace, "namespace", cfg.Temporal.Namespace, "Temporal namespace (env GANGWAY_NAMESPACE)")
@@ -194,14 +202,14 @@ func bindGlobalFlags(fs *pflag.FlagSet, cfg *Config, configFile *string) {
 	fs.StringVar(&cfg.Log.Level, "log-level", cfg.Log.Level, "log level: debug, info, warn, error (env GANGWAY_LOG_LEVEL)")
 }
 
-// load fills cfg from defaults, the config file, the environment and the
+// Load fills cfg from defaults, the config file, the environment and the
 // flags that were set, in rising precedence. Flags are bound to cfg's
 // fields, so their values are saved, the lower layers applied, and the
 // changed flags set again.
-func load(fs *pflag.FlagSet, cfg *Config, configFile string) error {
+func Load(fs *pflag.FlagSet, cfg *Config, configFile string) error {
 	changed := map[string]string{}
 	fs.Visit(func(f *pflag.Flag) { changed[f.Name] = f.Value.String() })
-	*cfg = defaultConfig()
+	*cfg = Default()
 	if configFile != "" {
 		data, err := os.ReadFile(configFile)
 		if err != nil {
@@ -233,10 +241,8 @@ func load(fs *pflag.FlagSet, cfg *Config, configFile string) error {
 
 // Validate checks the fields a command uses; what names the field in YAML.
 func (c Config) Validate(server, agentCmd bool) error {
-	var errs []error
-	bad := func(field, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
-	}
+	var errs fieldErrors
+	bad := errs.add
 	if _, _, err := net.SplitHostPort(c.Temporal.Address); err != nil {
 		bad("temporal.address", "want host:port, got %q", c.Temporal.Address)
 	}
@@ -314,7 +320,7 @@ func (c Config) Validate(server, agentCmd bool) error {
 			bad("agent.dataDir", "must not be empty")
 		}
 		if a.FakeGPUs != "" {
-			if _, _, err := parseFakeGPUs(a.FakeGPUs); err != nil {
+			if _, _, err := ParseFakeGPUs(a.FakeGPUs); err != nil {
 				bad("agent.fakeGPUs", "%v", err)
 			}
 		}
@@ -341,12 +347,22 @@ func (c Config) Validate(server, agentCmd bool) error {
 			bad("checkpoint.store", "must be a file:///path or s3://bucket/prefix URL, got %q", c.Checkpoint.Store)
 		}
 	}
-	return errors.Join(errs...)
+	return errs.join()
 }
 
-// parseFakeGPUs parses "8xH100" into a GPU count and model, as the node
+// fieldErrors collects one error per bad field, each naming the field by
+// its YAML path.
+type fieldErrors []error
+
+func (e *fieldErrors) add(field, format string, args ...any) {
+	*e = append(*e, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
+}
+
+func (e fieldErrors) join() error { return errors.Join(e...) }
+
+// ParseFakeGPUs parses "8xH100" into a GPU count and model, as the node
 // group "1x8:H100" of agent.ParseFleet.
-func parseFakeGPUs(s string) (int, string, error) {
+func ParseFakeGPUs(s string) (int, string, error) {
 	gpus, model, ok := strings.Cut(s, "x")
 	shapes, err := agent.ParseFleet("1x" + gpus + ":" + model)
 	if !ok || err != nil || strings.Contains(model, ":") {
@@ -363,9 +379,9 @@ func parseLevel(s string) (slog.Level, error) {
 	return l, nil
 }
 
-func newLogger(c LogConfig) *slog.Logger { return newLoggerTo(os.Stderr, c) }
+func NewLogger(c LogConfig) *slog.Logger { return NewLoggerTo(os.Stderr, c) }
 
-func newLoggerTo(w io.Writer, c LogConfig) *slog.Logger {
+func NewLoggerTo(w io.Writer, c LogConfig) *slog.Logger {
 	level, _ := parseLevel(c.Level)
 	opts := &slog.HandlerOptions{Level: level}
 	if c.Format == "json" {
