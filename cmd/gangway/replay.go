@@ -88,7 +88,7 @@ paper's number where it has one (default trace, GPU node list).`,
 	fl.StringVar(&f.tasks, "tasks", defaultOpenBTasks, "openb pod list (CSV: name,cpu_milli,memory_mib,num_gpu,gpu_milli[,gpu_spec,...])")
 	fl.StringVar(&f.seeds, "seeds", f.seeds, "seeds: N, N-M or a comma-separated list")
 	fl.StringSliceVar(&f.policies, "policies", f.policies, "policies to compare (valid: "+strings.Join(baselines.Names(), ", ")+")")
-	fl.Float64Var(&f.tune, "tune", f.tune, "tune the task list to this multiple of the fleet's GPU capacity")
+	fl.Float64Var(&f.tune, "tune", f.tune, "tune the task list to this multiple of the fleet's GPU capacity (0: the default)")
 	fl.StringVar(&f.workload, "workload", f.workload, `typical workload fragmentation is measured against: "typical" (the artifact's: top classes covering 95% of tasks, no memory) or "all" (every class, memory included)`)
 	fl.StringVar(&f.csvDir, "csv", "", "write each run's per-arrival series to this directory")
 	fl.StringVar(&f.plot, "plot", "", "draw unallocated GPU % vs arrived workload, one line per policy, to this file (.png, .svg, .pdf)")
@@ -105,19 +105,10 @@ func runReplayFGD(cmd *cobra.Command, f replayFGDFlags) error {
 	if err != nil {
 		return fmt.Errorf("--seeds: %w", err)
 	}
-	if f.tune <= 0 {
-		return fmt.Errorf("--tune %g: want a positive multiple of GPU capacity", f.tune)
-	}
-	if w := sim.WorkloadMode(f.workload); w != sim.WorkloadTypical && w != sim.WorkloadAll {
-		return fmt.Errorf("--workload %q: want %q or %q", f.workload, sim.WorkloadTypical, sim.WorkloadAll)
-	}
-	if f.parallel < 0 {
-		return fmt.Errorf("--parallel %d: want 0 (GOMAXPROCS) or more", f.parallel)
-	}
-	for _, p := range f.policies {
-		if _, err := baselines.ScorerByName(p); err != nil {
-			return fmt.Errorf("--policies: %w", err)
-		}
+	cfg := sim.FGDConfig{Policies: f.policies, Seeds: seeds, NewScorer: baselines.ScorerByName,
+		TuneRatio: f.tune, Workload: sim.WorkloadMode(f.workload), Parallel: f.parallel}
+	if err := cfg.Validate(); err != nil {
+		return flagErrors(err)
 	}
 	nodesFile := sim.FlagTracePath(f.nodes, !cmd.Flags().Changed("nodes"))
 	tasksFile := sim.FlagTracePath(f.tasks, !cmd.Flags().Changed("tasks"))
@@ -133,10 +124,8 @@ func runReplayFGD(cmd *cobra.Command, f replayFGDFlags) error {
 	stderr := cmd.ErrOrStderr()
 	start := time.Now()
 	bar := sim.NewProgressBar(stderr, fmt.Sprintf("fgd: %d policies x %d seeds", len(f.policies), len(seeds)), "arrivals")
-	res, err := sim.RunFGD(cmd.Context(), sim.FGDConfig{
-		Nodes: nodes, Tasks: tasks, Policies: f.policies, Seeds: seeds, NewScorer: baselines.ScorerByName,
-		TuneRatio: f.tune, Workload: sim.WorkloadMode(f.workload), Parallel: f.parallel, Progress: bar.Update,
-	})
+	cfg.Nodes, cfg.Tasks, cfg.Progress = nodes, tasks, bar.Update
+	res, err := sim.RunFGD(cmd.Context(), cfg)
 	bar.Done()
 	if err != nil {
 		return err
@@ -232,7 +221,7 @@ policy but gangway) measured in the same run.`,
 	fl.DurationVar(&f.checkpoint, "checkpoint", f.checkpoint, "checkpoint interval: a preempted job loses the work since its last checkpoint (0: all of it)")
 	fl.IntVar(&f.reservations, "reservations", f.reservations, "blocked jobs that get GPUs reserved, with backfill around them (0: off)")
 	fl.IntVar(&f.sampleNodes, "sample-nodes", 0, "score at most this many feasible nodes per replica (0: all)")
-	fl.Float64Var(&f.speedup, "speedup", f.speedup, "divide arrival times by this factor (durations stay) to raise the load")
+	fl.Float64Var(&f.speedup, "speedup", f.speedup, "divide arrival times by this factor (durations stay) to raise the load (0: 1)")
 	fl.BoolVar(&f.exactRuntimes, "exact-runtimes", false, "declare each job's exact remaining run time as its max runtime (default: rounded up to a power of two of minutes); only backfill reads it")
 	fl.IntVar(&f.limit, "limit", 0, "replay only the first N tasks (in file order) or jobs (in submit order) (0: all)")
 	fl.StringVar(&f.csvDir, "csv", "", "write each policy's per-instant series and sorted waits to this directory")
@@ -246,20 +235,14 @@ func runReplayTrace(cmd *cobra.Command, f replayTraceFlags) error {
 	if err := checkOutput(f.output); err != nil {
 		return err
 	}
-	switch {
-	case f.jobs != "" && cmd.Flags().Changed("tasks"):
+	if f.jobs != "" && cmd.Flags().Changed("tasks") {
 		return fmt.Errorf("--jobs and --tasks: give one trace, not both")
-	case f.speedup <= 0:
-		return fmt.Errorf("--speedup %g: want a positive factor", f.speedup)
-	case f.limit < 0 || f.reservations < 0 || f.sampleNodes < 0 || f.parallel < 0:
-		return fmt.Errorf("--limit, --reservations, --sample-nodes and --parallel: want 0 or more")
-	case f.checkpoint < 0 || f.minRuntime < 0:
-		return fmt.Errorf("--checkpoint and --min-runtime: want 0 or more")
 	}
-	for _, p := range f.policies {
-		if _, err := baselines.ScorerByName(p); err != nil {
-			return fmt.Errorf("--policies: %w", err)
-		}
+	cfg := sim.TraceConfig{Policies: f.policies, NewScorer: baselines.ScorerByName, Seed: f.seed,
+		Options:         placement.Options{Reservations: f.reservations, Preempt: f.preempt, MinRuntime: f.minRuntime, SampleNodes: f.sampleNodes},
+		CheckpointEvery: f.checkpoint, ExactRuntimes: f.exactRuntimes, Speedup: f.speedup, Parallel: f.parallel}
+	if err := cfg.Validate(); err != nil {
+		return flagErrors(err)
 	}
 	nodesFile := sim.FlagTracePath(f.nodes, !cmd.Flags().Changed("nodes"))
 	nodes, err := sim.LoadNodes(nodesFile, f.seed)
@@ -268,21 +251,15 @@ func runReplayTrace(cmd *cobra.Command, f replayTraceFlags) error {
 	}
 	in, err := sim.LoadTraceJobs(sim.TraceInput{Jobs: f.jobs, Tasks: sim.FlagTracePath(f.tasks, !cmd.Flags().Changed("tasks")),
 		TimesFrom: sim.FlagTracePath(f.timesFrom, !cmd.Flags().Changed("times-from")), Limit: f.limit, Seed: f.seed})
-	if ie := (*sim.InputError)(nil); errors.As(err, &ie) {
-		return fmt.Errorf("--%s: %w", ie.Field, ie.Err)
-	} else if err != nil {
-		return err
+	if err != nil {
+		return flagErrors(err)
 	}
-	opts := placement.Options{Reservations: f.reservations, Preempt: f.preempt, MinRuntime: f.minRuntime, SampleNodes: f.sampleNodes,
-		Workload: in.Workload}
 
 	stderr := cmd.ErrOrStderr()
 	start := time.Now()
 	bar := sim.NewProgressBar(stderr, fmt.Sprintf("trace: %d policies x %d jobs", len(f.policies), len(in.Jobs)), "arrivals and departures")
-	res, err := sim.RunTrace(cmd.Context(), sim.TraceConfig{
-		Nodes: nodes, Jobs: in.Jobs, Policies: f.policies, NewScorer: baselines.ScorerByName, Options: opts, Seed: f.seed,
-		CheckpointEvery: f.checkpoint, ExactRuntimes: f.exactRuntimes, Speedup: f.speedup, Parallel: f.parallel, Progress: bar.Update,
-	})
+	cfg.Nodes, cfg.Jobs, cfg.Options.Workload, cfg.Progress = nodes, in.Jobs, in.Workload, bar.Update
+	res, err := sim.RunTrace(cmd.Context(), cfg)
 	bar.Done()
 	if err != nil {
 		return err
@@ -342,7 +319,7 @@ and fits ms/cycle ~ nodes^a x queue^b per policy.`,
 	fl.StringSliceVar(&f.policies, "policies", f.policies, "policies to time (valid: "+strings.Join(baselines.Names(), ", ")+")")
 	fl.Uint64Var(&f.seed, "seed", f.seed, "seed for the synthetic fleets, queues and the engine")
 	fl.Float64Var(&f.busy, "busy", f.busy, "share of GPUs already held by running jobs, 0 to <1")
-	fl.IntVar(&f.repeat, "repeat", f.repeat, "time each cycle this many times and keep the fastest")
+	fl.IntVar(&f.repeat, "repeat", f.repeat, "time each cycle this many times and keep the fastest (0: 1)")
 	fl.BoolVar(&f.preempt, "preempt", f.preempt, "let blocked higher-priority jobs look for victims (--preempt=false: off)")
 	fl.IntVar(&f.reservations, "reservations", f.reservations, "blocked jobs that get GPUs reserved (0: off)")
 	fl.IntVar(&f.sampleNodes, "sample-nodes", 0, "score at most this many feasible nodes per replica (0: all)")
@@ -363,27 +340,17 @@ func runReplayScale(cmd *cobra.Command, f replayScaleFlags) error {
 	if err != nil {
 		return fmt.Errorf("--jobs: %w", err)
 	}
-	switch {
-	case f.busy < 0 || f.busy >= 1:
-		return fmt.Errorf("--busy %g: want a share from 0 to below 1", f.busy)
-	case f.repeat < 1:
-		return fmt.Errorf("--repeat %d: want 1 or more", f.repeat)
-	case f.reservations < 0 || f.sampleNodes < 0 || f.minRuntime < 0:
-		return fmt.Errorf("--reservations, --sample-nodes and --min-runtime: want 0 or more")
-	}
-	for _, p := range f.policies {
-		if _, err := baselines.ScorerByName(p); err != nil {
-			return fmt.Errorf("--policies: %w", err)
-		}
+	cfg := sim.ScaleConfig{Fleets: fleets, Jobs: counts, Policies: f.policies, NewScorer: baselines.ScorerByName, Busy: f.busy,
+		Seed: f.seed, Repeat: f.repeat,
+		Options: placement.Options{Reservations: f.reservations, Preempt: f.preempt, MinRuntime: f.minRuntime, SampleNodes: f.sampleNodes}}
+	if err := cfg.Validate(); err != nil {
+		return flagErrors(err)
 	}
 	stderr := cmd.ErrOrStderr()
 	start := time.Now()
 	bar := sim.NewProgressBar(stderr, fmt.Sprintf("scale: %d fleets x %d queues x %d policies", len(fleets), len(counts), len(f.policies)), "cycles")
-	res, err := sim.RunScale(cmd.Context(), sim.ScaleConfig{
-		Fleets: fleets, Jobs: counts, Policies: f.policies, NewScorer: baselines.ScorerByName, Busy: f.busy, Seed: f.seed,
-		Repeat: f.repeat, Progress: bar.Update,
-		Options: placement.Options{Reservations: f.reservations, Preempt: f.preempt, MinRuntime: f.minRuntime, SampleNodes: f.sampleNodes},
-	})
+	cfg.Progress = bar.Update
+	res, err := sim.RunScale(cmd.Context(), cfg)
 	bar.Done()
 	if err != nil {
 		return err
@@ -393,6 +360,22 @@ func runReplayScale(cmd *cobra.Command, f replayScaleFlags) error {
 		return res.WriteJSON(cmd.OutOrStdout())
 	}
 	return res.WriteText(cmd.OutOrStdout())
+}
+
+// flagErrors names each of a replay's bad settings by its flag: an
+// *sim.InputError's Field is the flag's name.
+func flagErrors(err error) error {
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		var errs []error
+		for _, e := range joined.Unwrap() {
+			errs = append(errs, flagErrors(e))
+		}
+		return errors.Join(errs...)
+	}
+	if ie := (*sim.InputError)(nil); errors.As(err, &ie) {
+		return fmt.Errorf("--%s: %w", ie.Field, ie.Err)
+	}
+	return err
 }
 
 // replayResult is what both replay protocols can write.

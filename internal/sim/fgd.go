@@ -246,11 +246,11 @@ func RunFGD(ctx context.Context, cfg FGDConfig) (*FGDResult, error) {
 	if len(cfg.Nodes) == 0 || len(cfg.Tasks) == 0 {
 		return nil, errors.New("fgd: no nodes or no tasks")
 	}
-	if len(cfg.Policies) == 0 || len(cfg.Seeds) == 0 {
-		return nil, errors.New("fgd: no policies or no seeds")
+	if len(cfg.Seeds) == 0 {
+		return nil, errors.New("fgd: no seeds")
 	}
-	if cfg.NewScorer == nil {
-		return nil, errors.New("fgd: no scorer factory")
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("fgd: %w", err)
 	}
 	if GPUCapacityMilli(cfg.Nodes) == 0 {
 		return nil, errors.New("fgd: the node list has no GPUs")
@@ -259,12 +259,6 @@ func RunFGD(ctx context.Context, cfg FGDConfig) (*FGDResult, error) {
 	workload, err := WorkloadFor(cfg.Workload, cfg.Tasks)
 	if err != nil {
 		return nil, err
-	}
-	// Scorers are made up front so a bad policy name fails before any work.
-	for _, p := range cfg.Policies {
-		if _, err := cfg.NewScorer(p); err != nil {
-			return nil, err
-		}
 	}
 
 	trials := make([]Trial, len(cfg.Seeds))

@@ -133,25 +133,11 @@ func RunTrace(ctx context.Context, cfg TraceConfig) (*TraceResult, error) {
 	if len(cfg.Nodes) == 0 || len(cfg.Jobs) == 0 {
 		return nil, errors.New("trace: no nodes or no jobs")
 	}
-	if len(cfg.Policies) == 0 {
-		return nil, errors.New("trace: no policies")
-	}
-	if cfg.NewScorer == nil {
-		return nil, errors.New("trace: no scorer factory")
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("trace: %w", err)
 	}
 	if GPUCapacityMilli(cfg.Nodes) == 0 {
 		return nil, errors.New("trace: the fleet has no GPUs")
-	}
-	if cfg.CheckpointEvery < 0 {
-		return nil, fmt.Errorf("trace: checkpoint interval %s: want 0 (none) or more", cfg.CheckpointEvery)
-	}
-	if cfg.Speedup < 0 || math.IsNaN(cfg.Speedup) || math.IsInf(cfg.Speedup, 0) {
-		return nil, fmt.Errorf("trace: speedup %g: want a positive factor", cfg.Speedup)
-	}
-	for _, p := range cfg.Policies {
-		if _, err := cfg.NewScorer(p); err != nil {
-			return nil, err
-		}
 	}
 	jobs := prepareJobs(cfg.Jobs, cmp.Or(cfg.Speedup, 1))
 	if cfg.Options.Workload == nil {

@@ -289,19 +289,11 @@ type ScaleResult struct {
 // RunScale times one full Place cycle for every fleet × queue × policy,
 // one after another (a cycle is single-threaded, as in the dispatch loop).
 func RunScale(ctx context.Context, cfg ScaleConfig) (*ScaleResult, error) {
-	if len(cfg.Fleets) == 0 || len(cfg.Jobs) == 0 || len(cfg.Policies) == 0 {
-		return nil, errors.New("scale: no fleets, queue sizes or policies")
+	if len(cfg.Fleets) == 0 || len(cfg.Jobs) == 0 {
+		return nil, errors.New("scale: no fleets or queue sizes")
 	}
-	if cfg.NewScorer == nil {
-		return nil, errors.New("scale: no scorer factory")
-	}
-	if cfg.Busy < 0 || cfg.Busy >= 1 {
-		return nil, fmt.Errorf("scale: busy %g: want a share in [0, 1)", cfg.Busy)
-	}
-	for _, p := range cfg.Policies {
-		if _, err := cfg.NewScorer(p); err != nil {
-			return nil, err
-		}
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("scale: %w", err)
 	}
 	repeat := max(cfg.Repeat, 1)
 	res := &ScaleResult{Busy: cfg.Busy, Seed: cfg.Seed, Repeat: repeat, Opts: cfg.Options}

@@ -51,6 +51,9 @@ func (e *InputError) Unwrap() error { return e.Err }
 
 // LoadTraceJobs reads the input's jobs.
 func LoadTraceJobs(in TraceInput) (TraceJobs, error) {
+	if in.Limit < 0 {
+		return TraceJobs{}, &InputError{"limit", fmt.Errorf("%d: want 0 (all) or more", in.Limit)}
+	}
 	if in.Jobs != "" {
 		jobs, err := LoadGangJobs(in.Jobs)
 		if err != nil {
