@@ -251,56 +251,63 @@ func decodeAllocs(raw map[string]string) ([]allocRecord, error) {
 	return recs, nil
 }
 
-// read runs read.lua and assembles a Snapshot (Queue only if withQueue).
+// errCacheMiss: the read cache lacks a node that Redis did not send.
+var errCacheMiss = errors.New("not in the read cache")
+
+// read runs read.lua and assembles a Snapshot (Queue only if withQueue),
+// fetching only the node records that changed since the last read. A
+// cache miss (a node written before revisions were kept) reads again whole.
 func (v *View) read(ctx context.Context, withQueue bool) (Snapshot, error) {
+	v.cache.mu.Lock()
+	defer v.cache.mu.Unlock()
+	s, err := v.readOnce(ctx, withQueue)
+	if errors.Is(err, errCacheMiss) {
+		s, err = v.readOnce(ctx, withQueue)
+	}
+	return s, err
+}
+
+func (v *View) readOnce(ctx context.Context, withQueue bool) (Snapshot, error) {
+	c := &v.cache
 	flag := "0"
 	if withQueue {
 		flag = "1"
 	}
-	keys := []string{v.k.nodes, v.k.nodeState, v.k.heartbeat, v.k.gpus, v.k.queue, v.k.allocs}
-	res, err := readScript.Run(ctx, v.rdb, keys, flag).Slice()
+	keys := []string{v.k.nodes, v.k.nodeState, v.k.heartbeat, v.k.gpus, v.k.queue, v.k.allocs, v.k.nodeRevs, v.k.rev, v.k.epoch}
+	res, err := readScript.Run(ctx, v.rdb, keys, flag, c.epoch, c.rev).Slice()
 	if err != nil {
 		return Snapshot{}, err
 	}
-	if len(res) != 7 {
+	if len(res) != 11 {
 		return Snapshot{}, fmt.Errorf("unexpected script reply of %d items", len(res))
 	}
 	var s Snapshot
 	if s.Now, err = parseTime(res[0]); err != nil {
 		return Snapshot{}, err
 	}
-	nodes, err := flatHash(res[1])
+	epoch, _ := res[1].(string)
+	rev, _ := res[2].(int64)
+	ids, err := stringList(res[3])
 	if err != nil {
 		return Snapshot{}, err
 	}
-	states, err := flatHash(res[2])
-	if err != nil {
-		return Snapshot{}, err
+	hashes := make([]map[string]string, 0, 6)
+	for _, r := range []any{res[5], res[6], res[7], res[8], res[9], res[10]} {
+		h, err := flatHash(r)
+		if err != nil {
+			return Snapshot{}, err
+		}
+		hashes = append(hashes, h)
 	}
-	beats, err := flatHash(res[3])
-	if err != nil {
-		return Snapshot{}, err
-	}
-	gpus, err := flatHash(res[4])
-	if err != nil {
-		return Snapshot{}, err
-	}
-	queue, err := flatHash(res[5])
-	if err != nil {
-		return Snapshot{}, err
-	}
-	allocs, err := flatHash(res[6])
+	changed, states, beats, gpus, queue, allocs := hashes[0], hashes[1], hashes[2], hashes[3], hashes[4], hashes[5]
+	nodes, err := c.mergeNodes(epoch, rev, ids, changed, len(changed) == len(ids))
 	if err != nil {
 		return Snapshot{}, err
 	}
 
 	byID := make(map[string]*gangway.NodeStatus, len(nodes))
 	s.Nodes = make([]gangway.NodeStatus, 0, len(nodes))
-	for id, raw := range nodes {
-		var n gangway.Node
-		if err := json.Unmarshal([]byte(raw), &n); err != nil {
-			return Snapshot{}, fmt.Errorf("decode node %s: %w", id, err)
-		}
+	for id, n := range nodes {
 		st := gangway.NodeStatus{Node: n, State: states[id], Allocated: map[int]gangway.JobID{}}
 		if ms, err := strconv.ParseInt(beats[id], 10, 64); err == nil {
 			st.LastHeartbeat = time.UnixMilli(ms)
@@ -321,10 +328,11 @@ func (v *View) read(ctx context.Context, withQueue bool) (Snapshot, error) {
 		}
 	}
 
-	recs, err := decodeAllocs(allocs)
+	recs, err := c.alloc.decodeAll(allocs, "allocation")
 	if err != nil {
 		return Snapshot{}, err
 	}
+	slices.SortFunc(recs, func(a, b allocRecord) int { return strings.Compare(a.Assignment.JobID, b.Assignment.JobID) })
 	s.Allocations = make([]gangway.Assignment, len(recs))
 	for i, r := range recs {
 		s.Allocations[i] = r.Assignment
@@ -337,11 +345,27 @@ func (v *View) read(ctx context.Context, withQueue bool) (Snapshot, error) {
 	}
 
 	if withQueue {
-		if s.Queue, err = decodeQueue(queue); err != nil {
+		if s.Queue, err = c.queue.decodeAll(queue, "queue entry"); err != nil {
 			return Snapshot{}, err
 		}
+		SortQueue(s.Queue)
 	}
 	return s, nil
+}
+
+// stringList decodes a script's list of strings.
+func stringList(v any) ([]string, error) {
+	list, ok := v.([]any)
+	if !ok {
+		return nil, fmt.Errorf("unexpected list reply %T", v)
+	}
+	out := make([]string, len(list))
+	for i, x := range list {
+		if out[i], ok = x.(string); !ok {
+			return nil, fmt.Errorf("unexpected list item %T", x)
+		}
+	}
+	return out, nil
 }
 
 // parseTime decodes a TIME reply: seconds and microseconds, as strings.

@@ -18,6 +18,9 @@
 //
 //	key               type    field → value
 //	P:nodes           hash    node ID → gangway.Node JSON (inventory)
+//	P:node-revs       hash    node ID → revision of its P:nodes record (from P:rev)
+//	P:rev             string  the last revision given to a node record (INCR)
+//	P:epoch           string  written by the first read of a new or flushed view
 //	P:node-state      hash    node ID → ready | cordoned | lost
 //	P:heartbeat       hash    node ID → last heartbeat, unix ms
 //	P:gpus            hash    "<node ID>/<GPU index>" → job ID holding it (free GPUs are absent)
@@ -31,6 +34,15 @@
 //
 // Every script names all the keys it touches in KEYS, as Redis Cluster
 // requires. P:log:<job ID> streams are only touched by single commands.
+//
+// # Incremental snapshots
+//
+// A dispatch cycle reads the whole view, but not every node record: node
+// records are large and almost never change, so each write of one takes a
+// new revision and Snapshot fetches only the records newer than those it
+// holds (nodecache.go). P:epoch changes when the view is flushed or
+// replaced, which makes the next read whole. Queue entries and allocations
+// are read whole and decoded only when their JSON changed.
 //
 // Attempts order everything that can arrive late: an enqueue, commit or
 // release for an older attempt never undoes the work of a newer one.

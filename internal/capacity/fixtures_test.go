@@ -19,7 +19,7 @@ var t0 = time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
 const leader = "dispatch-a"
 
 // startRedis starts a real redis-server for the test and returns a client.
-func startRedis(t *testing.T) *redis.Client {
+func startRedis(t testing.TB) *redis.Client {
 	t.Helper()
 	r := devstacktest.Redis(t)
 	rdb := redis.NewClient(&redis.Options{Addr: r.Addr})

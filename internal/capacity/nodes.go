@@ -32,7 +32,7 @@ func (v *View) RegisterNode(ctx context.Context, n gangway.Node, now time.Time) 
 	if err != nil {
 		return fmt.Errorf("register node %s: %w", n.ID, err)
 	}
-	keys := []string{v.k.nodes, v.k.nodeState, v.k.heartbeat}
+	keys := []string{v.k.nodes, v.k.nodeState, v.k.heartbeat, v.k.nodeRevs, v.k.rev}
 	if err := registerScript.Run(ctx, v.rdb, keys, n.ID, inv, now.UnixMilli()).Err(); err != nil {
 		return fmt.Errorf("register node %s: %w", n.ID, err)
 	}
@@ -87,7 +87,7 @@ func (v *View) ForgetHeartbeat(ctx context.Context, nodeID string) error {
 // returns ErrNodeBusy while a job still holds one of its GPUs, and
 // ErrNotFound if the node is unknown.
 func (v *View) RemoveNode(ctx context.Context, nodeID string) error {
-	keys := []string{v.k.nodes, v.k.nodeState, v.k.heartbeat, v.k.gpus}
+	keys := []string{v.k.nodes, v.k.nodeState, v.k.heartbeat, v.k.gpus, v.k.nodeRevs}
 	res, err := removeNodeScript.Run(ctx, v.rdb, keys, nodeID).Int()
 	if err != nil {
 		return fmt.Errorf("remove node %s: %w", nodeID, err)

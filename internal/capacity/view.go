@@ -42,12 +42,15 @@ var (
 	ErrNodeBusy = errors.New("capacity: node has allocated GPUs")
 )
 
-// View is the Redis live view. It is safe for concurrent use: it holds no
-// state besides the client and the key names.
+// View is the Redis live view. It is safe for concurrent use. Besides the
+// client and the key names it holds only a cache of the node records and
+// queue entries it last read (nodecache.go), which Redis's revisions keep
+// true.
 type View struct {
 	rdb       redis.UniversalClient
 	k         keySet
 	logMaxLen int64
+	cache     readCache
 }
 
 // keySet is the fixed key names under one prefix.
@@ -55,6 +58,9 @@ type keySet struct {
 	nodes, nodeState, heartbeat, gpus, queue, allocs, lease, reasons string
 	bursting                                                         string
 	logPrefix                                                        string
+	// nodeRevs (node → revision), rev (the last revision given) and epoch
+	// (when the view was first read) let Snapshot fetch only changed nodes.
+	nodeRevs, rev, epoch string
 }
 
 func newKeys(prefix string) keySet {
@@ -69,6 +75,9 @@ func newKeys(prefix string) keySet {
 		reasons:   prefix + ":reasons",
 		bursting:  prefix + ":bursting",
 		logPrefix: prefix + ":log:",
+		nodeRevs:  prefix + ":node-revs",
+		rev:       prefix + ":rev",
+		epoch:     prefix + ":epoch",
 	}
 }
 

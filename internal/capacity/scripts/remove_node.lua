@@ -1,5 +1,5 @@
 -- Remove a node from the view, unless a job still holds one of its GPUs.
--- KEYS: nodes, node-state, heartbeat, gpus
+-- KEYS: nodes, node-state, heartbeat, gpus, node-revs
 -- ARGV: node ID
 -- Returns 0 if the node is unknown, -1 if it has allocated GPUs, else 1.
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then
@@ -15,4 +15,5 @@ end
 redis.call('HDEL', KEYS[1], ARGV[1])
 redis.call('HDEL', KEYS[2], ARGV[1])
 redis.call('HDEL', KEYS[3], ARGV[1])
+redis.call('HDEL', KEYS[5], ARGV[1])
 return 1
