@@ -202,6 +202,9 @@ func (v *View) Release(ctx context.Context, jobID gangway.JobID, attempt int) (i
 	if err != nil {
 		return 0, fmt.Errorf("release %s: %w", jobID, err)
 	}
+	if n > 0 {
+		v.announce(ctx, EventReleased)
+	}
 	return n, nil
 }
 

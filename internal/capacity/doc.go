@@ -30,6 +30,7 @@
 //	P:reasons         hash    job ID → Waiting JSON: why it is still pending (typed reason, detail, retry, reservation)
 //	P:log:<job ID>    stream  task output lines {t: unix ms, rank, attempt, text}, capped at Options.LogMaxLen
 //	P:gpu-health      hash    "<node ID>/<GPU index>" → GPUHealth JSON (fences, flakiness, last fault)
+//	P:events          pub/sub enqueued | released | node: a change that may let a job start (events.go)
 //	P:gpu-events      stream  GPU faults and reclaims {event: GPUEvent JSON}, capped at GPUEventsMaxLen
 //
 // Every script names all the keys it touches in KEYS, as Redis Cluster

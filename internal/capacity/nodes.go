@@ -36,6 +36,7 @@ func (v *View) RegisterNode(ctx context.Context, n gangway.Node, now time.Time) 
 	if err := registerScript.Run(ctx, v.rdb, keys, n.ID, inv, now.UnixMilli()).Err(); err != nil {
 		return fmt.Errorf("register node %s: %w", n.ID, err)
 	}
+	v.announce(ctx, EventNode)
 	return nil
 }
 
@@ -69,6 +70,7 @@ func (v *View) SetNodeState(ctx context.Context, nodeID, state string) error {
 	if ok == 0 {
 		return fmt.Errorf("set node %s state: %w", nodeID, ErrNotFound)
 	}
+	v.announce(ctx, EventNode)
 	return nil
 }
 
@@ -98,6 +100,7 @@ func (v *View) RemoveNode(ctx context.Context, nodeID string) error {
 	case -1:
 		return fmt.Errorf("remove node %s: %w", nodeID, ErrNodeBusy)
 	}
+	v.announce(ctx, EventNode)
 	return nil
 }
 

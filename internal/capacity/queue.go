@@ -39,6 +39,9 @@ func (v *View) Enqueue(ctx context.Context, e gangway.QueueEntry) (bool, error) 
 	if err != nil {
 		return false, fmt.Errorf("enqueue %s: %w", e.JobID, err)
 	}
+	if n == 1 {
+		v.announce(ctx, EventEnqueued)
+	}
 	return n == 1, nil
 }
 

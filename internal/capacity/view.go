@@ -61,6 +61,8 @@ type keySet struct {
 	// nodeRevs (node → revision), rev (the last revision given) and epoch
 	// (when the view was first read) let Snapshot fetch only changed nodes.
 	nodeRevs, rev, epoch string
+	// events is the pub/sub channel of events.go.
+	events string
 }
 
 func newKeys(prefix string) keySet {
@@ -78,6 +80,7 @@ func newKeys(prefix string) keySet {
 		nodeRevs:  prefix + ":node-revs",
 		rev:       prefix + ":rev",
 		epoch:     prefix + ":epoch",
+		events:    prefix + ":events",
 	}
 }
 

@@ -6,8 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
+	"sync/atomic"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/internal/capacity"
@@ -66,6 +70,17 @@ type Config struct {
 	// OnPremPrices is the amortized price per GPU-hour of each on-prem
 	// pool, for the ledger (a pool not listed costs 0).
 	OnPremPrices map[string]float64
+	// Wake, when set, starts a cycle soon after each value instead of at
+	// the next tick: the view's change events (capacity.View.Changes).
+	// Woken cycles are rate-limited: one starts no sooner than MinGap, and
+	// no sooner than the last cycle took, after the last one started, so
+	// the loop spends at most about half its time placing.
+	Wake   <-chan struct{}
+	MinGap time.Duration // default 20ms
+	// SignalParallelism bounds the placed signals delivered at once, as a
+	// new leader re-signals every allocation; default 16. The simulator
+	// uses 1, so signals arrive in a fixed order.
+	SignalParallelism int
 	// Clock is the loop's time source; nil means the wall clock.
 	Clock   Clock
 	Log     *slog.Logger
@@ -90,7 +105,9 @@ type Loop struct {
 	wf  Workflows
 	log *slog.Logger
 
-	leading       bool
+	leading bool
+	// holding is leading, for the lease renewer Run starts.
+	holding       atomic.Bool
 	lastReconcile time.Time
 	unsignaled    map[gangway.JobID]gangway.Assignment
 	// preempted remembers when each victim was last asked to stop, so a
@@ -130,28 +147,76 @@ func New(cfg Config, c Capacity, wf Workflows) *Loop {
 	if cfg.Clock == nil {
 		cfg.Clock = wallClock{}
 	}
+	if cfg.MinGap <= 0 {
+		cfg.MinGap = 20 * time.Millisecond
+	}
+	if cfg.SignalParallelism <= 0 {
+		cfg.SignalParallelism = 16
+	}
 	return &Loop{cfg: cfg, cap: c, wf: wf, log: cfg.Log.With("holder", cfg.Holder),
 		unsignaled: map[gangway.JobID]gangway.Assignment{}, preempted: map[gangway.JobID]time.Time{},
 		bursts: map[gangway.JobID]workflows.BurstRequest{}}
 }
 
-// Run calls Tick every interval (on the configured clock) until ctx is
-// done; then it gives the lease up.
+// Run calls Tick every interval (on the configured clock), and soon after
+// each Wake, until ctx is done; then it gives the lease up. While leading it
+// also renews the lease every LeaseTTL/3 on its own, so a cycle that takes
+// long (a new leader re-signalling thousands of allocations) does not lose
+// it.
 func (l *Loop) Run(ctx context.Context) error {
+	renewCtx, stopRenew := context.WithCancel(ctx)
+	renewed := make(chan struct{})
+	go func() {
+		defer close(renewed)
+		l.renewLease(renewCtx)
+	}()
 	defer func() {
+		stopRenew()
+		<-renewed
 		if l.leading {
 			_ = l.cap.ReleaseLease(context.WithoutCancel(ctx), l.cfg.Holder)
 			l.setLeading(false)
 		}
 	}()
 	for {
+		start := l.cfg.Clock.Now()
 		if err := l.Tick(ctx); err != nil && ctx.Err() == nil {
 			l.log.Warn("dispatch cycle failed", "error", err)
 		}
+		took := l.cfg.Clock.Now().Sub(start)
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-l.cfg.Clock.After(l.cfg.Interval):
+		case <-l.cfg.Clock.After(l.cfg.Interval - took):
+		case <-l.cfg.Wake:
+			// Rate limit: no sooner than MinGap, nor than the cycle took.
+			if wait := max(l.cfg.MinGap, took) - took; wait > 0 {
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-l.cfg.Clock.After(wait):
+				}
+			}
+		}
+	}
+}
+
+// renewLease renews the lease every LeaseTTL/3 while the loop holds it.
+// Tick still competes for and renews the lease at every turn; this only
+// keeps a long turn from outliving it. Commits are fenced by the lease
+// either way (capacity's commit script checks the holder).
+func (l *Loop) renewLease(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-l.cfg.Clock.After(l.cfg.LeaseTTL / 3):
+		}
+		if !l.holding.Load() {
+			continue
+		}
+		if ok, err := l.cap.AcquireLease(ctx, l.cfg.Holder, l.cfg.LeaseTTL); !ok || err != nil {
+			l.log.Warn("lease renewal failed; the next turn finds out who leads", "error", err)
 		}
 	}
 }
@@ -185,6 +250,7 @@ func (l *Loop) setLeading(v bool) {
 		l.log.Info("dispatch leadership changed", "leading", v)
 	}
 	l.leading = v
+	l.holding.Store(v)
 	if l.cfg.Metrics != nil {
 		l.cfg.Metrics.Leader(v)
 	}
@@ -324,25 +390,49 @@ func (l *Loop) placed(snap capacity.Snapshot, asgs []gangway.Assignment) {
 	}
 }
 
-// resignal delivers pending signals; a job whose workflow is gone has its
-// allocation released. Failures stay pending for the next cycle.
+// resignal delivers pending signals, up to SignalParallelism at once; a
+// job whose workflow is gone has its allocation released. Failures stay
+// pending for the next cycle.
 func (l *Loop) resignal(ctx context.Context) {
-	for id, a := range l.unsignaled {
-		err := l.wf.SignalPlaced(ctx, a)
-		switch {
-		case errors.Is(err, jobs.ErrJobGone):
-			n, rerr := l.cap.Release(ctx, a.JobID, a.Attempt)
-			if rerr != nil {
-				l.log.Warn("release for a gone job failed; will retry", "job_id", id, "error", rerr)
-				continue
-			}
-			l.log.Info("job gone before its signal; released", "job_id", id, "gpus", n)
-		case err != nil:
-			l.log.Warn("signal failed; will retry", "job_id", id, "error", err)
-			continue
-		}
-		delete(l.unsignaled, id)
+	if len(l.unsignaled) == 0 {
+		return
 	}
+	ids := slices.Sorted(maps.Keys(l.unsignaled))
+	delivered := make([]bool, len(ids))
+	var g errgroup.Group
+	g.SetLimit(l.cfg.SignalParallelism)
+	for i, id := range ids {
+		a := l.unsignaled[id]
+		g.Go(func() error {
+			delivered[i] = l.signalPlaced(ctx, a)
+			return nil
+		})
+	}
+	_ = g.Wait()
+	for i, id := range ids {
+		if delivered[i] {
+			delete(l.unsignaled, id)
+		}
+	}
+}
+
+// signalPlaced delivers one placed signal and reports whether it is done
+// with: delivered, or the job is gone and its allocation released.
+func (l *Loop) signalPlaced(ctx context.Context, a gangway.Assignment) bool {
+	err := l.wf.SignalPlaced(ctx, a)
+	switch {
+	case errors.Is(err, jobs.ErrJobGone):
+		n, rerr := l.cap.Release(ctx, a.JobID, a.Attempt)
+		if rerr != nil {
+			l.log.Warn("release for a gone job failed; will retry", "job_id", a.JobID, "error", rerr)
+			return false
+		}
+		l.log.Info("job gone before its signal; released", "job_id", a.JobID, "gpus", n)
+	case err != nil:
+		l.log.Warn("signal failed; will retry", "job_id", a.JobID, "error", err)
+		return false
+	}
+	return true
 }
 
 func (l *Loop) setReasons(ctx context.Context, plan placement.Plan) error {

@@ -47,6 +47,8 @@ func (f *fakeCapacity) Commit(_ context.Context, _ string, plan []gangway.Assign
 }
 
 func (f *fakeCapacity) Release(_ context.Context, id gangway.JobID, attempt int) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	f.released = append(f.released, fmt.Sprintf("%s/%d", id, attempt))
 	return 1, nil
 }
@@ -110,6 +112,7 @@ func (f *fakeCapacity) ForgetBurst(_ context.Context, id gangway.JobID) error {
 // fakeWorkflows records signals; gone jobs answer jobs.ErrJobGone, flaky ones
 // fail their first signal.
 type fakeWorkflows struct {
+	mu        sync.Mutex // signals may arrive at once
 	signaled  []string
 	preempted []string
 	bursts    map[gangway.JobID]workflows.BurstRequest
@@ -119,6 +122,8 @@ type fakeWorkflows struct {
 }
 
 func (f *fakeWorkflows) SignalPlaced(_ context.Context, a gangway.Assignment) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	if f.gone[a.JobID] {
 		return jobs.ErrJobGone
 	}

@@ -16,11 +16,19 @@
 //
 // A server that takes over the lease re-signals every allocation (the old
 // leader may have died between commit and signal; workflows ignore
-// repeats), and every so often the loop releases allocations whose workflow
-// is no longer running.
+// repeats), Config.SignalParallelism at a time, and every so often the loop
+// releases allocations whose workflow is no longer running.
+//
+// Cycles start on the ticker (Config.Interval) and, sooner, on Config.Wake:
+// the server wires the view's change events to it (a job enqueued, GPUs
+// released, a node changed), so a submitted job is placed within
+// milliseconds, not at the next tick. Woken cycles are rate-limited
+// (Config.MinGap, and never more often than a cycle takes). While leading,
+// Run renews the lease every LeaseTTL/3 on its own, so a long cycle does not
+// lose it; commits are fenced by the lease in the commit script either way.
 //
 // The loop reads the time only through Config.Clock (the wall clock by
-// default), and Run is nothing but Tick on that clock's interval: the
-// simulator (internal/sim) calls Tick at virtual instants against the
+// default), and Run is nothing but Tick on that clock's interval and on
+// wakes: the simulator (internal/sim) calls Tick at virtual instants against the
 // in-memory view and workflows of dispatchtest, so a replay runs this code.
 package dispatch

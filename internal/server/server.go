@@ -152,6 +152,9 @@ func Run(ctx context.Context, o Options) error {
 		}()
 		defer func() { cancel(); <-done }()
 	}
+	if o.Dispatch.Wake == nil {
+		o.Dispatch.Wake = o.View.Changes(ctx)
+	}
 	loop := dispatch.New(o.Dispatch, o.View, jobs.New(o.Temporal))
 	return loop.Run(ctx)
 }

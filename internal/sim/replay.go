@@ -299,7 +299,8 @@ func (r *replay) start() {
 		r.view.RegisterNode(viewNode(r.nodes[i]))
 	}
 	r.placer = &timedPlacer{}
-	r.loop = dispatch.New(dispatch.Config{Holder: "sim", Clock: r.clock, Placement: r.opts, Placer: r.placer}, r.view, r.wf)
+	r.loop = dispatch.New(dispatch.Config{Holder: "sim", Clock: r.clock, Placement: r.opts, Placer: r.placer,
+		SignalParallelism: 1}, r.view, r.wf)
 	r.meter = newFleetMeter(r.view, r.nodes, r.opts.Workload)
 }
 
