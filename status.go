@@ -2,6 +2,8 @@ package gangway
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 )
 
@@ -55,19 +57,51 @@ type NodeStatus struct {
 	// State is NodeReady, NodeCordoned or NodeLost.
 	State         string    `json:"state"`
 	LastHeartbeat time.Time `json:"lastHeartbeat"`
-	// Allocated maps each held GPU index to the job holding it; free GPUs
-	// are absent.
-	Allocated    map[int]JobID `json:"allocated,omitempty"`
-	UsedCPUMilli int64         `json:"usedCpuMilli"`
-	UsedMemMiB   int64         `json:"usedMemMiB"`
+	// Allocated maps each GPU held whole to the job holding it; Shared
+	// maps each shared GPU to the jobs holding shares of it and their
+	// milli-GPU (summing to at most MilliPerGPU). A GPU is in at most one
+	// of the two; free GPUs are in neither.
+	Allocated    map[int]JobID         `json:"allocated,omitempty"`
+	Shared       map[int]map[JobID]int `json:"shared,omitempty"`
+	UsedCPUMilli int64                 `json:"usedCpuMilli"`
+	UsedMemMiB   int64                 `json:"usedMemMiB"`
 }
 
-// FreeGPUs returns the indices of the node's GPUs that no job holds, in
-// inventory order. Health is not considered; that is placement's call.
+// SharedMilli is how much of GPU index its shares hold, in milli-GPU.
+func (s NodeStatus) SharedMilli(index int) int {
+	total := 0
+	for _, m := range s.Shared[index] {
+		total += m
+	}
+	return total
+}
+
+// Jobs returns the jobs holding any of the node's GPUs, whole or in
+// shares, sorted.
+func (s NodeStatus) Jobs() []JobID {
+	set := map[JobID]bool{}
+	for _, j := range s.Allocated {
+		set[j] = true
+	}
+	for _, held := range s.Shared {
+		for j := range held {
+			set[j] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(set))
+}
+
+// HeldGPUs is how many of the node's GPUs are held, whole or in shares.
+func (s NodeStatus) HeldGPUs() int { return len(s.Allocated) + len(s.Shared) }
+
+// FreeGPUs returns the indices of the node's GPUs that no job holds, whole
+// or in shares, in inventory order. Health is not considered; that is
+// placement's call.
 func (s NodeStatus) FreeGPUs() []int {
 	var free []int
 	for _, g := range s.Node.GPUs {
-		if _, held := s.Allocated[g.Index]; !held {
+		_, held := s.Allocated[g.Index]
+		if _, shared := s.Shared[g.Index]; !held && !shared {
 			free = append(free, g.Index)
 		}
 	}

@@ -49,6 +49,7 @@ const (
 	CheckGPUMissing   = "gpu-missing"    // every GPU index exists on its node
 	CheckGPUBusy      = "gpu-busy"       // and is free
 	CheckGPUTwice     = "gpu-twice"      // and is claimed once in the plan
+	CheckGPUFull      = "gpu-full"       // shares of a GPU sum to at most 1000 milli
 )
 
 // CommitError says which check rejected a plan. It wraps ErrStale, or
@@ -91,8 +92,9 @@ type planItem struct {
 }
 
 type planMember struct {
-	Node string `json:"node"`
-	GPUs []int  `json:"gpus"`
+	Node  string `json:"node"`
+	GPUs  []int  `json:"gpus"`
+	Milli int    `json:"milli,omitempty"` // share of each GPU; 0: whole
 }
 
 // allocRecord is a P:allocs value.
@@ -133,7 +135,7 @@ func (v *View) Commit(ctx context.Context, holder string, plan []gangway.Assignm
 			if gpus == nil {
 				gpus = []int{} // cjson must see a list, not null
 			}
-			it.Members = append(it.Members, planMember{Node: m.NodeID, GPUs: gpus})
+			it.Members = append(it.Members, planMember{Node: m.NodeID, GPUs: gpus, Milli: m.Milli})
 		}
 		items = append(items, it)
 	}
@@ -141,7 +143,7 @@ func (v *View) Commit(ctx context.Context, holder string, plan []gangway.Assignm
 	if err != nil {
 		return fmt.Errorf("commit: encode plan: %w", err)
 	}
-	keys := []string{v.k.queue, v.k.allocs, v.k.gpus, v.k.nodes, v.k.nodeState, v.k.lease, v.k.reasons}
+	keys := []string{v.k.queue, v.k.allocs, v.k.gpus, v.k.nodes, v.k.nodeState, v.k.lease, v.k.reasons, v.k.shares}
 	res, err := commitScript.Run(ctx, v.rdb, keys, holder, arg).Slice()
 	if err != nil {
 		return fmt.Errorf("commit: %w", err)
@@ -198,7 +200,7 @@ func parseCommitError(res []any) (*CommitError, error) {
 // attempt never frees a newer attempt's GPUs. It is idempotent and returns
 // the number of GPUs freed (0 when there was nothing to free).
 func (v *View) Release(ctx context.Context, jobID gangway.JobID, attempt int) (int, error) {
-	n, err := releaseScript.Run(ctx, v.rdb, []string{v.k.allocs, v.k.gpus}, jobID, attempt).Int()
+	n, err := releaseScript.Run(ctx, v.rdb, []string{v.k.allocs, v.k.gpus, v.k.shares}, jobID, attempt).Int()
 	if err != nil {
 		return 0, fmt.Errorf("release %s: %w", jobID, err)
 	}
@@ -276,12 +278,12 @@ func (v *View) readOnce(ctx context.Context, withQueue bool) (Snapshot, error) {
 	if withQueue {
 		flag = "1"
 	}
-	keys := []string{v.k.nodes, v.k.nodeState, v.k.heartbeat, v.k.gpus, v.k.queue, v.k.allocs, v.k.nodeRevs, v.k.rev, v.k.epoch}
+	keys := []string{v.k.nodes, v.k.nodeState, v.k.heartbeat, v.k.gpus, v.k.queue, v.k.allocs, v.k.nodeRevs, v.k.rev, v.k.epoch, v.k.shares}
 	res, err := readScript.Run(ctx, v.rdb, keys, flag, c.epoch, c.rev).Slice()
 	if err != nil {
 		return Snapshot{}, err
 	}
-	if len(res) != 11 {
+	if len(res) != 12 {
 		return Snapshot{}, fmt.Errorf("unexpected script reply of %d items", len(res))
 	}
 	var s Snapshot
@@ -294,15 +296,15 @@ func (v *View) readOnce(ctx context.Context, withQueue bool) (Snapshot, error) {
 	if err != nil {
 		return Snapshot{}, err
 	}
-	hashes := make([]map[string]string, 0, 6)
-	for _, r := range []any{res[5], res[6], res[7], res[8], res[9], res[10]} {
+	hashes := make([]map[string]string, 0, 7)
+	for _, r := range []any{res[5], res[6], res[7], res[8], res[9], res[10], res[11]} {
 		h, err := flatHash(r)
 		if err != nil {
 			return Snapshot{}, err
 		}
 		hashes = append(hashes, h)
 	}
-	changed, states, beats, gpus, queue, allocs := hashes[0], hashes[1], hashes[2], hashes[3], hashes[4], hashes[5]
+	changed, states, beats, gpus, queue, allocs, shares := hashes[0], hashes[1], hashes[2], hashes[3], hashes[4], hashes[5], hashes[6]
 	nodes, err := c.mergeNodes(epoch, rev, ids, changed, len(changed) == len(ids))
 	if err != nil {
 		return Snapshot{}, err
@@ -328,6 +330,22 @@ func (v *View) readOnce(ctx context.Context, withQueue bool) (Snapshot, error) {
 		}
 		if n := byID[nodeID]; n != nil {
 			n.Allocated[idx] = job
+		}
+	}
+	for f, raw := range shares {
+		nodeID, idx, err := parseGPUField(f)
+		if err != nil {
+			return Snapshot{}, err
+		}
+		var held map[gangway.JobID]int
+		if err := json.Unmarshal([]byte(raw), &held); err != nil {
+			return Snapshot{}, fmt.Errorf("decode shares of %s: %w", f, err)
+		}
+		if n := byID[nodeID]; n != nil && len(held) > 0 {
+			if n.Shared == nil {
+				n.Shared = map[int]map[gangway.JobID]int{}
+			}
+			n.Shared[idx] = held
 		}
 	}
 

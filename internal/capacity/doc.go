@@ -5,8 +5,11 @@
 //
 // Redis is a view, not the truth: job workflows and node agents hold the
 // truth, and everything here can be rebuilt from them. What the view must
-// guarantee is that no GPU is ever recorded as held by two jobs and that a
-// gang is recorded all-or-nothing. Every change that touches more than one
+// guarantee (DESIGN.md's invariant 1, stated for shared GPUs) is that every
+// GPU is free, or held whole by exactly one job, or held in shares by jobs
+// whose shares sum to at most 1000 milli-GPU, never both whole and shared;
+// and that a gang is recorded all-or-nothing. TestViewProperties checks
+// both on a real redis-server. Every change that touches more than one
 // key is a single Lua script (scripts/*.lua), so a concurrent reader never
 // sees half a change and a failed check never leaves half a write.
 //
@@ -23,7 +26,8 @@
 //	P:epoch           string  written by the first read of a new or flushed view
 //	P:node-state      hash    node ID → ready | cordoned | lost
 //	P:heartbeat       hash    node ID → last heartbeat, unix ms
-//	P:gpus            hash    "<node ID>/<GPU index>" → job ID holding it (free GPUs are absent)
+//	P:gpus            hash    "<node ID>/<GPU index>" → job ID holding it whole (free and shared GPUs are absent)
+//	P:shares          hash    "<node ID>/<GPU index>" → {job ID: milli-GPU} of a shared GPU, summing to at most 1000
 //	P:queue           hash    job ID → gangway.QueueEntry JSON
 //	P:allocs          hash    job ID → {"cpuMilli","memMiB" per member, "assignment": gangway.Assignment JSON}
 //	P:lease           string  holder of the dispatch leader lease (SET NX PX)

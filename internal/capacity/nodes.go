@@ -89,7 +89,7 @@ func (v *View) ForgetHeartbeat(ctx context.Context, nodeID string) error {
 // returns ErrNodeBusy while a job still holds one of its GPUs, and
 // ErrNotFound if the node is unknown.
 func (v *View) RemoveNode(ctx context.Context, nodeID string) error {
-	keys := []string{v.k.nodes, v.k.nodeState, v.k.heartbeat, v.k.gpus, v.k.nodeRevs}
+	keys := []string{v.k.nodes, v.k.nodeState, v.k.heartbeat, v.k.gpus, v.k.nodeRevs, v.k.shares}
 	res, err := removeNodeScript.Run(ctx, v.rdb, keys, nodeID).Int()
 	if err != nil {
 		return fmt.Errorf("remove node %s: %w", nodeID, err)

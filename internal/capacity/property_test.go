@@ -18,9 +18,12 @@ import (
 // from snapshots, some deliberately stale), release, dequeue and node state
 // changes, and checks after every step that:
 //
-//   - no GPU is owned by two jobs, and every owned GPU belongs to an
-//     allocation that lists it;
-//   - the number of owned GPUs equals the GPUs of all assignments;
+//   - no GPU held whole is owned by two jobs, and every owned GPU belongs
+//     to an allocation that lists it;
+//   - a shared GPU is held by shares summing to at most 1000 milli-GPU,
+//     never also whole, and each share is one an allocation lists;
+//   - the number of held GPUs (whole, and each share) equals the GPUs of
+//     all assignments;
 //   - no job is both queued and allocated, except a requeued newer attempt
 //     that waits for the older attempt's release (Commit refuses it until
 //     then);
@@ -31,7 +34,7 @@ func TestViewProperties(t *testing.T) {
 	jobs := []string{"j0", "j1", "j2", "j3", "j4"}
 	staleKinds := []string{
 		"fresh", "fresh", "fresh", "attempt", "busy", "missing-gpu", "cordon",
-		"twice", "replay", "not-leader", "dequeued", "allocated", "dup-job",
+		"twice", "replay", "not-leader", "dequeued", "allocated", "dup-job", "overfull",
 	}
 	ops := []string{"enqueue", "enqueue", "enqueue", "commit", "commit", "commit", "release", "dequeue", "state"}
 	states := []string{gangway.NodeReady, gangway.NodeReady, gangway.NodeCordoned, gangway.NodeLost}
@@ -57,6 +60,9 @@ func TestViewProperties(t *testing.T) {
 			case "enqueue":
 				e := entry(rapid.SampledFrom(jobs).Draw(rt, "job"), rapid.IntRange(0, 3).Draw(rt, "attempt"),
 					rapid.IntRange(1, 2).Draw(rt, "replicas"), rapid.IntRange(1, 2).Draw(rt, "gpusPerReplica"))
+				if e.GPUsPerReplica == 1 {
+					e.GPUMilli = rapid.SampledFrom([]int{0, 0, 250, 500, 750}).Draw(rt, "gpuMilli")
+				}
 				r := readRaw(rt, ctx, v)
 				want := true
 				if a, held := r.allocs[e.JobID]; held && a.Assignment.Attempt >= e.Attempt {
@@ -121,6 +127,9 @@ func commitStep(rt *rapid.T, ctx context.Context, v *View, kind string) {
 			for idx := range n.Allocated {
 				claim = &gangway.Member{Rank: 99, NodeID: n.Node.ID, GPUs: []int{idx}}
 			}
+			for idx := range n.Shared { // whole, on a shared GPU
+				claim = &gangway.Member{Rank: 99, NodeID: n.Node.ID, GPUs: []int{idx}}
+			}
 		}
 		if claim == nil && len(plan) >= 2 {
 			rival := plan[len(plan)-1]
@@ -138,9 +147,11 @@ func commitStep(rt *rapid.T, ctx context.Context, v *View, kind string) {
 		m.GPUs = append(m.GPUs, 99)
 	case "cordon": // cordoned since the snapshot
 		must(rt, v.SetNodeState(ctx, plan[len(plan)-1].Members[0].NodeID, gangway.NodeCordoned))
-	case "twice": // two gangs, or two members, claim one GPU
+	case "twice": // two gangs, or two members, claim one GPU (whole)
 		last := &plan[len(plan)-1]
-		last.Members = append(last.Members, plan[0].Members[0])
+		m := plan[0].Members[0]
+		m.Milli = 0
+		last.Members = append(last.Members, m)
 	case "not-leader":
 		holder = "intruder"
 		wantErr = ErrNotLeader
@@ -160,6 +171,18 @@ func commitStep(rt *rapid.T, ctx context.Context, v *View, kind string) {
 			break
 		}
 		plan = requeued
+	case "overfull": // a share more than what is left of a shared GPU
+		var claim *gangway.Member
+		for _, n := range snap.Nodes {
+			for idx := range n.Shared {
+				claim = &gangway.Member{Rank: 99, NodeID: n.Node.ID, GPUs: []int{idx}, Milli: 1001 - n.SharedMilli(idx)}
+			}
+		}
+		if claim == nil || claim.Milli >= gangway.MilliPerGPU {
+			wantErr = nil
+			break
+		}
+		plan[0].Members = append(plan[0].Members, *claim)
 	case "dup-job": // one job twice, the second time with no GPUs
 		plan = append(plan, gangway.Assignment{JobID: plan[0].JobID, Attempt: plan[0].Attempt, At: plan[0].At,
 			Members: []gangway.Member{{NodeID: plan[0].Members[0].NodeID, GPUs: []int{}}}})
@@ -217,10 +240,14 @@ func greedyPlan(s Snapshot, placeAllocated bool) []gangway.Assignment {
 	for _, a := range s.Allocations {
 		allocated[a.JobID] = true
 	}
-	used := map[string]bool{}
+	used := map[string]bool{} // held whole
+	milli := map[string]int{} // held in shares
 	for _, n := range s.Nodes {
 		for idx := range n.Allocated {
 			used[gpuField(n.Node.ID, idx)] = true
+		}
+		for idx := range n.Shared {
+			milli[gpuField(n.Node.ID, idx)] = n.SharedMilli(idx)
 		}
 	}
 	var plan []gangway.Assignment
@@ -237,7 +264,8 @@ func greedyPlan(s Snapshot, placeAllocated bool) []gangway.Assignment {
 				}
 				var free []int
 				for _, g := range n.Node.GPUs {
-					if !used[gpuField(n.Node.ID, g.Index)] {
+					f := gpuField(n.Node.ID, g.Index)
+					if !used[f] && (e.Share() && milli[f]+e.GPUMilli <= gangway.MilliPerGPU || milli[f] == 0) {
 						free = append(free, g.Index)
 					}
 				}
@@ -245,17 +273,29 @@ func greedyPlan(s Snapshot, placeAllocated bool) []gangway.Assignment {
 					continue
 				}
 				m := gangway.Member{Rank: r, NodeID: n.Node.ID, Pool: n.Node.Pool, GPUs: free[:e.GPUsPerReplica]}
+				if e.Share() {
+					m.Milli = e.GPUMilli
+				}
 				for _, idx := range m.GPUs {
-					used[gpuField(n.Node.ID, idx)] = true
-					taken = append(taken, gpuField(n.Node.ID, idx))
+					f := gpuField(n.Node.ID, idx)
+					if e.Share() {
+						milli[f] += e.GPUMilli
+					} else {
+						used[f] = true
+					}
+					taken = append(taken, f)
 				}
 				members = append(members, m)
 				break
 			}
 		}
 		if len(members) < e.Replicas {
-			for _, f := range taken {
-				delete(used, f) // all or nothing
+			for _, f := range taken { // all or nothing
+				if e.Share() {
+					milli[f] -= e.GPUMilli
+				} else {
+					delete(used, f)
+				}
 			}
 			continue
 		}
@@ -264,11 +304,12 @@ func greedyPlan(s Snapshot, placeAllocated bool) []gangway.Assignment {
 	return plan
 }
 
-// raw is the view's queue, allocations and GPU owners, decoded.
+// raw is the view's queue, allocations, GPU owners and shares, decoded.
 type raw struct {
 	queue  map[string]gangway.QueueEntry
 	allocs map[string]allocRecord
 	gpus   map[string]string
+	shares map[string]map[string]int
 }
 
 func readRaw(t tb, ctx context.Context, v *View) raw {
@@ -290,6 +331,14 @@ func readRaw(t tb, ctx context.Context, v *View) raw {
 	}
 	r.gpus, err = v.rdb.HGetAll(ctx, v.k.gpus).Result()
 	must(t, err)
+	sh, err := v.rdb.HGetAll(ctx, v.k.shares).Result()
+	must(t, err)
+	r.shares = map[string]map[string]int{}
+	for f, s := range sh {
+		held := map[string]int{}
+		must(t, json.Unmarshal([]byte(s), &held))
+		r.shares[f] = held
+	}
 	return r
 }
 
@@ -302,8 +351,9 @@ func checkInvariants(rt *rapid.T, ctx context.Context, v *View, nodes []gangway.
 		}
 	}
 
-	listed := map[string]string{} // GPU → the allocation listing it
-	total := 0
+	listed := map[string]string{} // GPU held whole → the allocation listing it
+	total, shareCount := 0, 0
+	wantShares := map[string]map[string]int{} // GPU → job → milli its members list
 	for job, rec := range r.allocs {
 		a := rec.Assignment
 		if a.JobID != job {
@@ -320,6 +370,15 @@ func checkInvariants(rt *rapid.T, ctx context.Context, v *View, nodes []gangway.
 				if !exists[f] {
 					rt.Fatalf("%s holds GPU %s, which does not exist", job, f)
 				}
+				if m.Milli > 0 && m.Milli < gangway.MilliPerGPU {
+					if wantShares[f] == nil {
+						wantShares[f] = map[string]int{}
+					}
+					wantShares[f][job] += m.Milli
+					shareCount++
+					delete(listed, f) // shared GPUs may be listed by several jobs
+					continue
+				}
 				if owner := r.gpus[f]; owner != job {
 					rt.Fatalf("%s's allocation lists GPU %s, owned by %q", job, f, owner)
 				}
@@ -334,22 +393,44 @@ func checkInvariants(rt *rapid.T, ctx context.Context, v *View, nodes []gangway.
 			rt.Fatalf("GPU %s owned by %s, but no allocation of %s lists it", f, owner, owner)
 		}
 	}
-	if len(r.gpus) != total {
-		rt.Fatalf("%d GPUs owned, assignments hold %d", len(r.gpus), total)
+	if diff := cmp.Diff(wantShares, r.shares); diff != "" {
+		rt.Fatalf("shares recorded differ from the allocations' (-allocations +view):\n%s", diff)
+	}
+	for f, held := range r.shares {
+		sum := 0
+		for _, m := range held {
+			sum += m
+		}
+		if sum > gangway.MilliPerGPU {
+			rt.Fatalf("GPU %s is held by shares summing to %d milli-GPU (%v)", f, sum, held)
+		}
+		if owner, whole := r.gpus[f]; whole {
+			rt.Fatalf("GPU %s is held whole by %s and in shares by %v", f, owner, held)
+		}
+	}
+	if len(r.gpus)+shareCount != total {
+		rt.Fatalf("%d GPUs owned whole and %d shares, assignments hold %d", len(r.gpus), shareCount, total)
 	}
 
 	// The same through the public read path.
 	snap, err := v.Snapshot(ctx)
 	must(rt, err)
 	held := 0
+	shared := map[string]map[string]int{}
 	for _, n := range snap.Nodes {
 		held += len(n.Allocated)
+		for idx, shares := range n.Shared {
+			shared[gpuField(n.Node.ID, idx)] = shares
+		}
 	}
 	want := 0
 	for _, a := range snap.Allocations {
 		want += a.GPUCount()
 	}
-	if held != want || held != total {
-		rt.Fatalf("snapshot: %d GPUs allocated on nodes, assignments hold %d, raw %d", held, want, total)
+	if held+shareCount != want || held != len(r.gpus) {
+		rt.Fatalf("snapshot: %d GPUs held whole on nodes and %d shares, assignments hold %d, raw %d whole", held, shareCount, want, len(r.gpus))
+	}
+	if diff := cmp.Diff(r.shares, shared); diff != "" {
+		rt.Fatalf("snapshot shares differ from the view's (-view +snapshot):\n%s", diff)
 	}
 }

@@ -63,6 +63,8 @@ type keySet struct {
 	nodeRevs, rev, epoch string
 	// events is the pub/sub channel of events.go.
 	events string
+	// shares holds the GPUs held in shares: "<node>/<index>" → job → milli.
+	shares string
 }
 
 func newKeys(prefix string) keySet {
@@ -81,6 +83,7 @@ func newKeys(prefix string) keySet {
 		rev:       prefix + ":rev",
 		epoch:     prefix + ":epoch",
 		events:    prefix + ":events",
+		shares:    prefix + ":shares",
 	}
 }
 

@@ -39,6 +39,8 @@ func placementSnapshot(s capacity.Snapshot, nodeTTL time.Duration, onPremPrices 
 			pg := placement.GPU{Index: g.Index, Model: g.Model, Healthy: g.Healthy, Domain: g.NVLinkDomain, NUMA: g.NUMA, Flakiness: g.Flakiness}
 			if _, used := n.Allocated[g.Index]; used {
 				pg.UsedMilli = placement.Whole
+			} else if milli := n.SharedMilli(g.Index); milli > 0 {
+				pg.UsedMilli = min(milli, placement.Whole)
 			}
 			gpus = append(gpus, pg)
 		}
@@ -48,40 +50,5 @@ func placementSnapshot(s capacity.Snapshot, nodeTTL time.Duration, onPremPrices 
 	// A committed allocation is the assignment placement made, complete:
 	// it is the running job as placement reads it back.
 	ps.Running = s.Allocations
-	shareGPUs(&ps)
 	return ps
-}
-
-// shareGPUs sets how much of each GPU that runs shares is held: the sum of
-// its members' shares, where the view only says the GPU is held.
-func shareGPUs(ps *placement.Snapshot) {
-	type gpuKey struct {
-		node string
-		gpu  int
-	}
-	var held map[gpuKey]int
-	for _, a := range ps.Running {
-		for _, m := range a.Members {
-			if m.Milli <= 0 || m.Milli >= placement.Whole {
-				continue
-			}
-			if held == nil {
-				held = map[gpuKey]int{}
-			}
-			for _, g := range m.GPUs {
-				held[gpuKey{m.NodeID, g}] += m.Milli
-			}
-		}
-	}
-	if held == nil {
-		return // no shares: every held GPU is held whole
-	}
-	for i := range ps.Nodes {
-		n := &ps.Nodes[i]
-		for g := range n.GPUs {
-			if milli, ok := held[gpuKey{n.ID, n.GPUs[g].Index}]; ok {
-				n.GPUs[g].UsedMilli = min(milli, placement.Whole)
-			}
-		}
-	}
 }

@@ -12,14 +12,14 @@ import (
 )
 
 // TestPlacementSnapshotShares: a GPU that runs shares is held by the sum
-// of its members' shares; a GPU held whole stays whole.
+// of the shares the view records; a GPU held whole stays whole.
 func TestPlacementSnapshotShares(t *testing.T) {
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	node := gangway.Node{ID: "n1", Pool: "onprem", GPUs: []gangway.GPU{
 		{Index: 0, Model: "H100", Healthy: true}, {Index: 1, Model: "H100", Healthy: true}, {Index: 2, Model: "H100", Healthy: true}}}
 	s := capacity.Snapshot{Now: now,
 		Nodes: []gangway.NodeStatus{{Node: node, State: gangway.NodeReady, LastHeartbeat: now,
-			Allocated: map[int]gangway.JobID{0: "a", 1: "c"}}},
+			Allocated: map[int]gangway.JobID{1: "c"}, Shared: map[int]map[gangway.JobID]int{0: {"a": 300, "b": 400}}}},
 		Allocations: []gangway.Assignment{
 			{JobID: "a", Members: []gangway.Member{{NodeID: "n1", GPUs: []int{0}, Milli: 300}}},
 			{JobID: "b", Members: []gangway.Member{{NodeID: "n1", GPUs: []int{0}, Milli: 400}}},

@@ -5,9 +5,14 @@
 -- passed does the second pass write. Nothing in the second pass can fail on
 -- bad data, because Redis does not roll back a script's writes on error.
 --
--- KEYS: queue, allocs, gpus, nodes, node-state, lease, reasons
+-- A member with 0 < milli < 1000 takes that share of each of its GPUs
+-- (P:shares: GPU -> job -> milli, a job's members' shares of one GPU
+-- summed); any other takes its GPUs whole (P:gpus). A GPU is held whole by
+-- one job, or in shares summing to at most 1000 milli, never both.
+--
+-- KEYS: queue, allocs, gpus, nodes, node-state, lease, reasons, shares
 -- ARGV: lease holder, plan JSON:
---   [{"job": ID, "attempt": N, "members": [{"node": ID, "gpus": [i, ...]}],
+--   [{"job": ID, "attempt": N, "members": [{"node": ID, "gpus": [i, ...], "milli": M}],
 --     "assignment": "<gangway.Assignment JSON, stored verbatim>"}]
 -- Returns {"ok", GPUs claimed} or
 --   {"stale" | "not-leader", check, job, node, gpu (-1 for none), detail}.
@@ -34,7 +39,22 @@ end
 local plan = cjson.decode(ARGV[2])
 local entries = {}  -- plan index -> decoded queue entry
 local seen = {}     -- job -> true
-local claimed = {}  -- "<node>/<gpu>" -> job claiming it in this plan
+local claimed = {}  -- "<node>/<gpu>" -> job claiming it whole in this plan
+local planned = {}  -- "<node>/<gpu>" -> milli claimed in shares in this plan
+
+local function shared(m)
+  local milli = num(m.milli)
+  return milli > 0 and milli < 1000, milli
+end
+
+-- sharesOf returns the shares recorded on one GPU: job -> milli.
+local function sharesOf(f)
+  local raw = redis.call('HGET', KEYS[8], f)
+  if raw then
+    return cjson.decode(raw)
+  end
+  return {}
+end
 local inventory = {} -- node -> set of GPU indices, or false if not registered
 
 for i, a in ipairs(plan) do
@@ -84,6 +104,7 @@ for i, a in ipairs(plan) do
     if state ~= 'ready' then
       return fail('stale', 'node-not-ready', job, node, -1, 'node is ' .. tostring(state))
     end
+    local isShare, milli = shared(m)
     for _, g in ipairs(m.gpus) do
       if not inv[g] then
         return fail('stale', 'gpu-missing', job, node, g, 'node has no such gpu')
@@ -96,7 +117,25 @@ for i, a in ipairs(plan) do
       if claimed[f] then
         return fail('stale', 'gpu-twice', job, node, g, 'gpu is also claimed by job ' .. claimed[f] .. ' in this plan')
       end
-      claimed[f] = job
+      local held = 0
+      for _, s in pairs(sharesOf(f)) do
+        held = held + num(s)
+      end
+      if isShare then
+        local total = held + (planned[f] or 0) + milli
+        if total > 1000 then
+          return fail('stale', 'gpu-full', job, node, g,
+            string.format('shares would hold %d milli-GPU of 1000 (%d held, %d planned, %d asked)',
+              total, held, planned[f] or 0, milli))
+        end
+        planned[f] = (planned[f] or 0) + milli
+      else
+        if held > 0 or planned[f] then
+          return fail('stale', 'gpu-busy', job, node, g,
+            string.format('gpu is shared (%d milli-GPU held in shares)', held + (planned[f] or 0)))
+        end
+        claimed[f] = job
+      end
     end
   end
 end
@@ -107,8 +146,18 @@ for i, a in ipairs(plan) do
   redis.call('HDEL', KEYS[1], a.job)
   redis.call('HDEL', KEYS[7], a.job)
   for _, m in ipairs(a.members) do
+    local isShare, milli = shared(m)
     for _, g in ipairs(m.gpus) do
-      redis.call('HSET', KEYS[3], m.node .. '/' .. string.format('%d', g), a.job)
+      local f = m.node .. '/' .. string.format('%d', g)
+      if isShare then
+        -- Two replicas of one job may share one GPU: a job's share of a
+        -- GPU is the sum of its members' shares of it.
+        local s = sharesOf(f)
+        s[a.job] = num(s[a.job]) + milli
+        redis.call('HSET', KEYS[8], f, cjson.encode(s))
+      else
+        redis.call('HSET', KEYS[3], f, a.job)
+      end
       n = n + 1
     end
   end

@@ -65,7 +65,7 @@ func GPUUse(ctx context.Context, v *capacity.View) (busy, total, cloudNodes int)
 		return 0, 0, 0
 	}
 	for _, n := range nodes {
-		busy += len(n.Allocated)
+		busy += n.HeldGPUs()
 		total += len(n.Node.GPUs)
 		if n.Node.Owner != "" {
 			cloudNodes++

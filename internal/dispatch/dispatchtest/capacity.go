@@ -190,13 +190,16 @@ func (c *Capacity) Snapshot(context.Context) (capacity.Snapshot, error) {
 				case g.whole != "":
 					st.Allocated[idx] = g.whole
 				case g.milli > 0:
-					st.Allocated[idx] = slices.Min(slices.Collect(maps.Keys(g.shares)))
+					if st.Shared == nil {
+						st.Shared = map[int]map[gangway.JobID]int{}
+					}
+					st.Shared[idx] = maps.Clone(g.shares)
 				}
 			}
 			r.status = &st
 		}
-		// The map is never changed once built (a change builds a new
-		// status), so snapshots may share it.
+		// The maps are never changed once built (a change builds a new
+		// status), so snapshots may share them.
 		s.Nodes[i] = *r.status
 		s.Nodes[i].LastHeartbeat = r.beat
 	}
