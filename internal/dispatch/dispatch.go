@@ -465,7 +465,23 @@ func (l *Loop) ResignalAt(jobID gangway.JobID) (time.Time, bool) {
 
 // preempt asks each victim to stop (once per preemptResignal); the
 // preemptor is placed in a later cycle, when the victims' GPUs are free.
+//
+// Preemption signals go to Temporal, which knows nothing of the lease, so
+// they are fenced here: the loop renews its lease first and sends nothing
+// if another server holds it. A leader paused past its lease (SIGSTOP) and
+// resumed therefore stops nobody on the strength of its stale plan; its
+// commits and bursts are fenced by the view's scripts.
 func (l *Loop) preempt(ctx context.Context, ps []placement.Preemption) {
+	if len(ps) == 0 {
+		return
+	}
+	if ok, err := l.cap.AcquireLease(ctx, l.cfg.Holder, l.cfg.LeaseTTL); !ok || err != nil {
+		l.log.Warn("lease lost before preempting; the plan is stale, nobody is stopped", "error", err)
+		if err == nil {
+			l.setLeading(false)
+		}
+		return
+	}
 	now := l.cfg.Clock.Now()
 	for _, p := range ps {
 		for _, v := range p.Victims {

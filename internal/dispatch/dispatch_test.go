@@ -355,6 +355,36 @@ func TestPreemptionSignalsVictims(t *testing.T) {
 	}
 }
 
+// TestStaleLeaderPreemptsNobody: a leader whose lease another server took
+// while it planned (paused past its TTL, then resumed) sends no preemption
+// signal from that plan, and steps down.
+func TestStaleLeaderPreemptsNobody(t *testing.T) {
+	n := node("n0", 8, 0, gangway.NodeReady, 0, 1, 2, 3, 4, 5, 6, 7)
+	low := gangway.Assignment{JobID: "low", Attempt: 3, Team: "a", Priority: 0, Preemptible: true, MaxRuntime: time.Hour,
+		At: t0.Add(-time.Hour), Members: []gangway.Member{{NodeID: "n0", GPUs: []int{0, 1, 2, 3, 4, 5, 6, 7}}}}
+	high := entry("high", 1, 8)
+	high.Priority = 200
+	fc := &fakeCapacity{snap: capacity.Snapshot{Now: t0, Nodes: []gangway.NodeStatus{n},
+		Queue: []gangway.QueueEntry{high}, Allocations: []gangway.Assignment{low}}}
+	fw := &fakeWorkflows{}
+	l := New(Config{Holder: "me", Placement: placement.Options{Preempt: true}}, fc, fw)
+	if err := l.Tick(t.Context()); err != nil || !l.leading {
+		t.Fatalf("first turn: leading %v, %v", l.leading, err)
+	}
+	fw.preempted = nil
+	l.preempted = map[gangway.JobID]time.Time{} // as if it had not asked yet
+	fc.leaseOwner = "successor"                 // the lease expired while it was paused
+	if _, err := l.Cycle(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if len(fw.preempted) != 0 {
+		t.Errorf("a stale leader sent preemption signals %v", fw.preempted)
+	}
+	if l.leading {
+		t.Error("the stale leader still thinks it leads")
+	}
+}
+
 // TestCommittedAssignmentsAreComplete: what later cycles need about a
 // running job travels with the assignment placement made and dispatch
 // committed.
