@@ -113,7 +113,11 @@ func TestReplaySpotErrors(t *testing.T) {
 		"no such trace":   {args: []string{"--trace", filepath.Join(empty, "nope.json")}, wantErr: "--trace: stat " + filepath.Join(empty, "nope.json") + ": no such file or directory"},
 		"malformed trace": {args: []string{"--trace", bad}, wantErr: "--trace: spot trace bad.json: field data: want int, got JSON string"},
 		"trace shorter than the deadline": {args: []string{"--trace", dir, "--deadline", "30h"},
-			wantErr: "--trace: spot trace zone-a/up covers 20h0m0s, less than the job's deadline 30h0m0s; shorten --deadline or drop the trace"},
+			wantErr: "--trace: every trace is shorter than the deadline (spot trace zone-a/up covers 20h0m0s, less than the job's deadline 30h0m0s); shorten --deadline"},
+		"negative instances": {args: []string{"--instances", "-1"}, wantErr: "--instances -1: want 1 or more, or 0 for each trace's pool size"},
+		"negative zone move": {args: []string{"--zone-move", "-1m"}, wantErr: "--zone-move -1m0s: want 0 or more"},
+		"unknown zone policy": {args: []string{"--trace", dir, "--zone-policies", "teleport"},
+			wantErr: `--zone-policies: unknown multi-zone spot policy "teleport" (valid: uniform-progress-rr, gangway-multizone)`},
 		"plot without a format": {args: []string{"--trace", dir, "--plot", filepath.Join(empty, "chart")},
 			wantErr: "--plot: " + filepath.Join(empty, "chart") + ": want a .png, .svg or .pdf file name"},
 	}

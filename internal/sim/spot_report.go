@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
@@ -8,10 +9,13 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/gangwayhq/gangway/internal/spotpolicy"
 )
 
 // WriteText writes one row per trace with a column per policy (cost
@@ -19,23 +23,33 @@ import (
 // the pooled details per policy.
 func (r *SpotResult) WriteText(w io.Writer) error {
 	fmt.Fprintf(w, "Spot replay: %d traces in %s, %d jobs each (seed %d)\n", len(r.Traces), r.Source, r.Jobs, r.Seed)
-	fmt.Fprintf(w, "job: %s of work, deadline %s, changeover %s; on-demand $%.3f/h, spot at the trace's price or %.2f x on-demand\n",
-		fmtDur(r.Job.Work), fmtDur(r.Job.Deadline), fmtDur(r.Job.Overhead), r.OnDemandPrice, r.SpotFraction)
+	size := "each trace's pool"
+	if r.Job.Instances > 0 {
+		size = strconv.Itoa(r.Job.Instances)
+	}
+	fmt.Fprintf(w, "job: %s of work on %s instances at once, deadline %s, changeover %s\n",
+		fmtDur(r.Job.Work), size, fmtDur(r.Job.Deadline), fmtDur(r.Job.Overhead))
+	fmt.Fprintf(w, "on-demand at the instance type's list price ($%.3f/h where it is not known), spot at the trace's price or %.2f x on-demand\n",
+		r.OnDemandPrice, r.SpotFraction)
 	fmt.Fprintln(w, "per policy: cost relative to on-demand on the same jobs, and the share of deadlines met")
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "trace\tspot\t"+strings.Join(r.Policies, "\t"))
-	row := func(name, avail string, stats []SpotStats) {
-		line := name + "\t" + avail
+	fmt.Fprintln(tw, "trace\tinstance\tn\tspot\t"+strings.Join(r.Policies, "\t"))
+	row := func(name, typ, n, avail string, stats []SpotStats) {
+		line := name + "\t" + typ + "\t" + n + "\t" + avail
 		for i := range stats {
 			line += fmt.Sprintf("\t%.3f %4s", stats[i].CostVsOnDemand(), fmtPct(stats[i].MetRatio()))
 		}
 		fmt.Fprintln(tw, line)
 	}
 	for _, t := range r.Traces {
-		row(t.Name, fmtPct(t.Availability), t.Stats)
+		typ := cmp.Or(t.InstanceType, "?")
+		if !t.PriceKnown {
+			typ += "*"
+		}
+		row(t.Name, fmt.Sprintf("%s $%.2f", typ, t.OnDemandPrice), strconv.Itoa(t.Instances), fmtPct(t.Availability), t.Stats)
 	}
-	row("mean", "", r.Mean)
+	row("mean", "", "", "", r.Mean)
 	if err := tw.Flush(); err != nil {
 		return err
 	}
@@ -55,7 +69,71 @@ func (r *SpotResult) WriteText(w io.Writer) error {
 		fmt.Fprintln(w)
 		fmt.Fprintln(w, h)
 	}
+	if err := r.writeZonesText(w); err != nil {
+		return err
+	}
+	if len(r.Skipped) > 0 {
+		fmt.Fprintln(w)
+		fmt.Fprintf(w, "skipped, shorter than the deadline: %s\n", strings.Join(r.Skipped, ", "))
+	}
 	return nil
+}
+
+// writeZonesText writes the zone sets' table: each single-zone policy
+// pooled over the set's zones alone, then each multi-zone policy, and the
+// multi-zone policies' cost over single-zone uniform progress's.
+func (r *SpotResult) writeZonesText(w io.Writer) error {
+	if len(r.ZoneSets) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "Zone sets (the traces of one directory): the same jobs in each zone alone (1 zone, pooled over the zones) and moving\n")
+	fmt.Fprintf(w, "between the zones, a move adding %s to the changeover; cost relative to on-demand, deadlines met\n", fmtDur(r.ZoneMove))
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	head := "zone set\tzones\tspot (any)"
+	for _, p := range r.Policies {
+		head += "\t" + p + " (1 zone)"
+	}
+	for _, p := range r.ZonePolicies {
+		head += "\t" + p
+	}
+	up := slices.Index(r.Policies, spotpolicy.NameUniformProgress)
+	if up >= 0 {
+		for _, p := range r.ZonePolicies {
+			head += "\t" + p + " / uniform-progress (1 zone)"
+		}
+	}
+	fmt.Fprintln(tw, head)
+	for _, z := range r.ZoneSets {
+		line := fmt.Sprintf("%s\t%d\t%s", z.Name, len(z.Zones), fmtPct(z.AnyAvailability))
+		for _, st := range append(slices.Clone(z.Single), z.Multi...) {
+			line += fmt.Sprintf("\t%.3f %4s", st.CostVsOnDemand(), fmtPct(st.MetRatio()))
+		}
+		if up >= 0 {
+			for i := range z.Multi {
+				line += fmt.Sprintf("\t%.3f", z.Multi[i].CostVsOnDemand()/z.Single[up].CostVsOnDemand())
+			}
+		}
+		fmt.Fprintln(tw, line)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "zone set\tpolicy\tcost\tdeadlines met\tfinish (mean)\tspot h\ton-demand h\tchangeovers\tmoves\tpreemptions\t")
+	for _, z := range r.ZoneSets {
+		for _, s := range append(slices.Clone(z.Single), z.Multi...) {
+			name := s.Policy
+			if slices.Contains(r.Policies, name) {
+				name += " (1 zone)"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%.3f\t%d/%d\t%.1fh\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t\n", z.Name, name, s.CostVsOnDemand(), s.Met, s.Jobs,
+				s.meanHours(s.Finish), s.meanHours(s.Spot), s.meanHours(s.OnDemand), s.perJob(s.Changeovers), s.perJob(s.Moves), s.perJob(s.Preemptions))
+		}
+	}
+	return tw.Flush()
 }
 
 func fmtPct(x float64) string { return strconv.FormatFloat(100*x, 'f', 0, 64) + "%" }

@@ -252,3 +252,60 @@ func errString(err error) string {
 	}
 	return err.Error()
 }
+
+// TestSimulateGang: a job of k instances runs on spot only while the pool
+// has k available, is preempted when it has fewer, and pays per instance.
+func TestSimulateGang(t *testing.T) {
+	const gap = 6 * time.Minute
+	h := func(x float64) time.Duration { return time.Duration(math.Round(x * float64(time.Hour))) }
+	// A 1h job due at 3h, 6-minute changeovers (one tick).
+	job := func(k int) spotpolicy.Job {
+		return spotpolicy.Job{Work: time.Hour, Deadline: 3 * time.Hour, Overhead: gap, Instances: k}
+	}
+	pool := func(counts ...[2]int) []int { // {instances, ticks}
+		var out []int
+		for _, c := range counts {
+			for range c[1] {
+				out = append(out, c[0])
+			}
+		}
+		return out
+	}
+	tests := map[string]struct {
+		available []int
+		job       spotpolicy.Job
+		policy    spotpolicy.Policy
+		want      spotpolicy.Run
+	}{
+		"one instance needs one of four": {
+			available: pool([2]int{1, 50}), job: job(1), policy: spotpolicy.Greedy{},
+			want: spotpolicy.Run{Cost: 1.1 * 0.3, Finished: true, MetDeadline: true, FinishedAt: h(1.1), SpotTime: h(1.1), Changeovers: 1},
+		},
+		"four instances wait while three are there": {
+			available: pool([2]int{3, 5}, [2]int{4, 45}), job: job(4), policy: spotpolicy.Greedy{},
+			want: spotpolicy.Run{Cost: 4 * 1.1 * 0.3, Finished: true, MetDeadline: true, FinishedAt: h(1.6), SpotTime: h(1.1), Changeovers: 1},
+		},
+		"losing one of four preempts the gang": {
+			// Up with 4 for 0.5h (a changeover and 0.4h of work), 2 for
+			// 0.3h, then 4 again: a changeover and the 0.6h left.
+			available: pool([2]int{4, 5}, [2]int{2, 3}, [2]int{4, 42}), job: job(4), policy: spotpolicy.Greedy{},
+			want: spotpolicy.Run{Cost: 4 * 1.2 * 0.3, Finished: true, MetDeadline: true, FinishedAt: h(1.5), SpotTime: h(1.2), Changeovers: 2, Preemptions: 1},
+		},
+		"on-demand pays for every instance": {
+			available: pool([2]int{0, 50}), job: job(3), policy: spotpolicy.OnDemandOnly{},
+			want: spotpolicy.Run{Cost: 3 * 1.1, Finished: true, MetDeadline: true, FinishedAt: h(1.1), OnDemandTime: h(1.1), Changeovers: 1},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			sim := &spotpolicy.Sim{Trace: &spotpolicy.Trace{Name: "pool", Gap: gap, Available: tc.available}, Job: tc.job, OnDemandPrice: 1, SpotFraction: 0.3}
+			if err := sim.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			got := sim.Simulate(tc.policy, 0)
+			if diff := cmp.Diff(tc.want, got, cmpopts.EquateApprox(0, 1e-9)); diff != "" {
+				t.Errorf("Simulate (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
