@@ -326,7 +326,15 @@ func zoneSets(traces []*spotpolicy.Trace) [][]*spotpolicy.Trace {
 // runZoneSets replays every zone set of cfg's traces: the same start ticks
 // for every zone alone and for the multi-zone policies across them.
 func (cfg *SpotConfig) runZoneSets(res *SpotResult, log *slog.Logger) error {
-	for _, set := range zoneSets(cfg.Traces) {
+	// A zone too short for the deadline was skipped above; its set runs
+	// with the others.
+	var traces []*spotpolicy.Trace
+	for _, tr := range cfg.Traces {
+		if !slices.Contains(res.Skipped, tr.Name) {
+			traces = append(traces, tr)
+		}
+	}
+	for _, set := range zoneSets(traces) {
 		name := path.Dir(set[0].Name)
 		sims := make([]*spotpolicy.Sim, len(set))
 		var zones []string

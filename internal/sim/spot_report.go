@@ -87,13 +87,14 @@ func (r *SpotResult) writeZonesText(w io.Writer) error {
 		return nil
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintf(w, "Zone sets (the traces of one directory): the same jobs in each zone alone (1 zone, pooled over the zones) and moving\n")
-	fmt.Fprintf(w, "between the zones, a move adding %s to the changeover; cost relative to on-demand, deadlines met\n", fmtDur(r.ZoneMove))
+	fmt.Fprintf(w, "Zone sets (the traces of one directory): the same jobs in each zone alone (/1z: pooled over the zones) and moving\n")
+	fmt.Fprintf(w, "between the zones, a move adding %s to the changeover; cost relative to on-demand, deadlines met; ÷up/1z: the\n", fmtDur(r.ZoneMove))
+	fmt.Fprintln(w, "multi-zone policy's cost over uniform-progress's in one zone")
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	head := "zone set\tzones\tspot (any)"
 	for _, p := range r.Policies {
-		head += "\t" + p + " (1 zone)"
+		head += "\t" + p + "/1z"
 	}
 	for _, p := range r.ZonePolicies {
 		head += "\t" + p
@@ -101,7 +102,7 @@ func (r *SpotResult) writeZonesText(w io.Writer) error {
 	up := slices.Index(r.Policies, spotpolicy.NameUniformProgress)
 	if up >= 0 {
 		for _, p := range r.ZonePolicies {
-			head += "\t" + p + " / uniform-progress (1 zone)"
+			head += "\t" + p + " ÷up/1z"
 		}
 	}
 	fmt.Fprintln(tw, head)
@@ -127,7 +128,7 @@ func (r *SpotResult) writeZonesText(w io.Writer) error {
 		for _, s := range append(slices.Clone(z.Single), z.Multi...) {
 			name := s.Policy
 			if slices.Contains(r.Policies, name) {
-				name += " (1 zone)"
+				name += "/1z"
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%.3f\t%d/%d\t%.1fh\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t\n", z.Name, name, s.CostVsOnDemand(), s.Met, s.Jobs,
 				s.meanHours(s.Finish), s.meanHours(s.Spot), s.meanHours(s.OnDemand), s.perJob(s.Changeovers), s.perJob(s.Moves), s.perJob(s.Preemptions))
