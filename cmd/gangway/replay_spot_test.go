@@ -131,3 +131,41 @@ func TestReplaySpotErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestReplaySpotZonesAndShortTraces: a directory of zones gets the zone
+// table (none with --zone-policies none); a trace shorter than the
+// deadline is skipped with a warning on stderr naming it, and the rest run.
+func TestReplaySpotZonesAndShortTraces(t *testing.T) {
+	dir := t.TempDir()
+	write := func(rel string, data []int) {
+		b, err := json.Marshal(map[string]any{"metadata": map[string]any{"gap_seconds": 360}, "data": data})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, rel)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, rel), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("set/us-east-1a_v100_1.json", append(fill(1, 100), fill(0, 100)...))
+	write("set/us-east-1b_v100_1.json", append(fill(0, 100), fill(1, 100)...))
+	write("set/us-east-1c_v100_1.json", fill(1, 10))
+	stdout, stderr, err := runSpotCmd(t, append([]string{"--trace", dir}, smallSpotJob...)...)
+	if err != nil {
+		t.Fatalf("replay spot: %v\n%s", err, stderr)
+	}
+	for _, want := range []string{"Zone sets (the traces of one directory)", "gangway-multizone", "skipped, shorter than the deadline: set/us-east-1c_v100_1"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, stdout)
+		}
+	}
+	if want := `msg="spot replay: trace skipped, shorter than the deadline" trace=set/us-east-1c_v100_1`; !strings.Contains(stderr, want) {
+		t.Errorf("stderr %q lacks %q", stderr, want)
+	}
+	stdout, _, err = runSpotCmd(t, append([]string{"--trace", dir, "--zone-policies", "none"}, smallSpotJob...)...)
+	if err != nil || strings.Contains(stdout, "Zone sets") {
+		t.Errorf("--zone-policies none: %v\n%s", err, stdout)
+	}
+}

@@ -52,7 +52,6 @@
 // deadline is skipped with a warning. The traces of one directory form a
 // zone set, replayed also under the multi-zone policies.
 
-//
 // Trace paths given as defaults are relative to the project root and
 // found from wherever gangway runs (FindTrace, FlagTracePath, LocateTrace).
 //

@@ -186,7 +186,8 @@ type SpotTraceJSON struct {
 }
 
 // WriteJSON writes one object per policy per line: the pooled numbers,
-// the replay's settings, and the per-trace numbers under "traces".
+// the replay's settings, and the per-trace numbers under "traces"; then
+// one SpotZoneJSON per zone set and policy.
 func (r *SpotResult) WriteJSON(w io.Writer) error {
 	enc := json.NewEncoder(w)
 	for i := range r.Mean {
@@ -207,7 +208,45 @@ func (r *SpotResult) WriteJSON(w io.Writer) error {
 			return err
 		}
 	}
+	up := slices.Index(r.Policies, spotpolicy.NameUniformProgress)
+	for _, z := range r.ZoneSets {
+		for _, s := range append(slices.Clone(z.Single), z.Multi...) {
+			o := SpotZoneJSON{ZoneSet: z.Name, Zones: z.Zones, Policy: s.Policy, OneZone: slices.Contains(r.Policies, s.Policy),
+				SpotAvailabilityAny: round6(z.AnyAvailability), CostVsOnDemand: round6(s.CostVsOnDemand()),
+				DeadlinesMetRatio: round6(s.MetRatio()), DeadlinesMet: s.Met, Jobs: s.Jobs, MeanCost: round6(s.Cost / float64(s.Jobs)),
+				Changeovers: round6(s.perJob(s.Changeovers)), Moves: round6(s.perJob(s.Moves)), Preemptions: round6(s.perJob(s.Preemptions)),
+				ZoneMoveHours: r.ZoneMove.Hours()}
+			if up >= 0 {
+				o.CostVsUniformProgress = round6(s.CostVsOnDemand() / z.Single[up].CostVsOnDemand())
+			}
+			if err := enc.Encode(o); err != nil {
+				return err
+			}
+		}
+	}
 	return nil
+}
+
+// SpotZoneJSON is one policy's line for one zone set in `gangway replay
+// spot --output json`, after the per-policy lines: OneZone policies ran
+// in each zone alone (pooled over the zones), the others across them.
+type SpotZoneJSON struct {
+	ZoneSet             string   `json:"zone_set"`
+	Zones               []string `json:"zones"`
+	Policy              string   `json:"policy"`
+	OneZone             bool     `json:"one_zone"`
+	SpotAvailabilityAny float64  `json:"spot_availability_any_zone"`
+	CostVsOnDemand      float64  `json:"cost_vs_on_demand"`
+	// CostVsUniformProgress is over uniform-progress in one zone.
+	CostVsUniformProgress float64 `json:"cost_vs_uniform_progress_one_zone,omitempty"`
+	DeadlinesMetRatio     float64 `json:"deadlines_met_ratio"`
+	DeadlinesMet          int     `json:"deadlines_met"`
+	Jobs                  int     `json:"jobs"`
+	MeanCost              float64 `json:"mean_cost_dollars"`
+	Changeovers           float64 `json:"mean_changeovers"`
+	Moves                 float64 `json:"mean_moves"`
+	Preemptions           float64 `json:"mean_preemptions"`
+	ZoneMoveHours         float64 `json:"zone_move_hours"`
 }
 
 func round6(x float64) float64 { return math.Round(x*1e6) / 1e6 }
@@ -260,8 +299,23 @@ func (r *SpotResult) writeRunsCSV(cw *csv.Writer) {
 	}
 }
 
-// WriteCSV writes spot.csv (the per-trace table, WriteSummaryCSV) and
-// spot-runs.csv (every job under every policy) to dir.
+// writeZonesCSV writes the zone sets' table: one row per set and policy.
+func (r *SpotResult) writeZonesCSV(cw *csv.Writer) {
+	_ = cw.Write([]string{"zone_set", "zones", "policy", "one_zone", "jobs", "cost_vs_on_demand", "deadlines_met", "deadlines_met_ratio",
+		"mean_cost_dollars", "mean_finish_hours", "mean_spot_hours", "mean_on_demand_hours", "mean_changeovers", "mean_moves", "mean_preemptions"})
+	for _, z := range r.ZoneSets {
+		for _, s := range append(slices.Clone(z.Single), z.Multi...) {
+			_ = cw.Write([]string{z.Name, strconv.Itoa(len(z.Zones)), s.Policy, strconv.FormatBool(slices.Contains(r.Policies, s.Policy)),
+				strconv.Itoa(s.Jobs), csv6(s.CostVsOnDemand()), strconv.Itoa(s.Met), csv6(s.MetRatio()), csv6(s.Cost / float64(s.Jobs)),
+				csv6(s.meanHours(s.Finish)), csv6(s.meanHours(s.Spot)), csv6(s.meanHours(s.OnDemand)), csv6(s.perJob(s.Changeovers)),
+				csv6(s.perJob(s.Moves)), csv6(s.perJob(s.Preemptions))})
+		}
+	}
+}
+
+// WriteCSV writes spot.csv (the per-trace table, WriteSummaryCSV),
+// spot-runs.csv (every job under every policy) and, when there are zone
+// sets, spot-zones.csv (their table) to dir.
 func (r *SpotResult) WriteCSV(dir string) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
@@ -270,7 +324,10 @@ func (r *SpotResult) WriteCSV(dir string) ([]string, error) {
 	for _, f := range []struct {
 		name string
 		fill func(*csv.Writer)
-	}{{"spot.csv", r.writeSummaryCSV}, {"spot-runs.csv", r.writeRunsCSV}} {
+	}{{"spot.csv", r.writeSummaryCSV}, {"spot-runs.csv", r.writeRunsCSV}, {"spot-zones.csv", r.writeZonesCSV}} {
+		if f.name == "spot-zones.csv" && len(r.ZoneSets) == 0 {
+			continue
+		}
 		name := filepath.Join(dir, f.name)
 		if err := WriteCSVFile(name, f.fill); err != nil {
 			return files, err

@@ -466,4 +466,21 @@ func TestRunSpotZoneSets(t *testing.T) {
 	if !strings.Contains(buf.String(), "Zone sets (the traces of one directory)") || !strings.Contains(buf.String(), "\nset ") {
 		t.Errorf("the report lacks the zone table:\n%s", buf.String())
 	}
+	buf.Reset()
+	if err := res.WriteJSON(&buf); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if want := len(res.Policies) + len(res.Policies) + len(res.ZonePolicies); len(lines) != want {
+		t.Fatalf("WriteJSON wrote %d lines, want %d: a line per policy, then per zone set and policy", len(lines), want)
+	}
+	var last sim.SpotZoneJSON
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &last); err != nil || last.ZoneSet != "set" || last.Policy != spotpolicy.NameMultiZone ||
+		last.OneZone || last.DeadlinesMetRatio != 1 || last.CostVsUniformProgress >= 1 || last.Moves == 0 {
+		t.Errorf("last JSON line %s (%v): want gangway-multizone on set, cheaper than uniform progress in one zone", lines[len(lines)-1], err)
+	}
+	files, err := res.WriteCSV(t.TempDir())
+	if err != nil || len(files) != 3 || filepath.Base(files[2]) != "spot-zones.csv" {
+		t.Errorf("WriteCSV with zone sets: %v, %v; want spot-zones.csv too", files, err)
+	}
 }
