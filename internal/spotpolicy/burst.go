@@ -14,6 +14,31 @@ type Rent struct{ Spot, OnDemand bool }
 // Any reports whether the job should rent anything now.
 func (r Rent) Any() bool { return r.Spot || r.OnDemand }
 
+// Choice is what the job runs on once it is known whether spot has
+// capacity: spot if it may and can, else on-demand if it may, else
+// nothing.
+func (r Rent) Choice(spotAvailable bool) Choice {
+	switch {
+	case r.Spot && spotAvailable:
+		return Spot
+	case r.OnDemand:
+		return OnDemand
+	}
+	return Wait
+}
+
+// decide is p's choice in state s. For a job that holds nothing it goes
+// through RentNow, so the replay (ZoneSim and Sim, through OneZone and
+// ZoneFollow) makes the decision with the very function the server's
+// burst decision calls; TestRentNowIsDecide holds that to be Decide's own
+// choice.
+func decide(p Policy, s State) Choice {
+	if s.Running != Wait {
+		return p.Decide(s)
+	}
+	return RentNow(p, s).Choice(s.SpotAvailable)
+}
+
 // RentNow is p's decision, the one the replay makes tick by tick, for a
 // job that holds no instance, asked before the cloud says whether spot has
 // capacity: spot if p would take spot were it there; on-demand if p would

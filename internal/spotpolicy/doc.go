@@ -121,5 +121,8 @@
 // before the cloud says whether spot has capacity. It rents spot when the
 // policy would take spot, on-demand when it would without spot (as the
 // fallback after a spot launch that finds none), and nothing yet when it
-// would wait.
+// would wait. The replay makes every decision of a job that holds nothing
+// through RentNow as well (then Rent.Choice with the tick's availability),
+// so the two users share one function, and TestRentNowIsDecide checks on
+// random states that it is the policy's Decide.
 package spotpolicy

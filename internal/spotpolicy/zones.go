@@ -45,7 +45,7 @@ func (o OneZone) Name() string { return o.Policy.Name() }
 func (o OneZone) DecideZone(s ZoneState) (Choice, int) {
 	st := s.State
 	st.SpotAvailable, st.SpotPrice = s.Zones[0].Available, s.Zones[0].Price
-	return o.Policy.Decide(st), 0
+	return decide(o.Policy, st), 0
 }
 
 // Multi-zone policy names.
@@ -86,7 +86,7 @@ func (z ZoneFollow) Name() string { return z.Label }
 func (z ZoneFollow) DecideZone(s ZoneState) (Choice, int) {
 	if s.Running == Spot && s.Zone >= 0 && s.Zones[s.Zone].Available {
 		s.State.SpotAvailable, s.State.SpotPrice = true, s.Zones[s.Zone].Price
-		return z.Policy.Decide(s.State), s.Zone
+		return decide(z.Policy, s.State), s.Zone
 	}
 	cand := z.Pick(s)
 	st := s.State
@@ -97,7 +97,7 @@ func (z ZoneFollow) DecideZone(s ZoneState) (Choice, int) {
 			st.Overhead += s.Move
 		}
 	}
-	c := z.Policy.Decide(st)
+	c := decide(z.Policy, st)
 	if c == Spot {
 		return Spot, cand
 	}
