@@ -53,7 +53,8 @@ internal/spotpolicy/prices.go (AWS us-east-1 list prices), the type named
 by the metadata or the file name (<zone>_<device>.json: us-east-1a_v100_1
 is a p3.2xlarge); --on-demand-price prices the types neither knows.
 --instances 0 (the default) sizes each trace's job to its pool: the
-<N>-node directory the trace lies in, or metadata "nodes".
+<N>-node directory the trace lies in, metadata "nodes", or else the most
+instances any of its ticks had.
 
 Each trace (a JSON file; a directory is searched recursively) gets --jobs
 jobs starting at seeded random offsets, each with its whole deadline inside
