@@ -120,10 +120,11 @@ type SpotResult struct {
 	Policies      []string
 	Traces        []SpotTraceResult
 	Mean          []SpotStats // per policy, over every job of every trace
-	// Skipped names the traces (and zone sets) too short for the deadline.
-	Skipped      []string
-	ZonePolicies []string
-	ZoneSets     []ZoneSetResult
+	// Skipped names the traces too short for the deadline;
+	// SkippedZoneSets the zone sets left out, and why.
+	Skipped, SkippedZoneSets []string
+	ZonePolicies             []string
+	ZoneSets                 []ZoneSetResult
 }
 
 // SpotTraceResult is one trace's replay.
@@ -302,23 +303,45 @@ func availability(tr *spotpolicy.Trace, k int) float64 {
 	return float64(up) / float64(len(tr.Available))
 }
 
-// zoneSets groups the traces by directory, in order: a set is a directory
-// holding two or more traces (zones) of one tick length.
-func zoneSets(traces []*spotpolicy.Trace) [][]*spotpolicy.Trace {
-	var order []string
-	byDir := map[string][]*spotpolicy.Trace{}
-	for _, tr := range traces {
-		dir := path.Dir(tr.Name)
-		if _, ok := byDir[dir]; !ok {
-			order = append(order, dir)
-		}
-		byDir[dir] = append(byDir[dir], tr)
+// zoneSet is the traces of one directory recorded for one device (and so
+// one instance type) and pool size: zones of one market.
+type zoneSet struct {
+	name   string
+	traces []*spotpolicy.Trace
+}
+
+// zoneSets groups the traces by directory, device and pool size, in
+// order; a group of two or more traces is a set. A set is named by its
+// directory, and by its device too where the directory holds several.
+func (cfg *SpotConfig) zoneSets(traces []*spotpolicy.Trace) []zoneSet {
+	type key struct {
+		dir, device string
+		pool        int
 	}
-	var sets [][]*spotpolicy.Trace
-	for _, dir := range order {
-		if len(byDir[dir]) >= 2 {
-			sets = append(sets, byDir[dir])
+	var order []key
+	groups := map[key][]*spotpolicy.Trace{}
+	devices := map[string]map[key]bool{}
+	for _, tr := range traces {
+		k := key{path.Dir(tr.Name), tr.Device, cfg.sim(tr).Job.Size()}
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
 		}
+		groups[k] = append(groups[k], tr)
+		if devices[k.dir] == nil {
+			devices[k.dir] = map[key]bool{}
+		}
+		devices[k.dir][k] = true
+	}
+	var sets []zoneSet
+	for _, k := range order {
+		if len(groups[k]) < 2 {
+			continue
+		}
+		name := k.dir
+		if len(devices[k.dir]) > 1 {
+			name = fmt.Sprintf("%s (%s, %d)", k.dir, cmp.Or(k.device, "?"), k.pool)
+		}
+		sets = append(sets, zoneSet{name, groups[k]})
 	}
 	return sets
 }
@@ -334,8 +357,8 @@ func (cfg *SpotConfig) runZoneSets(res *SpotResult, log *slog.Logger) error {
 			traces = append(traces, tr)
 		}
 	}
-	for _, set := range zoneSets(traces) {
-		name := path.Dir(set[0].Name)
+	for _, zset := range cfg.zoneSets(traces) {
+		name, set := zset.name, zset.traces
 		sims := make([]*spotpolicy.Sim, len(set))
 		var zones []string
 		for i, tr := range set {
@@ -344,20 +367,26 @@ func (cfg *SpotConfig) runZoneSets(res *SpotResult, log *slog.Logger) error {
 		}
 		zs := &spotpolicy.ZoneSim{Zones: set, Job: sims[0].Job, Move: cfg.ZoneMove, OnDemandPrice: sims[0].OnDemandPrice,
 			SpotFraction: cfg.SpotFraction}
+		var bad error
 		for i, s := range sims[1:] {
-			if s.OnDemandPrice != zs.OnDemandPrice || s.Job.Instances != zs.Job.Instances {
-				return fmt.Errorf("zone set %s: %s and %s differ in on-demand price or pool size; a zone set is one instance type and pool",
-					name, set[0].Name, set[i+1].Name)
+			if s.OnDemandPrice != zs.OnDemandPrice {
+				bad = fmt.Errorf("%s and %s have on-demand prices $%g and $%g", set[0].Name, set[i+1].Name, zs.OnDemandPrice, s.OnDemandPrice)
 			}
 		}
-		if err := zs.Validate(); err != nil {
-			return fmt.Errorf("zone set %s: %w", name, err)
+		if bad == nil {
+			bad = zs.Validate()
+		}
+		if bad != nil {
+			// The zones ran alone above; only the set is left out.
+			log.Warn("spot replay: zone set skipped, its zones are not one market", "zones", name, "error", bad)
+			res.SkippedZoneSets = append(res.SkippedZoneSets, name+": "+bad.Error())
+			continue
 		}
 		starts, err := zs.Starts(name, cfg.Jobs, cfg.Seed)
 		var short *spotpolicy.ShortTraceError
 		if errors.As(err, &short) {
 			log.Warn("spot replay: zone set skipped, shorter than the deadline", "zones", name, "covers", short.Covers, "deadline", short.Deadline)
-			res.Skipped = append(res.Skipped, name+" (zones)")
+			res.SkippedZoneSets = append(res.SkippedZoneSets, name+": shorter than the deadline")
 			continue
 		}
 		if err != nil {

@@ -72,9 +72,14 @@ func (r *SpotResult) WriteText(w io.Writer) error {
 	if err := r.writeZonesText(w); err != nil {
 		return err
 	}
-	if len(r.Skipped) > 0 {
+	if len(r.Skipped)+len(r.SkippedZoneSets) > 0 {
 		fmt.Fprintln(w)
+	}
+	if len(r.Skipped) > 0 {
 		fmt.Fprintf(w, "skipped, shorter than the deadline: %s\n", strings.Join(r.Skipped, ", "))
+	}
+	if len(r.SkippedZoneSets) > 0 {
+		fmt.Fprintf(w, "zone sets skipped: %s\n", strings.Join(r.SkippedZoneSets, "; "))
 	}
 	return nil
 }

@@ -508,3 +508,34 @@ func TestRunSpotZoneSets(t *testing.T) {
 		t.Errorf("WriteCSV with zone sets: %v, %v; want spot-zones.csv too", files, err)
 	}
 }
+
+// TestZoneSetsByDevice: a directory of several devices (as the traces of
+// aws-10-26-2022: K80 and V100, 1 and 8 per instance) makes one zone set
+// per device; a set whose zones do not share a tick length is left out
+// with its reason, its zones still replayed alone.
+func TestZoneSetsByDevice(t *testing.T) {
+	dir := t.TempDir()
+	up := slices.Concat(fill(1, 100), fill(0, 100))
+	down := slices.Concat(fill(0, 100), fill(1, 100))
+	writeSpotTrace(t, filepath.Join(dir, "d", "us-west-2a_k80_1.json"), 360, up, nil)
+	writeSpotTrace(t, filepath.Join(dir, "d", "us-west-2b_k80_1.json"), 360, down, nil)
+	writeSpotTrace(t, filepath.Join(dir, "d", "us-west-2a_v100_1.json"), 360, up, nil)
+	writeSpotTrace(t, filepath.Join(dir, "d", "us-west-2b_v100_1.json"), 180, slices.Concat(down, down), nil)
+	traces, err := sim.LoadSpotTraces(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zp, _ := spotpolicy.ZoneByName(spotpolicy.NameMultiZone)
+	res, err := sim.RunSpot(sim.SpotConfig{Traces: traces, Policies: allPolicies(t), ZonePolicies: []spotpolicy.ZonePolicy{zp},
+		Jobs: 3, Seed: 1, Job: spotpolicy.Job{Work: 2 * time.Hour, Deadline: 4 * time.Hour, Overhead: 12 * time.Minute},
+		OnDemandPrice: 1, SpotFraction: 0.3, Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Traces) != 4 || len(res.ZoneSets) != 1 || res.ZoneSets[0].Name != "d (k80_1, 1)" || res.ZoneSets[0].OnDemandPrice != 0.9 {
+		t.Errorf("traces %d, zone sets %+v: want 4 traces and the K80 set at p2.xlarge's $0.90", len(res.Traces), res.ZoneSets)
+	}
+	if len(res.SkippedZoneSets) != 1 || !strings.Contains(res.SkippedZoneSets[0], "d (v100_1, 1): spot traces d/us-west-2a_v100_1 and d/us-west-2b_v100_1: ticks of 6m0s and 3m0s") {
+		t.Errorf("skipped zone sets %q", res.SkippedZoneSets)
+	}
+}
