@@ -70,8 +70,8 @@ Policies:
                     only for spot, as soon as progress is within two
                     changeovers of the line
 
-Zone sets: the traces of one directory with two or more in it are zones
-of one instance type. Each set gets --jobs jobs run in each zone alone
+Zone sets: the traces of one directory recorded for one device and pool
+size, two or more of them, are zones of one market. Each set gets --jobs jobs run in each zone alone
 under the policies above (pooled over the zones), and across the zones
 under --zone-policies, a move to another zone adding --zone-move to the
 changeover:

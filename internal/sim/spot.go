@@ -251,6 +251,10 @@ func RunSpot(cfg SpotConfig) (*SpotResult, error) {
 			baseline[i] = sim.Simulate(spotpolicy.OnDemandOnly{}, s).Cost
 		}
 		_, known := tr.OnDemandFor()
+		if !known {
+			log.Warn("spot replay: no on-demand list price for the trace's instance type; priced at the configured fallback",
+				"trace", tr.Name, "device", tr.Device, "instance_type", tr.InstanceType, "on_demand_price", cfg.OnDemandPrice)
+		}
 		tres := SpotTraceResult{Name: tr.Name, Gap: tr.Gap, Ticks: len(tr.Available), Availability: availability(tr, sim.Job.Size()),
 			Prices: tr.Prices != nil, InstanceType: tr.InstanceType, Instances: sim.Job.Size(), OnDemandPrice: sim.OnDemandPrice, PriceKnown: known}
 		for pi, p := range cfg.Policies {
