@@ -42,9 +42,13 @@ const never = time.Duration(-1)
 // wait is longer than BurstAfter or waiting would miss the deadline; it
 // offers every allowed offer within the job's and team's price caps and
 // the team's budget, cheapest expected cost to completion first. For a job
-// with a deadline, spot offers whose expected duration (interruptions
-// included) would not finish in time are dropped, so it falls back to
-// on-demand when the slack is gone.
+// with a deadline, which capacity it may rent is the deadline policy's
+// decision (spotpolicy.RentNow with spotpolicy.BurstPolicy, the code
+// `gangway replay spot` replays): spot while the slack allows, on-demand
+// once it does not or as the fallback after a spot launch that finds no
+// capacity, and nothing yet while waiting is safe and on-demand would not
+// pay; spot first among what it may. Spot offers whose expected duration
+// (interruptions included) would not finish in time are dropped too.
 func (se *Session) burst(j *gangway.QueueEntry, u Unplaced, rs []Reservation, ahead int) (Burst, bool) {
 	b := j.Burst
 	if !b.Enabled || len(j.Nodes) > 0 || len(se.opts.Offers) == 0 {
@@ -60,8 +64,19 @@ func (se *Session) burst(j *gangway.QueueEntry, u Unplaced, rs []Reservation, ah
 	if !ok {
 		team = TeamPolicy{BudgetLeft: NoBudget}
 	}
+	rent := spotpolicy.Rent{Spot: true, OnDemand: true}
+	overhead := se.opts.RestartOverhead
+	if overhead <= 0 {
+		overhead = spotpolicy.DefaultRestartOverhead
+	}
+	if st, ok := spotpolicy.QueuedState(j, now, overhead); ok {
+		rent = spotpolicy.RentNow(spotpolicy.BurstPolicy(), st)
+	}
 	var choices []gangway.BurstOffer
 	for _, o := range se.opts.Offers {
+		if o.CapacityType == gangway.CapacitySpot && !rent.Spot || o.CapacityType != gangway.CapacitySpot && !rent.OnDemand {
+			continue
+		}
 		c, ok := se.choose(j, o, team)
 		if !ok {
 			continue
@@ -75,6 +90,16 @@ func (se *Session) burst(j *gangway.QueueEntry, u Unplaced, rs []Reservation, ah
 		return Burst{}, false
 	}
 	slices.SortStableFunc(choices, func(a, b gangway.BurstOffer) int { return cmp.Compare(a.ExpectedCost, b.ExpectedCost) })
+	if !j.Deadline.IsZero() {
+		// The policy chose spot, with on-demand as its fallback.
+		onDemandLast := func(o gangway.BurstOffer) int {
+			if o.CapacityType == gangway.CapacitySpot {
+				return 0
+			}
+			return 1
+		}
+		slices.SortStableFunc(choices, func(a, b gangway.BurstOffer) int { return cmp.Compare(onDemandLast(a), onDemandLast(b)) })
+	}
 	best := choices[0]
 	wait := "never fits on-prem"
 	if eta != never {

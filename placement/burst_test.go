@@ -103,6 +103,29 @@ func TestBurst(t *testing.T) {
 			opts: func(o *placement.Options) { o.BurstAfter = 24 * time.Hour },
 			want: map[gangway.JobID][]string{"j": {"fake-od"}},
 		},
+		// Deadline jobs rent what the replay's deadline policy
+		// (spotpolicy.BurstPolicy) would run them on.
+		"deadline with slack, just submitted: spot, and no on-demand while waiting is safe": {
+			fleet: busy(), job: func() gangway.QueueEntry { j := burstJob("j", 1); j.Deadline = t0.Add(10 * time.Hour); return j },
+			want: map[gangway.JobID][]string{"j": {"fake-spot"}},
+		},
+		"deadline job behind its uniform-progress line: spot, on-demand as the fallback": {
+			fleet: busy(), job: func() gangway.QueueEntry {
+				j := burstJob("j", 1)
+				j.SubmittedAt, j.Deadline = t0.Add(-3*time.Hour), t0.Add(3*time.Hour)
+				return j
+			},
+			want: map[gangway.JobID][]string{"j": {"fake-spot", "fake-od"}},
+		},
+		"deadline job whose slack is under two changeovers: on-demand only": {
+			fleet: busy(), job: func() gangway.QueueEntry {
+				j := burstJob("j", 1)
+				j.Deadline = t0.Add(2*time.Hour + 8*time.Minute)
+				return j
+			},
+			opts: func(o *placement.Options) { o.RestartOverhead = 5 * time.Minute },
+			want: map[gangway.JobID][]string{"j": {"fake-od"}},
+		},
 		"a pinned job never bursts again": {
 			fleet: busy(), job: func() gangway.QueueEntry { j := burstJob("j", 1); j.Nodes = []string{"i-1"}; return j },
 			want: map[gangway.JobID][]string{},

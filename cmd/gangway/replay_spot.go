@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -20,9 +22,10 @@ const defaultSpotTraces = "../shared/traces/spot"
 type replaySpotFlags struct {
 	trace                        string
 	duration, deadline, overhead time.Duration
-	jobs                         int
+	jobs, instances              int
 	seed                         uint64
-	policies                     []string
+	policies, zonePolicies       []string
+	zoneMove                     time.Duration
 	onDemandPrice, spotFraction  float64
 	csvDir, plot, output         string
 }
@@ -30,24 +33,33 @@ type replaySpotFlags struct {
 func newReplaySpotCmd() *cobra.Command {
 	job := sim.DefaultSpotJob
 	f := replaySpotFlags{trace: defaultSpotTraces, duration: job.Work, deadline: job.Deadline, overhead: job.Overhead,
-		jobs: sim.DefaultSpotJobs, seed: 1, policies: spotpolicy.Names(), onDemandPrice: sim.DefaultOnDemandPrice,
+		jobs: sim.DefaultSpotJobs, seed: 1, policies: spotpolicy.Names(), zonePolicies: spotpolicy.ZoneNames(), zoneMove: sim.DefaultZoneMove, onDemandPrice: sim.DefaultOnDemandPrice,
 		spotFraction: sim.DefaultSpotFraction, output: "text"}
 	cmd := &cobra.Command{
 		Use:   "spot",
 		Short: "Deadline jobs on spot vs on-demand over spot availability traces: cost and deadlines met per policy",
 		Long: `Replay the setting of Wu et al., "Can't Be Late: Optimizing Spot Instance
 Savings under Deadlines" (NSDI 2024) over spot availability traces: a job
-needs --duration of work on one instance before --deadline; spot is there
-when the trace says so and is preempted when it drops to zero; on-demand
-is always there at --on-demand-price; every new instance costs --overhead
-(boot, restore, work since the last checkpoint) before it makes progress.
-The replay steps tick by tick (the trace's gap_seconds) and charges every
-tick an instance is held, at the trace's spot price where it has one and
---spot-fraction x the on-demand price where it does not.
+needs --duration of work on --instances instances at once before
+--deadline; spot is there while the trace has that many available and is
+preempted when it has fewer; on-demand is always there; every new instance
+costs --overhead (boot, restore, work since the last checkpoint) before it
+makes progress. The replay steps tick by tick (the trace's gap_seconds) and
+charges every tick an instance is held, per instance: spot at the trace's
+price where it has prices and at --spot-fraction x on-demand where it does
+not; on-demand at the list price of the trace's instance type, from its
+metadata ("on_demand_price", "price_info") or the table in
+internal/spotpolicy/prices.go (AWS us-east-1 list prices), the type named
+by the metadata or the file name (<zone>_<device>.json: us-east-1a_v100_1
+is a p3.2xlarge); --on-demand-price prices the types neither knows.
+--instances 0 (the default) sizes each trace's job to its pool: the
+<N>-node directory the trace lies in, metadata "nodes", or else the most
+instances any of its ticks had.
 
 Each trace (a JSON file; a directory is searched recursively) gets --jobs
 jobs starting at seeded random offsets, each with its whole deadline inside
-the trace. Policies:
+the trace; a trace shorter than the deadline is skipped with a warning.
+Policies:
   on-demand         always on-demand (the baseline)
   greedy            spot when there is any, else wait; on-demand to the end
                     once waiting longer would leave too little slack
@@ -58,9 +70,20 @@ the trace. Policies:
                     only for spot, as soon as progress is within two
                     changeovers of the line
 
-Reported per trace and policy, and over all jobs: cost relative to the
-on-demand baseline on the same jobs, the share of deadlines met, mean
-finish time, hours on spot and on-demand, changeovers and preemptions.`,
+Zone sets: the traces of one directory recorded for one device and pool
+size, two or more of them, are zones of one market. Each set gets --jobs jobs run in each zone alone
+under the policies above (pooled over the zones), and across the zones
+under --zone-policies, a move to another zone adding --zone-move to the
+changeover:
+  uniform-progress-rr  uniform progress; after a preemption, the next zone
+                       in order that has spot (the multi-region baseline)
+  gangway-multizone    gangway; stays in its zone while it has spot, else
+                       the cheapest zone with spot, the longest up first
+
+Reported per trace and policy, per zone set, and over all jobs: cost
+relative to the on-demand baseline on the same jobs, the share of
+deadlines met, mean finish time, hours on spot and on-demand,
+changeovers, moves and preemptions.`,
 		Example: `  gangway replay spot
   gangway replay spot --deadline 52h --overhead 3m --jobs 100
   gangway replay spot --trace ../shared/traces/spot/preemption --output json
@@ -76,13 +99,16 @@ finish time, hours on spot and on-demand, changeovers and preemptions.`,
 	fl.DurationVar(&f.deadline, "deadline", f.deadline, "time from each job's start to its deadline")
 	fl.DurationVar(&f.overhead, "overhead", f.overhead, "changeover delay of every new instance (boot, restore, lost work)")
 	fl.IntVar(&f.jobs, "jobs", f.jobs, "jobs per trace, at seeded random start offsets")
+	fl.IntVar(&f.instances, "instances", 0, "instances each job needs at once (0: each trace's pool size)")
+	fl.StringSliceVar(&f.zonePolicies, "zone-policies", f.zonePolicies, "multi-zone policies to run over each zone set, or none (valid: "+strings.Join(spotpolicy.ZoneNames(), ", ")+")")
+	fl.DurationVar(&f.zoneMove, "zone-move", f.zoneMove, "delay a move to another zone adds to the changeover (the checkpoint follows)")
 	fl.Uint64Var(&f.seed, "seed", f.seed, "seed for the start offsets")
 	fl.StringSliceVar(&f.policies, "policies", f.policies, "policies to compare (valid: "+strings.Join(spotpolicy.Names(), ", ")+")")
-	fl.Float64Var(&f.onDemandPrice, "on-demand-price", f.onDemandPrice, "on-demand price per instance-hour")
+	fl.Float64Var(&f.onDemandPrice, "on-demand-price", f.onDemandPrice, "on-demand price per instance-hour of instance types with no known list price")
 	fl.Float64Var(&f.spotFraction, "spot-fraction", f.spotFraction, "spot price as a share of on-demand, for traces without prices")
 	fl.StringVar(&f.csvDir, "csv", "", "write the per-trace table and every job's run to this directory")
 	fl.StringVar(&f.plot, "plot", "", "draw cost relative to on-demand per trace and policy to this file (.png, .svg, .pdf)")
-	fl.StringVarP(&f.output, "output", "o", f.output, "report format: text (or table), csv, or json (one object per policy per line)")
+	fl.StringVarP(&f.output, "output", "o", f.output, "report format: text (or table), csv, or json (one object per policy per line, then one per zone set and policy)")
 	return cmd
 }
 
@@ -106,6 +132,10 @@ func runReplaySpot(cmd *cobra.Command, f replaySpotFlags) error {
 		return fmt.Errorf("--deadline %v: shorter than --duration %v plus one --overhead %v, so no policy can meet it", f.deadline, f.duration, f.overhead)
 	case f.jobs < 1:
 		return fmt.Errorf("--jobs %d: want 1 or more", f.jobs)
+	case f.instances < 0:
+		return fmt.Errorf("--instances %d: want 1 or more, or 0 for each trace's pool size", f.instances)
+	case f.zoneMove < 0:
+		return fmt.Errorf("--zone-move %v: want 0 or more", f.zoneMove)
 	case !(f.onDemandPrice > 0):
 		return fmt.Errorf("--on-demand-price %g: want a positive price", f.onDemandPrice)
 	case !(f.spotFraction > 0):
@@ -115,24 +145,40 @@ func runReplaySpot(cmd *cobra.Command, f replaySpotFlags) error {
 	if err != nil {
 		return fmt.Errorf("--policies: %w", err)
 	}
+	var zonePolicies []spotpolicy.ZonePolicy
+	for _, name := range f.zonePolicies {
+		if name == "none" && len(f.zonePolicies) == 1 {
+			break
+		}
+		p, err := spotpolicy.ZoneByName(name)
+		if err != nil {
+			return fmt.Errorf("--zone-policies: %w", err)
+		}
+		if slices.ContainsFunc(zonePolicies, func(q spotpolicy.ZonePolicy) bool { return q.Name() == name }) {
+			return fmt.Errorf("--zone-policies: %q given twice", name)
+		}
+		zonePolicies = append(zonePolicies, p)
+	}
 	dir := sim.FlagTracePath(f.trace, !cmd.Flags().Changed("trace"))
 	traces, err := sim.LoadSpotTraces(dir)
 	if err != nil {
 		return fmt.Errorf("--trace: %w", err)
 	}
 
+	stderr := cmd.ErrOrStderr()
 	start := time.Now()
-	cfg := sim.SpotConfig{Source: dir, Traces: traces, Job: spotpolicy.Job{Work: f.duration, Deadline: f.deadline, Overhead: f.overhead},
-		Policies: policies, Jobs: f.jobs, Seed: f.seed, OnDemandPrice: f.onDemandPrice, SpotFraction: f.spotFraction}
+	cfg := sim.SpotConfig{Source: dir, Traces: traces,
+		Job:      spotpolicy.Job{Work: f.duration, Deadline: f.deadline, Overhead: f.overhead, Instances: f.instances},
+		Policies: policies, ZonePolicies: zonePolicies, ZoneMove: f.zoneMove, Jobs: f.jobs, Seed: f.seed,
+		OnDemandPrice: f.onDemandPrice, SpotFraction: f.spotFraction, Log: slog.New(slog.NewTextHandler(stderr, nil))}
 	res, err := sim.RunSpot(cfg)
 	var short *spotpolicy.ShortTraceError
 	switch {
 	case errors.As(err, &short):
-		return fmt.Errorf("--trace: %w; shorten --deadline or drop the trace", err)
+		return fmt.Errorf("--trace: every trace is shorter than the deadline (%w); shorten --deadline", err)
 	case err != nil:
 		return fmt.Errorf("--trace: %w", err)
 	}
-	stderr := cmd.ErrOrStderr()
 	fmt.Fprintf(stderr, "spot: %d traces x %d jobs x %d policies in %s\n", len(traces), f.jobs, len(policies),
 		time.Since(start).Round(time.Millisecond))
 

@@ -113,7 +113,11 @@ func TestReplaySpotErrors(t *testing.T) {
 		"no such trace":   {args: []string{"--trace", filepath.Join(empty, "nope.json")}, wantErr: "--trace: stat " + filepath.Join(empty, "nope.json") + ": no such file or directory"},
 		"malformed trace": {args: []string{"--trace", bad}, wantErr: "--trace: spot trace bad.json: field data: want int, got JSON string"},
 		"trace shorter than the deadline": {args: []string{"--trace", dir, "--deadline", "30h"},
-			wantErr: "--trace: spot trace zone-a/up covers 20h0m0s, less than the job's deadline 30h0m0s; shorten --deadline or drop the trace"},
+			wantErr: "--trace: every trace is shorter than the deadline (spot trace zone-a/up covers 20h0m0s, less than the job's deadline 30h0m0s); shorten --deadline"},
+		"negative instances": {args: []string{"--instances", "-1"}, wantErr: "--instances -1: want 1 or more, or 0 for each trace's pool size"},
+		"negative zone move": {args: []string{"--zone-move", "-1m"}, wantErr: "--zone-move -1m0s: want 0 or more"},
+		"unknown zone policy": {args: []string{"--trace", dir, "--zone-policies", "teleport"},
+			wantErr: `--zone-policies: unknown multi-zone spot policy "teleport" (valid: uniform-progress-rr, gangway-multizone)`},
 		"plot without a format": {args: []string{"--trace", dir, "--plot", filepath.Join(empty, "chart")},
 			wantErr: "--plot: " + filepath.Join(empty, "chart") + ": want a .png, .svg or .pdf file name"},
 	}
@@ -125,5 +129,43 @@ func TestReplaySpotErrors(t *testing.T) {
 				t.Errorf("error = %v, want %q", err, tc.wantErr)
 			}
 		})
+	}
+}
+
+// TestReplaySpotZonesAndShortTraces: a directory of zones gets the zone
+// table (none with --zone-policies none); a trace shorter than the
+// deadline is skipped with a warning on stderr naming it, and the rest run.
+func TestReplaySpotZonesAndShortTraces(t *testing.T) {
+	dir := t.TempDir()
+	write := func(rel string, data []int) {
+		b, err := json.Marshal(map[string]any{"metadata": map[string]any{"gap_seconds": 360}, "data": data})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, rel)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, rel), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("set/us-east-1a_v100_1.json", append(fill(1, 100), fill(0, 100)...))
+	write("set/us-east-1b_v100_1.json", append(fill(0, 100), fill(1, 100)...))
+	write("set/us-east-1c_v100_1.json", fill(1, 10))
+	stdout, stderr, err := runSpotCmd(t, append([]string{"--trace", dir}, smallSpotJob...)...)
+	if err != nil {
+		t.Fatalf("replay spot: %v\n%s", err, stderr)
+	}
+	for _, want := range []string{"Zone sets (the traces of one directory)", "gangway-multizone", "skipped, shorter than the deadline: set/us-east-1c_v100_1"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, stdout)
+		}
+	}
+	if want := `msg="spot replay: trace skipped, shorter than the deadline" trace=set/us-east-1c_v100_1`; !strings.Contains(stderr, want) {
+		t.Errorf("stderr %q lacks %q", stderr, want)
+	}
+	stdout, _, err = runSpotCmd(t, append([]string{"--trace", dir, "--zone-policies", "none"}, smallSpotJob...)...)
+	if err != nil || strings.Contains(stdout, "Zone sets") {
+		t.Errorf("--zone-policies none: %v\n%s", err, stdout)
 	}
 }

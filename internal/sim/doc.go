@@ -47,12 +47,18 @@
 // availability traces (LoadSpotTraces reads a trace file or a directory
 // of them) under each internal/spotpolicy policy and reports, per trace
 // and policy, the cost relative to on-demand on the same seeded starts and
-// the deadlines met.
+// the deadlines met. Each trace's job is sized to its pool and priced at
+// its instance type's on-demand list price; a trace shorter than the
+// deadline is skipped with a warning. The traces of one directory, device
+// and pool size form a zone set, replayed also under the multi-zone
+// policies.
 //
 // Trace paths given as defaults are relative to the project root and
 // found from wherever gangway runs (FindTrace, FlagTracePath, LocateTrace).
 //
-// The package does no logging; the command in cmd/gangway prints its
-// results. Its only I/O beyond reading traces and writing reports is the
-// command's progress bar (ProgressBar) and the trace-path lookups above.
+// The package logs only RunSpot's warnings (to SpotConfig.Log): traces
+// and zone sets skipped, traces priced at the fallback on-demand price;
+// the command in cmd/gangway prints its results. Its only I/O beyond
+// reading traces and writing reports is the command's progress bar
+// (ProgressBar) and the trace-path lookups above.
 package sim

@@ -88,4 +88,41 @@
 // banked), patience before going to on-demand after a preemption, a wider
 // safety reserve, and steering by the interruption rate observed so far
 // were each measured on the same traces and each cost more.
+//
+// # Pools, prices and zones
+//
+// A Job of k Instances is a gang: it makes progress only while it holds
+// all k, so on a pool trace it runs on spot only while the trace has k
+// available and is preempted as soon as it has fewer; every tick is paid
+// once per instance. Where a trace has per-tick prices spot costs those;
+// on-demand costs the list price of the trace's instance type
+// (Trace.OnDemandFor: the trace's metadata, else OnDemandPrices, an
+// explicit table of AWS list prices), never a default of another type.
+//
+// ZoneSim replays a job across the zones of one instance type, a new
+// instance in another zone than the job's last costing ZoneSim.Move on top
+// of the changeover (the checkpoint has to follow). A ZonePolicy picks
+// what to run and where; ZoneFollow makes one of a single-zone Policy and
+// a rule for which zone to take spot in next, asking the policy as if that
+// zone were the only one (with the move added to its changeover), so the
+// safety net and the pacing stay the single-zone policy's:
+//
+//   - RoundRobin (uniform-progress-rr): UniformProgress, the next zone in
+//     order that has spot — the multi-region baseline;
+//   - MultiZone (gangway-multizone): Gangway, staying in the job's zone
+//     while it has spot, else the cheapest zone with spot, the one whose
+//     spot has lasted longest among equals.
+//
+// # One policy, two users
+//
+// The server's burst decision for a job with a deadline
+// (placement's burst) asks RentNow(BurstPolicy(), QueuedState(...)): the
+// same Decide the replay calls each tick, for a job that holds nothing,
+// before the cloud says whether spot has capacity. It rents spot when the
+// policy would take spot, on-demand when it would without spot (as the
+// fallback after a spot launch that finds none), and nothing yet when it
+// would wait. The replay makes every decision of a job that holds nothing
+// through RentNow as well (then Rent.Choice with the tick's availability),
+// so the two users share one function, and TestRentNowIsDecide checks on
+// random states that it is the policy's Decide.
 package spotpolicy

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"pgregory.net/rapid"
+
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/gangwayhq/gangway/internal/spotpolicy"
@@ -197,4 +199,59 @@ func TestByNames(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRentNow: the server's burst decision is the replay's policy asked
+// for a job that holds nothing, before it knows whether spot has capacity.
+func TestRentNow(t *testing.T) {
+	base := spotpolicy.State{Deadline: 10 * time.Hour, Work: 4 * time.Hour, WorkLeft: 4 * time.Hour, Overhead: 6 * time.Minute}
+	at := func(now time.Duration, left time.Duration) spotpolicy.State {
+		s := base
+		s.Now, s.WorkLeft = now, left
+		return s
+	}
+	tests := map[string]struct {
+		state spotpolicy.State
+		want  spotpolicy.Rent
+	}{
+		"just submitted, slack to spare: spot, else wait":       {at(0, 4*time.Hour), spotpolicy.Rent{Spot: true}},
+		"behind the line: spot, else on-demand":                 {at(2*time.Hour, 4*time.Hour), spotpolicy.Rent{Spot: true, OnDemand: true}},
+		"ahead of the line: spot, else wait":                    {at(2*time.Hour, time.Hour), spotpolicy.Rent{Spot: true}},
+		"slack for less than two changeovers: on-demand only":   {at(6*time.Hour-10*time.Minute, 4*time.Hour), spotpolicy.Rent{OnDemand: true}},
+		"past the deadline's reach: on-demand, the best it has": {at(7*time.Hour, 4*time.Hour), spotpolicy.Rent{OnDemand: true}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := spotpolicy.RentNow(spotpolicy.BurstPolicy(), tc.state); got != tc.want {
+				t.Errorf("RentNow = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestRentNowIsDecide: for every state of a job that holds nothing, what
+// RentNow lets it rent is what the policy's Decide runs it on in the
+// replay: spot when spot is there, on-demand when it is not.
+func TestRentNowIsDecide(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		work := time.Duration(rapid.IntRange(1, 100).Draw(t, "work h")) * time.Hour
+		deadline := work + time.Duration(rapid.IntRange(0, 100*60).Draw(t, "slack m"))*time.Minute
+		s := spotpolicy.State{Deadline: deadline, Work: work,
+			Now:      time.Duration(rapid.Int64Range(0, int64(deadline)).Draw(t, "now")),
+			WorkLeft: time.Duration(rapid.Int64Range(1, int64(work)).Draw(t, "left")),
+			Overhead: time.Duration(rapid.IntRange(0, 60).Draw(t, "overhead m")) * time.Minute,
+			Tick:     time.Duration(rapid.IntRange(0, 600).Draw(t, "tick s")) * time.Second}
+		for _, name := range spotpolicy.Names() {
+			p, _ := spotpolicy.ByName(name)
+			rent := spotpolicy.RentNow(p, s)
+			up, down := s, s
+			up.SpotAvailable = true
+			if got := p.Decide(up) == spotpolicy.Spot; rent.Spot != got {
+				t.Fatalf("%s: RentNow spot %v, Decide with spot there takes spot %v (%+v)", name, rent.Spot, got, s)
+			}
+			if got := p.Decide(down) == spotpolicy.OnDemand; rent.OnDemand != got {
+				t.Fatalf("%s: RentNow on-demand %v, Decide without spot takes on-demand %v (%+v)", name, rent.OnDemand, got, s)
+			}
+		}
+	})
 }

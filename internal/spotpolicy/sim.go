@@ -9,13 +9,20 @@ import (
 )
 
 // Job is one deadline job of the replay: Work of uninterrupted run time
-// on one instance, due Deadline after it starts, each new instance
+// on Instances instances at once (a gang: it makes progress only while it
+// holds all of them), due Deadline after it starts, each new instance
 // costing Overhead (the changeover delay) before it makes progress.
 type Job struct {
 	Work     time.Duration
 	Deadline time.Duration
 	Overhead time.Duration
+	// Instances is the gang's size (0 means 1). On a pool trace the job
+	// runs on spot only while at least this many are available.
+	Instances int
 }
+
+// Size is the job's instance count: Instances, at least 1.
+func (j Job) Size() int { return max(j.Instances, 1) }
 
 // Validate names what is wrong with the job.
 func (j Job) Validate() error {
@@ -26,6 +33,8 @@ func (j Job) Validate() error {
 		return fmt.Errorf("job deadline %v: want a positive duration", j.Deadline)
 	case j.Overhead < 0:
 		return fmt.Errorf("job changeover overhead %v: want 0 or more", j.Overhead)
+	case j.Instances < 0:
+		return fmt.Errorf("job instances %d: want 1 or more (0 means 1)", j.Instances)
 	}
 	return nil
 }
@@ -34,8 +43,9 @@ func (j Job) Validate() error {
 type Sim struct {
 	Trace *Trace
 	Job   Job
-	// OnDemandPrice is per instance-hour; SpotFraction prices spot at that
-	// share of it where the trace has no prices.
+	// OnDemandPrice is per instance-hour (of the trace's instance type:
+	// Trace.OnDemandFor); SpotFraction prices spot at that share of it
+	// where the trace has no prices.
 	OnDemandPrice float64
 	SpotFraction  float64
 }
@@ -63,17 +73,20 @@ func (s *Sim) Validate() error {
 // Run is one job's replay under one policy.
 type Run struct {
 	Start       time.Duration // offset of the job's start into the trace
-	Cost        float64       // dollars, every tick an instance was held
+	Cost        float64       // dollars, every tick an instance was held, per instance
 	Finished    bool          // the work was done (by the deadline or after)
 	MetDeadline bool
 	// FinishedAt is when the work was done, since the start (the
 	// simulation's horizon when it was not).
 	FinishedAt time.Duration
-	// SpotTime and OnDemandTime are the instance time held, changeovers
-	// included.
+	// SpotTime and OnDemandTime are the time the job's instances were held
+	// (once for the gang, not per instance), changeovers included.
 	SpotTime, OnDemandTime time.Duration
-	Changeovers            int // instances started
+	Changeovers            int // instances (gangs) started
 	Preemptions            int
+	// Moves is the changeovers into another zone than the job's last
+	// (ZoneSim only).
+	Moves int
 }
 
 // Ticks is the number of ticks a job's deadline spans, rounded up.
@@ -96,12 +109,18 @@ func (e *ShortTraceError) Error() string {
 // whole deadline lies within the trace (a *ShortTraceError when there is
 // none). The stream depends only on the seed and the trace's name.
 func (s *Sim) Starts(n int, seed uint64) ([]int, error) {
-	last := len(s.Trace.Available) - s.Ticks()
+	return drawStarts(s.Trace.Name, len(s.Trace.Available), s.Trace.Gap, s.Job.Deadline, n, seed)
+}
+
+// drawStarts draws n start ticks among the ticks-long trace's, seeded by
+// seed and name, from which the deadline lies within it.
+func drawStarts(name string, ticks int, gap, deadline time.Duration, n int, seed uint64) ([]int, error) {
+	last := ticks - int((deadline+gap-1)/gap)
 	if last < 0 {
-		return nil, &ShortTraceError{Trace: s.Trace.Name, Covers: s.Trace.Duration(), Deadline: s.Job.Deadline}
+		return nil, &ShortTraceError{Trace: name, Covers: time.Duration(ticks) * gap, Deadline: deadline}
 	}
 	h := fnv.New64a()
-	h.Write([]byte(s.Trace.Name))
+	h.Write([]byte(name))
 	rng := rand.New(rand.NewPCG(seed, h.Sum64()))
 	starts := make([]int, n)
 	for i := range starts {
@@ -112,69 +131,14 @@ func (s *Sim) Starts(n int, seed uint64) ([]int, error) {
 
 // Simulate replays the job from tick start of the trace under p, tick by
 // tick: at each tick a spot instance the job holds is preempted if the
-// trace has none available, then p decides what the job runs on for the
-// tick; a new instance pays the changeover overhead before it makes
-// progress; every tick an instance is held is charged at its price. Ticks
-// past the trace's end wrap to its start. A job that runs past its
-// deadline goes on until it finishes or until the deadline plus its work
-// plus two overheads have passed. Sim must be valid (Validate).
+// trace has fewer than the job's instances available, then p decides what
+// the job runs on for the tick; a new instance pays the changeover
+// overhead before it makes progress; every tick an instance is held is
+// charged at its price, once per instance of the job. Ticks past the
+// trace's end wrap to its start. A job that runs past its deadline goes on
+// until it finishes or until the deadline plus its work plus two overheads
+// have passed. Sim must be valid (Validate).
 func (s *Sim) Simulate(p Policy, start int) Run {
-	tr, job := s.Trace, s.Job
-	gap := tr.Gap
-	avail := func(k int) bool { return tr.Available[tr.wrap(k)] > 0 }
-
-	run := Run{Start: time.Duration(start) * gap}
-	left := job.Work
-	running, overheadLeft := Wait, time.Duration(0)
-	horizon := job.Deadline + job.Work + 2*job.Overhead
-	for i := 0; ; i++ {
-		now := time.Duration(i) * gap
-		if now >= horizon {
-			run.FinishedAt = horizon
-			return run
-		}
-		k := start + i
-		up := avail(k)
-		if running == Spot && !up {
-			running, overheadLeft = Wait, 0
-			run.Preemptions++
-		}
-		spotPrice := s.OnDemandPrice * s.SpotFraction
-		if tr.Prices != nil {
-			spotPrice = tr.Prices[tr.wrap(k)]
-		}
-		c := p.Decide(State{Now: now, Deadline: job.Deadline, Work: job.Work, WorkLeft: left, SpotAvailable: up,
-			Running: running, Overhead: job.Overhead, OverheadLeft: overheadLeft, Tick: gap,
-			SpotPrice: spotPrice, OnDemandPrice: s.OnDemandPrice})
-		if c == Spot && !up || c < Wait || c > OnDemand {
-			c = Wait // a policy cannot run on spot that is not there
-		}
-		if c != running {
-			running, overheadLeft = c, 0
-			if c != Wait {
-				overheadLeft = job.Overhead
-				run.Changeovers++
-			}
-		}
-		switch running {
-		case Wait:
-			continue
-		case Spot:
-			run.Cost += spotPrice * gap.Hours()
-			run.SpotTime += gap
-		case OnDemand:
-			run.Cost += s.OnDemandPrice * gap.Hours()
-			run.OnDemandTime += gap
-		}
-		paid := min(overheadLeft, gap)
-		overheadLeft -= paid
-		progress := gap - paid
-		if progress >= left {
-			run.Finished = true
-			run.FinishedAt = now + paid + left
-			run.MetDeadline = run.FinishedAt <= job.Deadline
-			return run
-		}
-		left -= progress
-	}
+	z := &ZoneSim{Zones: []*Trace{s.Trace}, Job: s.Job, OnDemandPrice: s.OnDemandPrice, SpotFraction: s.SpotFraction}
+	return z.Simulate(OneZone{Policy: p}, start)
 }

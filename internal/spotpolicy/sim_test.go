@@ -252,3 +252,119 @@ func errString(err error) string {
 	}
 	return err.Error()
 }
+
+// TestSimulateGang: a job of k instances runs on spot only while the pool
+// has k available, is preempted when it has fewer, and pays per instance.
+func TestSimulateGang(t *testing.T) {
+	const gap = 6 * time.Minute
+	h := func(x float64) time.Duration { return time.Duration(math.Round(x * float64(time.Hour))) }
+	// A 1h job due at 3h, 6-minute changeovers (one tick).
+	job := func(k int) spotpolicy.Job {
+		return spotpolicy.Job{Work: time.Hour, Deadline: 3 * time.Hour, Overhead: gap, Instances: k}
+	}
+	pool := func(counts ...[2]int) []int { // {instances, ticks}
+		var out []int
+		for _, c := range counts {
+			for range c[1] {
+				out = append(out, c[0])
+			}
+		}
+		return out
+	}
+	tests := map[string]struct {
+		available []int
+		job       spotpolicy.Job
+		policy    spotpolicy.Policy
+		want      spotpolicy.Run
+	}{
+		"one instance needs one of four": {
+			available: pool([2]int{1, 50}), job: job(1), policy: spotpolicy.Greedy{},
+			want: spotpolicy.Run{Cost: 1.1 * 0.3, Finished: true, MetDeadline: true, FinishedAt: h(1.1), SpotTime: h(1.1), Changeovers: 1},
+		},
+		"four instances wait while three are there": {
+			available: pool([2]int{3, 5}, [2]int{4, 45}), job: job(4), policy: spotpolicy.Greedy{},
+			want: spotpolicy.Run{Cost: 4 * 1.1 * 0.3, Finished: true, MetDeadline: true, FinishedAt: h(1.6), SpotTime: h(1.1), Changeovers: 1},
+		},
+		"losing one of four preempts the gang": {
+			// Up with 4 for 0.5h (a changeover and 0.4h of work), 2 for
+			// 0.3h, then 4 again: a changeover and the 0.6h left.
+			available: pool([2]int{4, 5}, [2]int{2, 3}, [2]int{4, 42}), job: job(4), policy: spotpolicy.Greedy{},
+			want: spotpolicy.Run{Cost: 4 * 1.2 * 0.3, Finished: true, MetDeadline: true, FinishedAt: h(1.5), SpotTime: h(1.2), Changeovers: 2, Preemptions: 1},
+		},
+		"on-demand pays for every instance": {
+			available: pool([2]int{0, 50}), job: job(3), policy: spotpolicy.OnDemandOnly{},
+			want: spotpolicy.Run{Cost: 3 * 1.1, Finished: true, MetDeadline: true, FinishedAt: h(1.1), OnDemandTime: h(1.1), Changeovers: 1},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			sim := &spotpolicy.Sim{Trace: &spotpolicy.Trace{Name: "pool", Gap: gap, Available: tc.available}, Job: tc.job, OnDemandPrice: 1, SpotFraction: 0.3}
+			if err := sim.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			got := sim.Simulate(tc.policy, 0)
+			if diff := cmp.Diff(tc.want, got, cmpopts.EquateApprox(0, 1e-9)); diff != "" {
+				t.Errorf("Simulate (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestZoneSimulate: across zones, a policy follows spot where it is, a
+// move to another zone paying the move delay on top of the changeover.
+func TestZoneSimulate(t *testing.T) {
+	const gap = 6 * time.Minute
+	h := func(x float64) time.Duration { return time.Duration(math.Round(x * float64(time.Hour))) }
+	// A 2h job due at 4h, 6-minute changeovers, 6-minute moves.
+	job := spotpolicy.Job{Work: 2 * time.Hour, Deadline: 4 * time.Hour, Overhead: gap}
+	tests := map[string]struct {
+		a, b   string
+		policy spotpolicy.ZonePolicy
+		want   spotpolicy.Run
+	}{
+		"spot in the first zone throughout: no move": {
+			a: "100u", b: "100d", policy: spotpolicy.MultiZone(),
+			want: spotpolicy.Run{Cost: 2.1 * 0.3, Finished: true, MetDeadline: true, FinishedAt: h(2.1), SpotTime: h(2.1), Changeovers: 1},
+		},
+		"spot only in the second zone: it starts there, no move to pay": {
+			a: "100d", b: "100u", policy: spotpolicy.MultiZone(),
+			want: spotpolicy.Run{Cost: 2.1 * 0.3, Finished: true, MetDeadline: true, FinishedAt: h(2.1), SpotTime: h(2.1), Changeovers: 1},
+		},
+		"preempted in one zone, it moves to the other": {
+			// 1h in a (0.1h changeover, 0.9h work), then b: 0.1h
+			// changeover + 0.1h move + 1.1h work.
+			a: "10u 90d", b: "5d 95u", policy: spotpolicy.MultiZone(),
+			want: spotpolicy.Run{Cost: 2.3 * 0.3, Finished: true, MetDeadline: true, FinishedAt: h(2.3), SpotTime: h(2.3), Changeovers: 2, Preemptions: 1, Moves: 1},
+		},
+		"starting, it takes the zone whose spot has lasted longest": {
+			a: "10u 90d", b: "100u", policy: spotpolicy.MultiZone(),
+			want: spotpolicy.Run{Cost: 2.1 * 0.3, Finished: true, MetDeadline: true, FinishedAt: h(2.1), SpotTime: h(2.1), Changeovers: 1},
+		},
+		"round robin moves as well": {
+			a: "10u 90d", b: "5d 95u", policy: spotpolicy.RoundRobin(),
+			want: spotpolicy.Run{Cost: 2.3 * 0.3, Finished: true, MetDeadline: true, FinishedAt: h(2.3), SpotTime: h(2.3), Changeovers: 2, Preemptions: 1, Moves: 1},
+		},
+		"one zone alone waits for its spot to come back": {
+			a: "10u 5d 85u", b: "100d", policy: spotpolicy.OneZone{Policy: spotpolicy.Greedy{}},
+			want: spotpolicy.Run{Cost: 2.2 * 0.3, Finished: true, MetDeadline: true, FinishedAt: h(2.7), SpotTime: h(2.2), Changeovers: 2, Preemptions: 1},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			z := &spotpolicy.ZoneSim{Zones: []*spotpolicy.Trace{{Name: "a", Gap: gap, Available: avail(t, tc.a)}, {Name: "b", Gap: gap, Available: avail(t, tc.b)}},
+				Job: job, Move: gap, OnDemandPrice: 1, SpotFraction: 0.3}
+			if err := z.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			got := z.Simulate(tc.policy, 0)
+			if diff := cmp.Diff(tc.want, got, cmpopts.EquateApprox(0, 1e-9)); diff != "" {
+				t.Errorf("Simulate (-want +got):\n%s", diff)
+			}
+		})
+	}
+	bad := &spotpolicy.ZoneSim{Zones: []*spotpolicy.Trace{{Name: "a", Gap: gap, Available: []int{1}}, {Name: "b", Gap: time.Minute, Available: []int{1}}},
+		Job: job, OnDemandPrice: 1, SpotFraction: 0.3}
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "must share a tick length") {
+		t.Errorf("zones of other tick lengths: %v", err)
+	}
+}

@@ -8,6 +8,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -22,11 +25,29 @@ import (
 // (../shared/traces/spot/), read by LoadTrace and ParseTrace:
 //
 //	{"metadata": {"gap_seconds": 32}, "data": [0, 1, 1, ...], "prices": [0.918, ...]}
+//
+// That repository names a file <zone>_<device>.json (device: accelerator
+// and GPUs per instance, "v100_1" for a p3.2xlarge) and puts it under
+// <N>-node/ when it recorded a pool of N instances, data[i] then counting
+// how many of the N could be had. Metadata may also say so itself:
+// "zone", "region", "device", "instance_type", "nodes", and the on-demand
+// price as "on_demand_price" or "price_info": {"on_demand_price": P};
+// LoadTrace fills what the metadata leaves out from the path.
 type Trace struct {
 	Name      string // for messages (LoadTrace: the file's base name)
 	Gap       time.Duration
 	Available []int
 	Prices    []float64 // nil when the trace has none
+
+	// What the trace was recorded for, where known (zero values when not).
+	Zone, Device, InstanceType string
+	// Nodes is the pool size the trace recorded (0: unknown; PoolSize
+	// then falls back to the most instances any tick had).
+	Nodes int
+	// OnDemandPrice is the instance type's on-demand price per
+	// instance-hour as the metadata gives it (0: not given; OnDemandFor
+	// then looks the type up in OnDemandPrices).
+	OnDemandPrice float64
 }
 
 // LoadTrace reads a trace file, named by its base name. It is the
@@ -37,7 +58,62 @@ func LoadTrace(path string) (*Trace, error) {
 	if err != nil {
 		return nil, fmt.Errorf("spot trace: %w", err)
 	}
-	return ParseTrace(bytes.NewReader(data), filepath.Base(path))
+	t, err := ParseTrace(bytes.NewReader(data), filepath.Base(path))
+	if err != nil {
+		return nil, err
+	}
+	t.describeFromPath(path)
+	return t, nil
+}
+
+// describeFromPath fills what the metadata left out from the file's path
+// in the layout of skypilot-org/spot-traces: zone and device from
+// <zone>_<device>.json, the pool size from an <N>-node (or <N>-nodes)
+// directory, and the instance type from the device (InstanceTypeOf).
+func (t *Trace) describeFromPath(path string) {
+	base := strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
+	if zone, device, ok := strings.Cut(base, "_"); ok {
+		if t.Zone == "" {
+			t.Zone = zone
+		}
+		if t.Device == "" {
+			t.Device = device
+		}
+	}
+	if t.Nodes == 0 {
+		for _, dir := range strings.Split(filepath.ToSlash(filepath.Dir(path)), "/") {
+			n, ok := strings.CutSuffix(dir, "-nodes")
+			if !ok {
+				n, ok = strings.CutSuffix(dir, "-node")
+			}
+			if v, err := strconv.Atoi(n); ok && err == nil && v > 0 {
+				t.Nodes = v
+			}
+		}
+	}
+	if t.InstanceType == "" {
+		t.InstanceType = InstanceTypeOf(t.Zone, t.Device)
+	}
+}
+
+// PoolSize is how many instances the trace's pool holds: Nodes, or where
+// that is unknown the most instances any tick had (at least 1).
+func (t *Trace) PoolSize() int {
+	if t.Nodes > 0 {
+		return t.Nodes
+	}
+	return max(slices.Max(t.Available), 1)
+}
+
+// OnDemandFor is the on-demand price per instance-hour of the trace's
+// instance type: the metadata's, else OnDemandPrices' (ok false when
+// neither knows it).
+func (t *Trace) OnDemandFor() (float64, bool) {
+	if t.OnDemandPrice > 0 {
+		return t.OnDemandPrice, true
+	}
+	p, ok := OnDemandPrices[t.InstanceType]
+	return p, ok
 }
 
 // ParseTrace decodes a trace; name appears in its errors, which name the
@@ -45,7 +121,16 @@ func LoadTrace(path string) (*Trace, error) {
 func ParseTrace(r io.Reader, name string) (*Trace, error) {
 	var raw struct {
 		Metadata *struct {
-			GapSeconds float64 `json:"gap_seconds"`
+			GapSeconds    float64 `json:"gap_seconds"`
+			Zone          string  `json:"zone"`
+			Region        string  `json:"region"`
+			Device        string  `json:"device"`
+			InstanceType  string  `json:"instance_type"`
+			Nodes         int     `json:"nodes"`
+			OnDemandPrice float64 `json:"on_demand_price"`
+			PriceInfo     struct {
+				OnDemandPrice float64 `json:"on_demand_price"`
+			} `json:"price_info"`
 		} `json:"metadata"`
 		Data   []int     `json:"data"`
 		Prices []float64 `json:"prices"`
@@ -77,11 +162,31 @@ func ParseTrace(r io.Reader, name string) (*Trace, error) {
 			return nil, fmt.Errorf("spot trace %s: prices[%d] is %v; a price cannot be negative", name, i, p)
 		}
 	}
+	md := raw.Metadata
+	od := md.OnDemandPrice
+	if od == 0 {
+		od = md.PriceInfo.OnDemandPrice
+	}
+	switch {
+	case od < 0:
+		return nil, fmt.Errorf("spot trace %s: metadata on-demand price %v: want a positive price", name, od)
+	case md.Nodes < 0:
+		return nil, fmt.Errorf("spot trace %s: metadata.nodes %d: want a positive pool size", name, md.Nodes)
+	}
+	zone := md.Zone
+	if zone == "" {
+		zone = md.Region
+	}
 	return &Trace{
-		Name:      name,
-		Gap:       time.Duration(raw.Metadata.GapSeconds * float64(time.Second)),
-		Available: raw.Data,
-		Prices:    raw.Prices,
+		Name:          name,
+		Gap:           time.Duration(md.GapSeconds * float64(time.Second)),
+		Available:     raw.Data,
+		Prices:        raw.Prices,
+		Zone:          zone,
+		Device:        md.Device,
+		InstanceType:  md.InstanceType,
+		Nodes:         md.Nodes,
+		OnDemandPrice: od,
 	}, nil
 }
 

@@ -158,3 +158,80 @@ func TestTraceLongestAvailable(t *testing.T) {
 		})
 	}
 }
+
+// TestTraceDescription: what a trace was recorded for comes from its
+// metadata, else from its path in the layout of skypilot-org/spot-traces.
+func TestTraceDescription(t *testing.T) {
+	dir := t.TempDir()
+	write := func(rel, body string) string {
+		p := filepath.Join(dir, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	type desc struct {
+		Zone, Device, Type string
+		Nodes, Pool        int
+		OnDemand           float64
+		Known              bool
+	}
+	tests := map[string]struct {
+		path, body string
+		want       desc
+	}{
+		"1-node v100: a p3.2xlarge at list price": {
+			path: "availability/1-node/aws-02-15-2023/us-east-1a_v100_1.json", body: `{"metadata":{"gap_seconds":1},"data":[1,0]}`,
+			want: desc{"us-east-1a", "v100_1", "p3.2xlarge", 1, 1, 3.06, true},
+		},
+		"16-node pool": {
+			path: "availability/16-nodes/aws-08-27-2023/us-west-2a_v100_1.json", body: `{"metadata":{"gap_seconds":1},"data":[3,16]}`,
+			want: desc{"us-west-2a", "v100_1", "p3.2xlarge", 16, 16, 3.06, true},
+		},
+		"8 × K80": {
+			path: "1-node/us-west-2b_k80_8.json", body: `{"metadata":{"gap_seconds":1},"data":[1]}`,
+			want: desc{"us-west-2b", "k80_8", "p2.8xlarge", 1, 1, 7.2, true},
+		},
+		"metadata wins over the path": {
+			path: "4-node/us-east-1a_v100_1.json",
+			body: `{"metadata":{"gap_seconds":1,"zone":"z9","device":"a100_8","instance_type":"p4d.24xlarge","nodes":2,"on_demand_price":32.77},"data":[1]}`,
+			want: desc{"z9", "a100_8", "p4d.24xlarge", 2, 2, 32.77, true},
+		},
+		"price_info's on-demand price": {
+			path: "x/region_0_v100_1.json", body: `{"metadata":{"gap_seconds":1,"price_info":{"on_demand_price":3.5}},"data":[1]}`,
+			want: desc{"region", "0_v100_1", "", 0, 1, 3.5, true},
+		},
+		"a GCP zone is not priced from the AWS table": {
+			path: "gcp/us-central1-c_c3-88.json", body: `{"metadata":{"gap_seconds":1},"data":[1]}`,
+			want: desc{"us-central1-c", "c3-88", "", 0, 1, 0, false},
+		},
+		"no pool directory: the most instances seen": {
+			path: "plain.json", body: `{"metadata":{"gap_seconds":1},"data":[0,2,4,1]}`,
+			want: desc{"", "", "", 0, 4, 0, false},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			tr, err := spotpolicy.LoadTrace(write(tc.path, tc.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			od, known := tr.OnDemandFor()
+			got := desc{tr.Zone, tr.Device, tr.InstanceType, tr.Nodes, tr.PoolSize(), od, known}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+	for _, body := range []string{
+		`{"metadata":{"gap_seconds":1,"on_demand_price":-1},"data":[1]}`,
+		`{"metadata":{"gap_seconds":1,"nodes":-4},"data":[1]}`,
+	} {
+		if _, err := spotpolicy.ParseTrace(strings.NewReader(body), "bad.json"); err == nil {
+			t.Errorf("ParseTrace(%s) accepted it", body)
+		}
+	}
+}
