@@ -74,7 +74,7 @@ func TestReadGangJobsErrors(t *testing.T) {
 		"duplicate id": {content: "submit_time,team,replicas,gpus_per_replica,gpu_model,duration,priority,id\n0,a,1,1,,10,0,x\n0,a,1,1,,10,0,x\n",
 			wantErr: `jobs.csv:3: id: job "x" already listed on line 2`},
 		"unterminated quote": {content: header + "0,\"a,1,1,,10,0\n", wantErr: `jobs.csv:2: extraneous or missing " in quoted-field`},
-		"unquoted quote": {content: header + "0,a\"b,1,1,,10,0\n", wantErr: `jobs.csv:2: bare " in non-quoted-field`},
+		"unquoted quote":     {content: header + "0,a\"b,1,1,,10,0\n", wantErr: `jobs.csv:2: bare " in non-quoted-field`},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
