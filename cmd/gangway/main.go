@@ -8,6 +8,8 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/gangwayhq/gangway/internal/redact"
+
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 	tclient "go.temporal.io/sdk/client"
@@ -114,12 +116,12 @@ func dial(ctx context.Context, tc TemporalConfig, rc RedisConfig, log *slog.Logg
 func dialRedis(ctx context.Context, rc RedisConfig) (*redis.Client, error) {
 	opts, err := redis.ParseURL(rc.URL)
 	if err != nil {
-		return nil, fmt.Errorf("redis url: %w", err)
+		return nil, fmt.Errorf("redis url: %w", redact.Error(err))
 	}
 	rdb := redis.NewClient(opts)
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		_ = rdb.Close()
-		return nil, fmt.Errorf("redis at %s: %w", rc.URL, err)
+		return nil, fmt.Errorf("redis at %s: %w", redact.URL(rc.URL), err)
 	}
 	return rdb, nil
 }
