@@ -65,7 +65,8 @@ func FuzzReadOpenBNodes(f *testing.F) {
 
 func FuzzReadGangJobs(f *testing.F) {
 	addCSVSeeds(f, "testdata/gangs.csv",
-		"submit_time,team,replicas,gpus_per_replica,gpu_model,duration,priority,id,preemptible,cpu_milli,memory_mib\n0.5,a,2,8,H100|A100,3600,1,j1,true,1000,\n")
+		"submit_time,team,replicas,gpus_per_replica,gpu_model,duration,priority,id,preemptible,cpu_milli,memory_mib\n0.5,a,2,8,H100|A100,3600,1,j1,true,1000,\n",
+		"submit_time,team,replicas,gpus_per_replica,gpu_model,duration,priority\n1.5e2,a,1,1,,3.6e3,0\n")
 	f.Fuzz(func(t *testing.T, data []byte) {
 		jobs, err := ReadGangJobs(bytes.NewReader(data), "jobs.csv")
 		if err != nil {

@@ -33,6 +33,7 @@ func FuzzParseTrace(f *testing.F) {
 	}
 	f.Add([]byte(`{"metadata":{"gap_seconds":1800},"data":[1,0,1,1],"prices":[0.5,0.5,0.6,0.6]}`))
 	f.Add([]byte(`{"metadata":{"gap_seconds":32},"data":[2,2]}`))
+	f.Add([]byte(`{"metadata":{"gap_seconds":3.2e1},"data":[1,0],"prices":[1e0,2.5]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		tr, err := spotpolicy.ParseTrace(bytes.NewReader(data), "t.json")
 		if err != nil {
@@ -43,6 +44,9 @@ func FuzzParseTrace(f *testing.F) {
 		}
 		if err := tr.Validate(); err != nil {
 			t.Fatalf("accepted trace fails Validate: %v", err)
+		}
+		if tr.Duration() <= 0 {
+			t.Fatalf("accepted trace lasts %v", tr.Duration())
 		}
 		for _, off := range []time.Duration{0, -time.Second, tr.Gap, tr.Duration(), 1<<62 - 1, -1 << 62} {
 			if n, _, _ := tr.At(off); n < 0 {
