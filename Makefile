@@ -5,6 +5,8 @@
 #   make dev      deps + build, then `bin/gangway dev $(DEV_FLAGS)`
 #   make test     deps, then every test, integration tests on real servers
 #   make lint     gofmt, go vet, workflowcheck (Temporal determinism)
+#   make fuzz     each parser's fuzz target for FUZZTIME (60s); `make test`
+#                 runs their seed corpora (testdata/fuzz/) as plain tests
 #   make clean    build and test outputs (keeps the tools in bin/)
 #   make distclean  also the tools in bin/
 #
@@ -92,6 +94,18 @@ clean:
 
 distclean: clean
 	rm -rf bin
+
+# fuzz: one target at a time (go test -fuzz takes one); a finding is
+# written to the package's testdata/fuzz/FuzzX/ and fails the run.
+FUZZTIME ?= 60s
+FUZZ_TARGETS := .:FuzzParseJobSpec ./internal/sim:FuzzReadOpenBTasks \
+	./internal/sim:FuzzReadOpenBNodes ./internal/sim:FuzzReadGangJobs \
+	./internal/spotpolicy:FuzzParseTrace
+.PHONY: fuzz
+fuzz:
+	for t in $(FUZZ_TARGETS); do \
+		$(GO) test -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) "$${t%%:*}"; \
+	done
 
 # bench: a short run of the scheduling-quality and speed benchmarks — the
 # FGD paper's protocol on the default openb trace for every policy with one

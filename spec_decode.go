@@ -19,16 +19,20 @@ import (
 // badly broken file yields a readable error rather than thousands of lines.
 const maxProblems = 50
 
-// ParseJobSpec decodes one job spec from YAML, applies Default and runs
-// Validate. Decoding is strict: unknown fields, values of the wrong type,
-// duplicate keys, several documents and an empty document are all errors.
+// ParseJobSpec decodes one job spec of at most MaxSpecBytes from YAML,
+// applies Default and runs Validate with opts. Decoding is strict: unknown
+// fields, values of the wrong type, duplicate keys, several documents and
+// an empty document are all errors.
 // Every problem found is reported at once, as a *SpecError whose fields are
 // paths in YAML key names ("gang.gpusPerReplica", "env.FOO", "command[2]").
 //
 // yaml.v3's own KnownFields decoding stops at the first problem and names
 // Go types; walking the node tree against the struct lets us name the YAML
 // path and keep going.
-func ParseJobSpec(data []byte) (JobSpec, error) {
+func ParseJobSpec(data []byte, opts ...ValidateOption) (JobSpec, error) {
+	if len(data) > MaxSpecBytes {
+		return JobSpec{}, docError("job spec is %d bytes, more than the %s allowed", len(data), kib(MaxSpecBytes))
+	}
 	root, err := parseOneDocument(data)
 	if err != nil {
 		return JobSpec{}, err
@@ -37,7 +41,7 @@ func ParseJobSpec(data []byte) (JobSpec, error) {
 	d := &specDecoder{covered: map[string]bool{}}
 	d.decode(root, reflect.ValueOf(&spec).Elem(), "")
 	spec.Default()
-	verr := spec.Validate()
+	verr := spec.Validate(opts...)
 	if len(d.problems) == 0 && verr == nil {
 		return spec, nil
 	}

@@ -157,7 +157,12 @@ func (s JobSpec) Runtime() time.Duration {
 
 // Validate checks a defaulted spec (call Default first; ParseJobSpec does
 // both) and reports every problem, each naming its field, as a *SpecError.
-func (s JobSpec) Validate() error {
+// opts relax the default policy (AllowEnv).
+func (s JobSpec) Validate(opts ...ValidateOption) error {
+	var o validateOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	var p problems
 
 	checkLabel(&p, "name", s.Name)
@@ -180,6 +185,7 @@ func (s JobSpec) Validate() error {
 			p.add(keyPath("env", k), "reserved: the agent sets %s* and %s for every task", reservedEnvPrefix, strings.Join(reservedEnv, ", "))
 		}
 	}
+	s.validateLimits(&p, o)
 
 	g := s.Gang
 	if g.Replicas < 1 || g.Replicas > MaxReplicas {

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/gangwayhq/gangway/internal/redact"
 )
 
 // Sentinel errors, wrapped with %w; check them with errors.Is.
@@ -169,7 +171,7 @@ func (o Options) validate() error {
 	if o.Endpoint != "" {
 		u, err := url.Parse(o.Endpoint)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return fmt.Errorf("options: Endpoint %q is not an http(s)://host[:port] URL: %w", o.Endpoint, ErrInvalid)
+			return fmt.Errorf("options: Endpoint %q is not an http(s)://host[:port] URL: %w", redact.URL(o.Endpoint), ErrInvalid)
 		}
 	}
 	return nil
@@ -192,7 +194,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (Store, error) {
 	}
 	opts = opts.withDefaults()
 	if err := opts.validate(); err != nil {
-		return nil, fmt.Errorf("checkpoint store %q: %w", rawURL, err)
+		return nil, fmt.Errorf("checkpoint store %q: %w", redact.URL(rawURL), err)
 	}
 	var objs objects
 	switch loc.scheme {
@@ -202,7 +204,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (Store, error) {
 		objs, err = openS3(ctx, loc.bucket, loc.prefix, opts)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("checkpoint store %q: %w", rawURL, err)
+		return nil, fmt.Errorf("checkpoint store %q: %w", redact.URL(rawURL), err)
 	}
 	return newStore(objs, opts), nil
 }
@@ -216,7 +218,7 @@ type location struct {
 
 func parseURL(rawURL string) (location, error) {
 	bad := func(format string, args ...any) (location, error) {
-		return location{}, fmt.Errorf("checkpoint store %q: %s: %w", rawURL, fmt.Sprintf(format, args...), ErrInvalid)
+		return location{}, fmt.Errorf("checkpoint store %q: %s: %w", redact.URL(rawURL), fmt.Sprintf(format, args...), ErrInvalid)
 	}
 	if rawURL == "" {
 		return bad("empty URL (want file:///path or s3://bucket/prefix)")
@@ -226,7 +228,7 @@ func parseURL(rawURL string) (location, error) {
 	}
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return bad("not a URL: %v", err)
+		return bad("not a URL: %v", redact.Error(err))
 	}
 	if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
 		return bad("query, fragment or user info are not supported")

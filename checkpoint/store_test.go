@@ -456,3 +456,27 @@ func TestReadStep(t *testing.T) {
 }
 
 func ptr(v int64) *int64 { return &v }
+
+// A password in the store URL or the endpoint never reaches the error.
+func TestOpenErrorsHidePasswords(t *testing.T) {
+	cases := map[string]struct {
+		url  string
+		opts checkpoint.Options
+	}{
+		"user info":             {url: "s3://AKID:s3cret-pw@bucket/p"},
+		"malformed user info":   {url: "s3://AKID:s3cret%zz-pw@bucket/p"},
+		"endpoint with a user":  {url: "s3://b/p", opts: checkpoint.Options{Endpoint: "ftp://AKID:s3cret-pw@minio:9000"}},
+		"malformed endpoint pw": {url: "s3://b/p", opts: checkpoint.Options{Endpoint: "http://AKID:s3cret/-pw@minio:9000"}},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := checkpoint.Open(context.Background(), c.url, c.opts)
+			if !errors.Is(err, checkpoint.ErrInvalid) {
+				t.Fatalf("Open(%q) = %v, want ErrInvalid", c.url, err)
+			}
+			if strings.Contains(err.Error(), "s3cret") || strings.Contains(err.Error(), "-pw") {
+				t.Errorf("error %q shows the password", err)
+			}
+		})
+	}
+}

@@ -52,7 +52,9 @@ const (
 // error only for an invalid spec.
 func JobWorkflow(ctx workflow.Context, in JobInput) (Status, error) {
 	spec := in.Spec
-	if err := spec.Validate(); err != nil {
+	// Submit applied the server's env policy; the workflow checks only the
+	// spec's shape, so a policy changed since cannot fail it on replay.
+	if err := spec.Validate(gangway.AllowLoaderEnv()); err != nil {
 		return Status{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeInvalidSpec, err)
 	}
 	j := &job{

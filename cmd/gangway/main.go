@@ -8,6 +8,8 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/gangwayhq/gangway/internal/redact"
+
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 	tclient "go.temporal.io/sdk/client"
@@ -115,12 +117,12 @@ func dial(ctx context.Context, tc config.TemporalConfig, rc config.RedisConfig, 
 func dialRedis(ctx context.Context, rc config.RedisConfig) (*redis.Client, error) {
 	opts, err := redis.ParseURL(rc.URL)
 	if err != nil {
-		return nil, fmt.Errorf("redis url: %w", err)
+		return nil, fmt.Errorf("redis url: %w", redact.Error(err))
 	}
 	rdb := redis.NewClient(opts)
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		_ = rdb.Close()
-		return nil, fmt.Errorf("redis at %s: %w", rc.URL, err)
+		return nil, fmt.Errorf("redis at %s: %w", redact.URL(rc.URL), err)
 	}
 	return rdb, nil
 }

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/gangwayhq/gangway/internal/redact"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
@@ -51,7 +53,7 @@ within the lease TTL when it dies.`,
 			if err != nil {
 				return err
 			}
-			a.log.Info("gangway server connected", "temporal", a.cfg.Temporal.Address, "redis", a.cfg.Redis.URL)
+			a.log.Info("gangway server connected", "temporal", a.cfg.Temporal.Address, "redis", redact.URL(a.cfg.Redis.URL))
 			return fullstack.RunServer(cmd.Context(), server.Options{
 				Temporal:    c.temporal,
 				View:        c.view,

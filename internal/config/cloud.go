@@ -14,6 +14,7 @@ import (
 
 	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/internal/accounting"
+	"github.com/gangwayhq/gangway/internal/redact"
 	"github.com/gangwayhq/gangway/providers"
 	"github.com/gangwayhq/gangway/providers/aws"
 	"github.com/gangwayhq/gangway/providers/fake"
@@ -221,7 +222,7 @@ func (c CloudConfig) validate(bad func(field, format string, args ...any)) {
 	}
 	if u := c.Join.RedisURL; u != "" {
 		if _, err := redis.ParseURL(u); err != nil {
-			bad("cloud.join.redisURL", "%v", err)
+			bad("cloud.join.redisURL", "%v", redact.Error(err))
 		}
 	}
 	seen := map[string]int{}
@@ -237,7 +238,7 @@ func (c CloudConfig) validate(bad func(field, format string, args ...any)) {
 		}
 		if p.Endpoint != "" {
 			if u, err := url.Parse(p.Endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-				bad(field+".endpoint", "want an http:// or https:// URL, got %q", p.Endpoint)
+				bad(field+".endpoint", "want an http:// or https:// URL, got %q", redact.URL(p.Endpoint))
 			}
 		}
 		switch p.Type {

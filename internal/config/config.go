@@ -19,6 +19,7 @@ import (
 
 	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/internal/agent"
+	"github.com/gangwayhq/gangway/internal/redact"
 	"github.com/gangwayhq/gangway/placement"
 	"github.com/gangwayhq/gangway/placement/baselines"
 )
@@ -250,7 +251,7 @@ func (c Config) Validate(server, agentCmd bool) error {
 		bad("temporal.namespace", "must not be empty")
 	}
 	if _, err := redis.ParseURL(c.Redis.URL); err != nil {
-		bad("redis.url", "%v", err)
+		bad("redis.url", "%v", redact.Error(err))
 	}
 	if c.Redis.Prefix == "" {
 		bad("redis.prefix", "must not be empty")

@@ -254,3 +254,25 @@ func TestParseFakeGPUs(t *testing.T) {
 		})
 	}
 }
+
+// TestValidateHidesPasswords: a malformed URL's password never reaches the
+// error text.
+func TestValidateHidesPasswords(t *testing.T) {
+	c := Default()
+	c.Redis.URL = "redis://:s3cret-pw@host:port-is-bad/0"
+	c.Cloud.Join.RedisURL = "redis://u:s3cret-pw@[bad"
+	c.Cloud.Providers = []ProviderConfig{{Type: ProviderFake, Endpoint: "ftp://u:s3cret-pw@host",
+		Pools: []FakePoolConfig{{Zone: "z", InstanceType: "t", GPUModel: "A100", GPUs: 8, CapacityType: "spot"}}}}
+	err := c.Validate(true, false)
+	if err == nil {
+		t.Fatal("bad URLs validated")
+	}
+	if strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("a password is in the error:\n%v", err)
+	}
+	for _, field := range []string{"redis.url", "cloud.join.redisURL", "cloud.providers[0].endpoint"} {
+		if !strings.Contains(err.Error(), field) {
+			t.Errorf("the error does not name %s:\n%v", field, err)
+		}
+	}
+}

@@ -160,7 +160,9 @@ func sortedByName(tasks []Task) []Task {
 // would overshoot. That check is the artifact's to the letter: it adds the
 // copy's GPU milli per GPU, not its total, so a last multi-GPU copy can
 // take the list up to 7 GPUs past the target (at ~130% arrived, far from
-// the 100% the protocol reads). A ratio <= 0 leaves tasks as they are.
+// the 100% the protocol reads). A ratio <= 0 leaves tasks as they are, and
+// so does a source with no GPU demand, whose copies could never reach the
+// target (RunFGD rejects such a task list).
 func Tune(tasks, source []Task, capacityMilli int64, ratio float64, rnd *rand.Rand) []Task {
 	target := ratio * float64(capacityMilli)
 	total := DemandMilli(tasks)
@@ -175,8 +177,8 @@ func Tune(tasks, source []Task, capacityMilli int64, ratio float64, rnd *rand.Ra
 		}
 	default:
 		src := sortedByName(source)
-		if len(src) == 0 {
-			break
+		if DemandMilli(src) == 0 {
+			break // copies of CPU-only tasks would be added for ever
 		}
 		for n := 0; ; n++ {
 			t := src[rnd.Intn(len(src))]
@@ -254,6 +256,9 @@ func RunFGD(ctx context.Context, cfg FGDConfig) (*FGDResult, error) {
 	}
 	if GPUCapacityMilli(cfg.Nodes) == 0 {
 		return nil, errors.New("fgd: the node list has no GPUs")
+	}
+	if DemandMilli(cfg.Tasks) == 0 {
+		return nil, fmt.Errorf("fgd: none of the %d tasks needs a GPU; the protocol tunes the tasks' GPU demand to a share of GPU capacity", len(cfg.Tasks))
 	}
 	ratio := cmp.Or(cfg.TuneRatio, DefaultTuneRatio)
 	workload, err := WorkloadFor(cfg.Workload, cfg.Tasks)

@@ -416,3 +416,26 @@ func TestParseSeeds(t *testing.T) {
 		})
 	}
 }
+
+// A task list whose tasks need no GPU has nothing to tune: RunFGD says so
+// instead of Tune adding CPU-only copies for ever, and Tune alone leaves
+// the list as it is.
+func TestRunFGDTasksWithoutGPUs(t *testing.T) {
+	nodes := []placement.Node{{ID: "n0", Pool: OpenBPool, Schedulable: true, CPUMilli: 1000, MemMiB: 1024,
+		GPUs: []placement.GPU{{Index: 0, Model: "T4", Healthy: true}}}}
+	tasks := []Task{{Name: "cpu-0", CPUMilli: 100}, {Name: "cpu-1", CPUMilli: 200}}
+
+	_, err := RunFGD(context.Background(), FGDConfig{
+		Nodes: nodes, Tasks: tasks, Policies: []string{"best-fit"}, Seeds: []int64{42},
+		NewScorer: baselines.ScorerByName,
+	})
+	const want = "fgd: none of the 2 tasks needs a GPU; the protocol tunes the tasks' GPU demand to a share of GPU capacity"
+	if err == nil || err.Error() != want {
+		t.Errorf("RunFGD error %v, want %q", err, want)
+	}
+
+	got := Tune(tasks, tasks, GPUCapacityMilli(nodes), DefaultTuneRatio, rand.New(rand.NewSource(42)))
+	if diff := cmp.Diff(tasks, got); diff != "" {
+		t.Errorf("Tune changed a CPU-only task list (-want +got):\n%s", diff)
+	}
+}

@@ -249,8 +249,10 @@ func (t *table) next() bool {
 	if errors.Is(err, io.EOF) {
 		return false
 	}
-	t.line, _ = t.r.FieldPos(0)
 	if err != nil {
+		// FieldPos is only defined for a record Read returned; after an
+		// error (an unterminated quote) it panics, so the line comes from
+		// the ParseError.
 		var pe *csv.ParseError
 		if errors.As(err, &pe) {
 			t.err = fmt.Errorf("%s:%d: %w", t.name, pe.Line, pe.Err)
@@ -259,6 +261,7 @@ func (t *table) next() bool {
 		}
 		return false
 	}
+	t.line, _ = t.r.FieldPos(0)
 	t.row = row
 	return true
 }

@@ -211,6 +211,15 @@ func TestLoadOpenBBadFiles(t *testing.T) {
 			content: nodeHeader + "n0,1000,1024,2,T4\nn1,1000,1024,two,T4\n",
 			wantErr: `FILE:3: gpu: want an integer, got "two"`,
 		},
+		"unterminated quote": {
+			content: podHeader + "p0,1,1,0,0,,LS,Running,0,10,0\n\"p1,1,1,0,0\n",
+			wantErr: `FILE:3: extraneous or missing " in quoted-field`,
+		},
+		"unterminated quote in the first row": {
+			nodes:   true,
+			content: nodeHeader + "\"n0,1000,1024,2,T4\n",
+			wantErr: `FILE:2: extraneous or missing " in quoted-field`,
+		},
 		"duplicate node": {
 			nodes:   true,
 			content: nodeHeader + "n0,1000,1024,2,T4\nn0,1000,1024,2,T4\n",

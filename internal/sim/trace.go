@@ -233,6 +233,11 @@ func ReadGangJobs(r io.Reader, name string) ([]TraceJob, error) {
 	return jobs, nil
 }
 
+// maxTraceSeconds bounds a time in a trace (about 31 years) well inside
+// what a time.Duration holds (292 years): beyond it the conversion would
+// overflow into a negative duration.
+const maxTraceSeconds = 1e9
+
 // seconds parses column c as a number of seconds (integer or decimal),
 // at least 0, or above 0 when positive is set.
 func (t *table) seconds(c string, positive bool) time.Duration {
@@ -241,8 +246,12 @@ func (t *table) seconds(c string, positive bool) time.Duration {
 		return 0
 	}
 	v, err := strconv.ParseFloat(s, 64)
-	if err != nil || v != v || v > 1e12 {
+	if err != nil || v != v {
 		t.fail(c, fmt.Sprintf("want a number of seconds, got %q", s))
+		return 0
+	}
+	if v > maxTraceSeconds {
+		t.fail(c, fmt.Sprintf("want at most %g seconds, got %s", float64(maxTraceSeconds), s))
 		return 0
 	}
 	if v < 0 || (positive && v == 0) {

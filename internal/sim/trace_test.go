@@ -60,20 +60,23 @@ func TestReadGangJobsErrors(t *testing.T) {
 		content string
 		wantErr string
 	}{
-		"empty":          {content: "", wantErr: "jobs.csv: empty file, want a header line"},
-		"no jobs":        {content: header, wantErr: "jobs.csv: no jobs"},
-		"missing column": {content: "submit_time,team,replicas,gpus_per_replica,gpu_model,priority\n0,a,1,1,,0\n", wantErr: "jobs.csv:1: missing column duration (header has submit_time,team,replicas,gpus_per_replica,gpu_model,priority)"},
-		"bad replicas":   {content: header + "0,a,1,1,,10,0\n0,a,zero,1,,10,0\n", wantErr: `jobs.csv:3: replicas: want an integer, got "zero"`},
-		"no replicas":    {content: header + "0,a,0,1,,10,0\n", wantErr: "jobs.csv:2: replicas: want 1-1048576, got 0"},
-		"zero duration":  {content: header + "0,a,1,1,,0,0\n", wantErr: "jobs.csv:2: duration: want above 0 seconds, got 0"},
-		"negative time":  {content: header + "-1,a,1,1,,10,0\n", wantErr: "jobs.csv:2: submit_time: want at least 0 seconds, got -1"},
-		"bad time":       {content: header + "soon,a,1,1,,10,0\n", wantErr: `jobs.csv:2: submit_time: want a number of seconds, got "soon"`},
-		"short row":      {content: header + "0,a,1,1\n", wantErr: "jobs.csv:2: gpu_model: want 7 fields, got 4"},
+		"empty":                {content: "", wantErr: "jobs.csv: empty file, want a header line"},
+		"no jobs":              {content: header, wantErr: "jobs.csv: no jobs"},
+		"missing column":       {content: "submit_time,team,replicas,gpus_per_replica,gpu_model,priority\n0,a,1,1,,0\n", wantErr: "jobs.csv:1: missing column duration (header has submit_time,team,replicas,gpus_per_replica,gpu_model,priority)"},
+		"bad replicas":         {content: header + "0,a,1,1,,10,0\n0,a,zero,1,,10,0\n", wantErr: `jobs.csv:3: replicas: want an integer, got "zero"`},
+		"no replicas":          {content: header + "0,a,0,1,,10,0\n", wantErr: "jobs.csv:2: replicas: want 1-1048576, got 0"},
+		"zero duration":        {content: header + "0,a,1,1,,0,0\n", wantErr: "jobs.csv:2: duration: want above 0 seconds, got 0"},
+		"negative time":        {content: header + "-1,a,1,1,,10,0\n", wantErr: "jobs.csv:2: submit_time: want at least 0 seconds, got -1"},
+		"bad time":             {content: header + "soon,a,1,1,,10,0\n", wantErr: `jobs.csv:2: submit_time: want a number of seconds, got "soon"`},
+		"time past a Duration": {content: header + "1e11,a,1,1,,10,0\n", wantErr: "jobs.csv:2: submit_time: want at most 1e+09 seconds, got 1e11"},
+		"endless duration":     {content: header + "0,a,1,1,,+Inf,0\n", wantErr: "jobs.csv:2: duration: want at most 1e+09 seconds, got +Inf"},
+		"short row":            {content: header + "0,a,1,1\n", wantErr: "jobs.csv:2: gpu_model: want 7 fields, got 4"},
 		"bad preemptible": {content: "submit_time,team,replicas,gpus_per_replica,gpu_model,duration,priority,preemptible\n0,a,1,1,,10,0,maybe\n",
 			wantErr: `jobs.csv:2: preemptible: want true or false, got "maybe"`},
 		"duplicate id": {content: "submit_time,team,replicas,gpus_per_replica,gpu_model,duration,priority,id\n0,a,1,1,,10,0,x\n0,a,1,1,,10,0,x\n",
 			wantErr: `jobs.csv:3: id: job "x" already listed on line 2`},
-		"unquoted quote": {content: header + "0,a\"b,1,1,,10,0\n", wantErr: `jobs.csv:2: bare " in non-quoted-field`},
+		"unterminated quote": {content: header + "0,\"a,1,1,,10,0\n", wantErr: `jobs.csv:2: extraneous or missing " in quoted-field`},
+		"unquoted quote":     {content: header + "0,a\"b,1,1,,10,0\n", wantErr: `jobs.csv:2: bare " in non-quoted-field`},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

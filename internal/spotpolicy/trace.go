@@ -116,6 +116,16 @@ func (t *Trace) OnDemandFor() (float64, bool) {
 	return p, ok
 }
 
+// Bounds on a trace's tick: one shorter than minGap would round to
+// nothing, and one longer than maxGap is no availability trace.
+const (
+	minGap = time.Millisecond
+	maxGap = 24 * time.Hour
+	// maxTraceSpan (about 100 years) keeps Duration, the whole trace's
+	// length, inside a time.Duration.
+	maxTraceSpan = 100 * 365 * 24 * time.Hour
+)
+
 // ParseTrace decodes a trace; name appears in its errors, which name the
 // JSON field at fault.
 func ParseTrace(r io.Reader, name string) (*Trace, error) {
@@ -147,8 +157,13 @@ func ParseTrace(r io.Reader, name string) (*Trace, error) {
 		return nil, fmt.Errorf("spot trace %s: missing \"metadata\" (want {\"metadata\":{\"gap_seconds\":N},\"data\":[...]})", name)
 	case raw.Metadata.GapSeconds <= 0:
 		return nil, fmt.Errorf("spot trace %s: metadata.gap_seconds must be positive, got %v", name, raw.Metadata.GapSeconds)
+	case raw.Metadata.GapSeconds < minGap.Seconds() || raw.Metadata.GapSeconds > maxGap.Seconds():
+		return nil, fmt.Errorf("spot trace %s: metadata.gap_seconds must be between %v and %v, got %v",
+			name, minGap.Seconds(), maxGap.Seconds(), raw.Metadata.GapSeconds)
 	case len(raw.Data) == 0:
 		return nil, fmt.Errorf("spot trace %s: \"data\" is missing or empty", name)
+	case float64(len(raw.Data))*raw.Metadata.GapSeconds > maxTraceSpan.Seconds():
+		return nil, fmt.Errorf("spot trace %s: %d data ticks of %vs cover more than 100 years", name, len(raw.Data), raw.Metadata.GapSeconds)
 	case raw.Prices != nil && len(raw.Prices) != len(raw.Data):
 		return nil, fmt.Errorf("spot trace %s: %d prices for %d data ticks; want one price per tick", name, len(raw.Prices), len(raw.Data))
 	}

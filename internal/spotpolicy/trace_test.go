@@ -36,6 +36,8 @@ func TestParseTrace(t *testing.T) {
 		"no metadata":     {json: `{"data":[1]}`, wantErr: `missing "metadata"`},
 		"zero gap":        {json: `{"metadata":{"gap_seconds":0},"data":[1]}`, wantErr: "metadata.gap_seconds must be positive, got 0"},
 		"no data":         {json: `{"metadata":{"gap_seconds":1}}`, wantErr: `"data" is missing or empty`},
+		"gap rounds to 0": {json: `{"metadata":{"gap_seconds":1e-10},"data":[1]}`, wantErr: "metadata.gap_seconds must be between 0.001 and 86400, got 1e-10"},
+		"gap overflows":   {json: `{"metadata":{"gap_seconds":1e300},"data":[1]}`, wantErr: "metadata.gap_seconds must be between 0.001 and 86400, got 1e+300"},
 		"negative":        {json: `{"metadata":{"gap_seconds":1},"data":[1,-1]}`, wantErr: "data[1] is -1"},
 		"prices mismatch": {json: `{"metadata":{"gap_seconds":1},"data":[1,1],"prices":[1]}`, wantErr: "1 prices for 2 data ticks"},
 		"negative price":  {json: `{"metadata":{"gap_seconds":1},"data":[1],"prices":[-2]}`, wantErr: "prices[0] is -2"},
@@ -233,5 +235,16 @@ func TestTraceDescription(t *testing.T) {
 		if _, err := spotpolicy.ParseTrace(strings.NewReader(body), "bad.json"); err == nil {
 			t.Errorf("ParseTrace(%s) accepted it", body)
 		}
+	}
+}
+
+// A trace whose ticks add up past what a time.Duration holds is refused,
+// rather than having a negative length.
+func TestParseTraceTooLong(t *testing.T) {
+	data := strings.Repeat("1,", 40000) + "1"
+	_, err := spotpolicy.ParseTrace(strings.NewReader(`{"metadata":{"gap_seconds":86400},"data":[`+data+`]}`), "t.json")
+	const want = "spot trace t.json: 40001 data ticks of 86400s cover more than 100 years"
+	if err == nil || err.Error() != want {
+		t.Errorf("error %v, want %q", err, want)
 	}
 }

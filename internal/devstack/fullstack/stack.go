@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gangwayhq/gangway/internal/redact"
+
 	"github.com/redis/go-redis/v9"
 	tclient "go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
@@ -199,7 +201,7 @@ func (s *Stack) connect(ctx context.Context, opts Options) error {
 	s.onClose(tc.Close)
 	ropts, err := redis.ParseURL(s.Redis.URL)
 	if err != nil {
-		return fmt.Errorf("redis url: %w", err)
+		return fmt.Errorf("redis url: %w", redact.Error(err))
 	}
 	s.RedisClient = redis.NewClient(ropts)
 	s.onClose(func() { _ = s.RedisClient.Close() })
