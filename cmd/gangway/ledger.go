@@ -16,8 +16,8 @@ import (
 // from --ledger on the commands that use it, or from $GANGWAY_LEDGER_DSN.
 const (
 	ledgerDSNEnv = "GANGWAY_LEDGER_DSN"
-	// defaultLedgerDSN sits beside the agent's default data directory.
-	defaultLedgerDSN = "sqlite:/var/lib/gangway/ledger.db"
+	// defaultLedgerDSN is in the server unit's StateDirectory (deploy/systemd).
+	defaultLedgerDSN = "sqlite:/var/lib/gangway-server/ledger.db"
 )
 
 // ledgerFlag adds --ledger to a command's flags, defaulting to
