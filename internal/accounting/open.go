@@ -9,10 +9,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
-	_ "modernc.org/sqlite" // the "sqlite" database/sql driver, pure Go
+	"modernc.org/sqlite" // the "sqlite" database/sql driver, pure Go
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // ErrBadDSN: Open was given a data source name it does not understand.
@@ -81,7 +83,7 @@ func Open(ctx context.Context, dsn string) (*Ledger, error) {
 		return nil, err
 	}
 	l := &Ledger{db: db, d: d}
-	if err := l.Migrate(ctx); err != nil {
+	if err := l.migrateRetryingBusy(ctx); err != nil {
 		db.Close()
 		return nil, err
 	}
@@ -123,6 +125,33 @@ func openDB(dsn string) (*sql.DB, dialect, error) {
 		shown = shown[:i+3] + "..." // may hold a password
 	}
 	return nil, dialect{}, fmt.Errorf("%w %q: want %s", ErrBadDSN, shown, DSNHelp)
+}
+
+// migrateRetryingBusy runs Migrate, again while SQLite answers busy, for
+// up to the busy timeout. The busy timeout makes SQLite itself wait for
+// another writer in most cases, but in a few it answers busy at once (a new
+// file's first switch to WAL, as several servers or `gangway cost` open it
+// together, is one), and a migration is safe to retry: it is one
+// transaction.
+func (l *Ledger) migrateRetryingBusy(ctx context.Context) error {
+	deadline := time.Now().Add(sqliteBusyTimeoutMS * time.Millisecond)
+	for {
+		err := l.Migrate(ctx)
+		if err == nil || !isBusy(err) || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// isBusy reports whether err is SQLite's SQLITE_BUSY (any extended code).
+func isBusy(err error) bool {
+	var e *sqlite.Error
+	return errors.As(err, &e) && e.Code()&0xff == sqlite3.SQLITE_BUSY
 }
 
 // Close closes the ledger's connections.

@@ -23,6 +23,10 @@ const (
 	// postgresReadyTimeout is how long StartPostgres waits for the server
 	// to accept connections after initdb.
 	postgresReadyTimeout = 30 * time.Second
+	// postgresStopGrace is how long Stop waits for a fast shutdown, which
+	// writes a checkpoint first, before it kills the server: on a busy
+	// machine that takes more than the other servers' grace.
+	postgresStopGrace = 30 * time.Second
 	// PostgresUser is the superuser initdb creates in the cluster.
 	PostgresUser = "gangway"
 	// postgresOSUser is the account that runs initdb and the server when
@@ -263,14 +267,26 @@ func (pg *Postgres) CreateDatabase(ctx context.Context, name string) error {
 }
 
 // Stop stops the server with a fast shutdown (SIGINT: sessions end, data is
-// flushed), SIGKILL if it is still running after 5 s. It is idempotent, and
-// returns nil if the server had already exited (see Kill).
-func (pg *Postgres) Stop() error { return pg.p.stop(stopGrace) }
+// flushed), SIGKILL if it is still running after 30 s, and returns once
+// every process of the server is gone, so that another may start on Dir.
+// It is idempotent, and returns nil if the server had already exited (see
+// Kill).
+func (pg *Postgres) Stop() error {
+	if err := pg.p.stop(postgresStopGrace); err != nil {
+		return err
+	}
+	return pg.p.waitGroupGone(killWait)
+}
 
 // Kill sends SIGKILL to the server's process group now, as a crash would,
-// and waits until the process is gone. A server started again on the same
-// Dir recovers from its write-ahead log.
-func (pg *Postgres) Kill() error { return pg.p.kill() }
+// and waits until its processes are gone. A server started again on the
+// same Dir recovers from its write-ahead log.
+func (pg *Postgres) Kill() error {
+	if err := pg.p.kill(); err != nil {
+		return err
+	}
+	return pg.p.waitGroupGone(killWait)
+}
 
 // Pid is the server's process id.
 func (pg *Postgres) Pid() int { return pg.p.pid }

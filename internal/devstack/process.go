@@ -222,6 +222,23 @@ func (p *process) kill() error {
 	}
 }
 
+// waitGroupGone waits, up to timeout, until no process of the child's
+// process group is left: a server's own children (PostgreSQL's backends)
+// may outlive it by a moment, and a server started again on the same data
+// must not find them still attached to it.
+func (p *process) waitGroupGone(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		if err := syscall.Kill(-p.pid, 0); errors.Is(err, syscall.ESRCH) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s (pid %d) exited, but processes of its group still run %v later", p.name, p.pid, timeout)
+		}
+		time.Sleep(probeInterval)
+	}
+}
+
 // waitReady calls probe until it succeeds, the child exits, timeout passes
 // or ctx ends. Each probe gets a context that ends when the child exits, so
 // a probe blocked on a dead server returns at once.
