@@ -1,9 +1,11 @@
 # Gangway: build, test and run the development stack.
 #
 #   make deps     Temporal CLI into bin/ (built once, ~6 min) and redis-server
+#   make postgres PostgreSQL server binaries (tests of the production ledger)
 #   make build    bin/gangway
 #   make dev      deps + build, then `bin/gangway dev $(DEV_FLAGS)`
-#   make test     deps, then every test, integration tests on real servers
+#   make test     deps and postgres, then every test, integration tests on
+#                 real servers
 #   make lint     gofmt, go vet, workflowcheck (Temporal determinism)
 #   make fuzz     each parser's fuzz target for FUZZTIME (60s); `make test`
 #                 runs their seed corpora (testdata/fuzz/) as plain tests
@@ -34,7 +36,7 @@ TEST_FLAGS ?=
 export CGO_ENABLED ?= 1
 export CGO_CFLAGS ?= -Wno-deprecated-declarations
 
-.PHONY: deps redis build dev test lint clean distclean
+.PHONY: deps redis postgres build dev test lint clean distclean
 
 bin/temporal:
 	@echo "Installing the Temporal CLI $(TEMPORAL_VERSION) (dev server: Temporal Server + Web UI) into bin/temporal."
@@ -61,6 +63,24 @@ redis:
 		exit 1; \
 	fi
 
+# PostgreSQL comes from the OS too: the ledger's conformance suite and the
+# end-to-end tests run initdb and the server themselves, in a temporary
+# directory on a free port (as the postgres user when run as root), never
+# the system cluster. Found as internal/devstack's FindPostgres finds it.
+postgres:
+	@if [ -x "$${GANGWAY_POSTGRES_BIN:-/nonexistent}/initdb" ] || command -v initdb >/dev/null || \
+		ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
+		exit 0; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "PostgreSQL (initdb) not found; running as root, so installing it: apt-get update && apt-get install -y postgresql"; \
+		apt-get update && apt-get install -y postgresql; \
+	else \
+		echo "PostgreSQL (initdb) not found. Install PostgreSQL 15 or newer, for example:" >&2; \
+		echo "    sudo apt-get update && sudo apt-get install -y postgresql" >&2; \
+		echo "(macOS: brew install postgresql; or point GANGWAY_POSTGRES_BIN at the directory holding initdb)" >&2; \
+		exit 1; \
+	fi
+
 deps: bin/temporal redis
 
 build:
@@ -71,7 +91,7 @@ dev: deps build
 
 # -p 2: the integration tests start real servers; more packages at once
 # only fight over the CPUs.
-test: deps
+test: deps postgres
 	$(GO) test -p 2 -count=1 -timeout 25m $(TEST_FLAGS) ./...
 
 lint:

@@ -76,8 +76,9 @@ type Assignment struct {
 	At      time.Time `json:"at"`
 	// What the scheduler needs to know about the running job later:
 	// fair share and quotas, backfill (when it ends at the latest) and
-	// preemption.
+	// preemption. Project is for the cost of runs in flight.
 	Team        string        `json:"team,omitempty"`
+	Project     string        `json:"project,omitempty"`
 	Priority    int           `json:"priority,omitempty"`
 	MaxRuntime  time.Duration `json:"maxRuntime,omitempty"`
 	Runtime     time.Duration `json:"runtime,omitempty"` // expected

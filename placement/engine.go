@@ -316,7 +316,7 @@ func (se *Session) placeJob(j *gangway.QueueEntry) (gangway.Assignment, bool) {
 	// Complete, as dispatch commits it and as later cycles (and this
 	// session) read it back as a running allocation.
 	return gangway.Assignment{JobID: j.JobID, Attempt: j.Attempt, Members: members, At: v.now,
-		Team: j.Team, Priority: j.Priority, MaxRuntime: j.MaxRuntime, Runtime: j.Runtime,
+		Team: j.Team, Project: j.Project, Priority: j.Priority, MaxRuntime: j.MaxRuntime, Runtime: j.Runtime,
 		Preemptible: j.Preemptible, CPUMilli: j.CPUMilli, MemMiB: j.MemMiB}, true
 }
 

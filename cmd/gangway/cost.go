@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/csv"
 	"fmt"
 	"io"
@@ -12,7 +13,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/internal/accounting"
+	"github.com/gangwayhq/gangway/internal/capacity"
+	"github.com/gangwayhq/gangway/internal/config"
 )
 
 func newCostCmd(a *app) *cobra.Command {
@@ -22,7 +26,10 @@ func newCostCmd(a *app) *cobra.Command {
 		Short: "GPU-hours and dollars per team, project or pool: on-prem, spot, on-demand",
 		Long: `Report GPU-hours and dollars from the usage ledger, one row per team, project
 or pool, split into on-prem, spot and on-demand, with what spot saved against
-on-demand prices and a total.
+on-demand prices and a total. The ledger (--ledger) holds the runs that
+ended; the runs still in flight are read from the Redis view and count up to
+now, the cost so far (IN FLIGHT counts them). Without Redis the report still
+comes, from the ledger alone, with a warning.
 
 --since and --until take a duration ago (7d, 36h, 1d12h) or a time (RFC 3339,
 or a date, read as UTC midnight). Runs that straddle a bound count only their
@@ -44,15 +51,20 @@ the on-demand price of a pool with spot usage is not known.`,
 				return err
 			}
 			ctx := cmd.Context()
-			rdb, err := dialRedis(ctx, a.cfg.Redis)
+			ledger, err := openLedger(ctx, a.cfg.Ledger.DSN, true)
 			if err != nil {
 				return err
 			}
-			defer rdb.Close()
+			defer ledger.Close()
 			// A spot pool without an on-demand price reports its savings as
 			// unknown.
 			q.OnDemandPrices = a.cfg.Cloud.OnDemandPrices()
-			sum, err := accounting.New(rdb, accounting.Options{Prefix: a.cfg.Redis.Prefix}).Report(ctx, q)
+			running, err := runningSegments(ctx, a.cfg.Redis, time.Now())
+			if err != nil {
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: runs in flight are not counted: %v\n", err)
+			}
+			q.Running = running
+			sum, err := ledger.Report(ctx, q)
 			if err != nil {
 				return err
 			}
@@ -64,7 +76,23 @@ the on-demand price of a pool with spot usage is not known.`,
 	fl.StringVar(&since, "since", "7d", "start of the window: a duration ago (7d, 36h), an RFC 3339 time or a date")
 	fl.StringVar(&until, "until", "", "end of the window, like --since (default now)")
 	fl.StringVarP(&output, "output", "o", "table", "output format: table, csv or json")
+	ledgerFlag(fl, &a.cfg.Ledger)
 	return cmd
+}
+
+// runningSegments is the cost so far of the runs that hold GPUs now: the
+// allocations in the Redis view, up to now.
+func runningSegments(ctx context.Context, rc config.RedisConfig, now time.Time) ([]gangway.UsageSegment, error) {
+	rdb, err := dialRedis(ctx, rc)
+	if err != nil {
+		return nil, err
+	}
+	defer rdb.Close()
+	running, err := capacity.New(rdb, capacity.Options{Prefix: rc.Prefix}).Allocations(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return accounting.RunningSegments(running, now), nil
 }
 
 // costQuery checks the window and grouping flags against now.
@@ -127,15 +155,15 @@ func printCost(w io.Writer, output string, sum accounting.Summary) error {
 	// and the padding tabwriter puts before it is cut off.
 	var buf bytes.Buffer
 	tw := tabwriter.NewWriter(&buf, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "%-*s\tGPU-H ON-PREM\tGPU-H SPOT\tGPU-H ON-DEMAND\t$ ON-PREM\t$ SPOT\t$ ON-DEMAND\t$ TOTAL\tSPOT SAVED\t\n", width, strings.ToUpper(string(sum.By)))
+	fmt.Fprintf(tw, "%-*s\tGPU-H ON-PREM\tGPU-H SPOT\tGPU-H ON-DEMAND\t$ ON-PREM\t$ SPOT\t$ ON-DEMAND\t$ TOTAL\tSPOT SAVED\tIN FLIGHT\t\n", width, strings.ToUpper(string(sum.By)))
 	row := func(group string, r accounting.Row) {
 		saved := "-"
 		if r.SpotSavedDollars != nil {
 			saved = fmt.Sprintf("%.2f", *r.SpotSavedDollars)
 		}
-		fmt.Fprintf(tw, "%-*s\t%.1f\t%.1f\t%.1f\t%.2f\t%.2f\t%.2f\t%.2f\t%s\t\n", width, group,
+		fmt.Fprintf(tw, "%-*s\t%.1f\t%.1f\t%.1f\t%.2f\t%.2f\t%.2f\t%.2f\t%s\t%d\t\n", width, group,
 			r.GPUHours.OnPrem, r.GPUHours.Spot, r.GPUHours.OnDemand,
-			r.Dollars.OnPrem, r.Dollars.Spot, r.Dollars.OnDemand, r.TotalDollars, saved)
+			r.Dollars.OnPrem, r.Dollars.Spot, r.Dollars.OnDemand, r.TotalDollars, saved, r.InFlight)
 	}
 	unknown := false
 	for i, r := range sum.Rows {
@@ -154,6 +182,9 @@ func printCost(w io.Writer, output string, sum accounting.Summary) error {
 	if unknown {
 		fmt.Fprintln(w, "\nSPOT SAVED is - where the on-demand price of a pool with spot usage is unknown.")
 	}
+	if sum.Total.InFlight > 0 {
+		fmt.Fprintf(w, "\nIN FLIGHT counts runs still going (%d in all): their GPU-hours and dollars are the cost so far.\n", sum.Total.InFlight)
+	}
 	return nil
 }
 
@@ -162,7 +193,7 @@ func printCost(w io.Writer, output string, sum accounting.Summary) error {
 func printCostCSV(w io.Writer, sum accounting.Summary) error {
 	cw := csv.NewWriter(w)
 	_ = cw.Write([]string{string(sum.By), "gpu_hours_on_prem", "gpu_hours_spot", "gpu_hours_on_demand",
-		"dollars_on_prem", "dollars_spot", "dollars_on_demand", "dollars_total", "spot_saved_dollars"})
+		"dollars_on_prem", "dollars_spot", "dollars_on_demand", "dollars_total", "spot_saved_dollars", "runs_in_flight"})
 	f := func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 	for _, r := range sum.Rows {
 		saved := ""
@@ -170,7 +201,7 @@ func printCostCSV(w io.Writer, sum accounting.Summary) error {
 			saved = f(*r.SpotSavedDollars)
 		}
 		_ = cw.Write([]string{r.Group, f(r.GPUHours.OnPrem), f(r.GPUHours.Spot), f(r.GPUHours.OnDemand),
-			f(r.Dollars.OnPrem), f(r.Dollars.Spot), f(r.Dollars.OnDemand), f(r.TotalDollars), saved})
+			f(r.Dollars.OnPrem), f(r.Dollars.Spot), f(r.Dollars.OnDemand), f(r.TotalDollars), saved, strconv.Itoa(r.InFlight)})
 	}
 	cw.Flush()
 	return cw.Error()

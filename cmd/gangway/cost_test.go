@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/internal/accounting"
+	"github.com/gangwayhq/gangway/internal/capacity"
 	"github.com/gangwayhq/gangway/internal/devstack/devstacktest"
 )
 
@@ -113,13 +115,14 @@ func TestCostRejectedBeforeConnecting(t *testing.T) {
 	}
 }
 
-// TestCost fills a ledger in a real Redis and checks what gangway cost
-// prints from it in each format.
+// TestCost fills an SQLite ledger, commits runs in flight to a real Redis
+// view, and checks what gangway cost prints from them in each format.
 func TestCost(t *testing.T) {
 	r := devstacktest.Redis(t)
 	rdb := redis.NewClient(&redis.Options{Addr: r.Addr})
 	t.Cleanup(func() { _ = rdb.Close() })
 	const prefix = "{test-cost}"
+	ledgerDSN := "sqlite:" + filepath.Join(t.TempDir(), "ledger.db")
 	cfg := filepath.Join(t.TempDir(), "gangway.yaml")
 	if err := os.WriteFile(cfg, []byte("redis:\n  url: "+r.URL+"\n  prefix: \""+prefix+"\"\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -131,7 +134,11 @@ func TestCost(t *testing.T) {
 		return gangway.UsageSegment{JobID: job, Attempt: attempt, Team: team, Project: project, Pool: pool,
 			CapacityType: capacityType, GPUs: gpus, Start: t0.Add(start), End: t0.Add(end), PricePerGPUHour: price}
 	}
-	ledger := accounting.New(rdb, accounting.Options{Prefix: prefix, Now: func() time.Time { return t0 }})
+	ledger, err := accounting.Open(t.Context(), ledgerDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ledger.Close() })
 	for _, s := range []gangway.UsageSegment{
 		segment("train-1", 1, "ml", "llm", "onprem", "on-prem", 2, 0, 90*time.Minute, 4),  // 3 GPU-h, $12
 		segment("train-1", 2, "ml", "llm", "aws-spot", "spot", 4, 2*h, 4*h, 1.25),         // 8 GPU-h, $10
@@ -144,7 +151,18 @@ func TestCost(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	window := []string{"--config", cfg, "--since", "2025-06-01", "--until", "2025-06-07T12:30:00Z"}
+	// In flight: serve-1 from two hours before the window's end, on 2
+	// on-prem GPUs at $0.5 (4 GPU-h, $2, inside the window); train-2's
+	// attempt 1, whose segment is recorded, still holds its allocation and
+	// counts once.
+	running := []gangway.Assignment{
+		{JobID: "serve-1", Attempt: 1, Team: "vision", Project: "det", At: t0.Add(5*24*h - 90*time.Minute),
+			Members: []gangway.Member{{NodeID: "n1", Pool: "onprem", GPUs: []int{0, 1}, PricePerGPUHour: 0.5}}},
+		{JobID: "train-2", Attempt: 1, Team: "ml", At: t0.Add(h),
+			Members: []gangway.Member{{NodeID: "n1", Pool: "aws-od", GPUs: []int{2}, CapacityType: "on-demand", PricePerGPUHour: 3}}},
+	}
+	commitRunning(t, capacity.New(rdb, capacity.Options{Prefix: prefix}), running)
+	window := []string{"--config", cfg, "--ledger", ledgerDSN, "--since", "2025-06-01", "--until", "2025-06-07T12:30:00Z"}
 
 	tests := map[string]struct {
 		args []string
@@ -154,36 +172,40 @@ func TestCost(t *testing.T) {
 			args: []string{"--by", "team"},
 			want: `Usage by team from 2025-06-01T00:00:00Z to 2025-06-07T12:30:00Z
 
-TEAM      GPU-H ON-PREM  GPU-H SPOT  GPU-H ON-DEMAND  $ ON-PREM  $ SPOT  $ ON-DEMAND  $ TOTAL  SPOT SAVED
-ml                  3.0         8.0              1.0      12.00   10.00         3.00    25.00           -
-vision              0.0         4.0              0.0       0.00    4.00         0.00     4.00           -
-research            4.0         0.0              0.0       2.00    0.00         0.00     2.00        0.00
-TOTAL               7.0        12.0              1.0      14.00   14.00         3.00    31.00           -
+TEAM      GPU-H ON-PREM  GPU-H SPOT  GPU-H ON-DEMAND  $ ON-PREM  $ SPOT  $ ON-DEMAND  $ TOTAL  SPOT SAVED  IN FLIGHT
+ml                  3.0         8.0              1.0      12.00   10.00         3.00    25.00           -          0
+vision              4.0         4.0              0.0       2.00    4.00         0.00     6.00           -          1
+research            4.0         0.0              0.0       2.00    0.00         0.00     2.00        0.00          0
+TOTAL              11.0        12.0              1.0      16.00   14.00         3.00    33.00           -          1
 
 SPOT SAVED is - where the on-demand price of a pool with spot usage is unknown.
+
+IN FLIGHT counts runs still going (1 in all): their GPU-hours and dollars are the cost so far.
 `,
 		},
 		"table by project": {
 			args: []string{"--by", "project", "-o", "text"},
 			want: `Usage by project from 2025-06-01T00:00:00Z to 2025-06-07T12:30:00Z
 
-PROJECT  GPU-H ON-PREM  GPU-H SPOT  GPU-H ON-DEMAND  $ ON-PREM  $ SPOT  $ ON-DEMAND  $ TOTAL  SPOT SAVED
-llm                3.0         8.0              0.0      12.00   10.00         0.00    22.00           -
-det                0.0         4.0              0.0       0.00    4.00         0.00     4.00           -
-(none)             0.0         0.0              1.0       0.00    0.00         3.00     3.00        0.00
-rl                 4.0         0.0              0.0       2.00    0.00         0.00     2.00        0.00
-TOTAL              7.0        12.0              1.0      14.00   14.00         3.00    31.00           -
+PROJECT  GPU-H ON-PREM  GPU-H SPOT  GPU-H ON-DEMAND  $ ON-PREM  $ SPOT  $ ON-DEMAND  $ TOTAL  SPOT SAVED  IN FLIGHT
+llm                3.0         8.0              0.0      12.00   10.00         0.00    22.00           -          0
+det                4.0         4.0              0.0       2.00    4.00         0.00     6.00           -          1
+(none)             0.0         0.0              1.0       0.00    0.00         3.00     3.00        0.00          0
+rl                 4.0         0.0              0.0       2.00    0.00         0.00     2.00        0.00          0
+TOTAL             11.0        12.0              1.0      16.00   14.00         3.00    33.00           -          1
 
 SPOT SAVED is - where the on-demand price of a pool with spot usage is unknown.
+
+IN FLIGHT counts runs still going (1 in all): their GPU-hours and dollars are the cost so far.
 `,
 		},
 		"csv by pool": {
 			args: []string{"--by", "pool", "--output", "csv"},
-			want: `pool,gpu_hours_on_prem,gpu_hours_spot,gpu_hours_on_demand,dollars_on_prem,dollars_spot,dollars_on_demand,dollars_total,spot_saved_dollars
-onprem,7,0,0,14,0,0,14,0
-aws-spot,0,8,0,0,10,0,10,
-gcp-spot,0,4,0,0,4,0,4,
-aws-od,0,0,1,0,0,3,3,0
+			want: `pool,gpu_hours_on_prem,gpu_hours_spot,gpu_hours_on_demand,dollars_on_prem,dollars_spot,dollars_on_demand,dollars_total,spot_saved_dollars,runs_in_flight
+onprem,11,0,0,16,0,0,16,0,1
+aws-spot,0,8,0,0,10,0,10,,0
+gcp-spot,0,4,0,0,4,0,4,,0
+aws-od,0,0,1,0,0,3,3,0,0
 `,
 		},
 	}
@@ -208,9 +230,9 @@ aws-od,0,0,1,0,0,3,3,0
 		if err := json.Unmarshal([]byte(out), &got); err != nil {
 			t.Fatalf("not JSON: %v\n%s", err, out)
 		}
-		row := func(group string, segments int, hours, dollars [3]float64, total float64, saved any) map[string]any {
+		row := func(group string, segments, inFlight int, hours, dollars [3]float64, total float64, saved any) map[string]any {
 			return map[string]any{
-				"group": group, "segments": float64(segments),
+				"group": group, "segments": float64(segments), "inFlight": float64(inFlight),
 				"gpuHours":         map[string]any{"onPrem": hours[0], "spot": hours[1], "onDemand": hours[2]},
 				"dollars":          map[string]any{"onPrem": dollars[0], "spot": dollars[1], "onDemand": dollars[2]},
 				"totalDollars":     total,
@@ -222,11 +244,11 @@ aws-od,0,0,1,0,0,3,3,0
 			"since": "2025-06-01T00:00:00Z",
 			"until": "2025-06-07T12:30:00Z",
 			"rows": []any{
-				row("ml", 3, [3]float64{3, 8, 1}, [3]float64{12, 10, 3}, 25, nil),
-				row("vision", 1, [3]float64{0, 4, 0}, [3]float64{0, 4, 0}, 4, nil),
-				row("research", 1, [3]float64{4, 0, 0}, [3]float64{2, 0, 0}, 2, 0.0),
+				row("ml", 3, 0, [3]float64{3, 8, 1}, [3]float64{12, 10, 3}, 25, nil),
+				row("vision", 2, 1, [3]float64{4, 4, 0}, [3]float64{2, 4, 0}, 6, nil),
+				row("research", 1, 0, [3]float64{4, 0, 0}, [3]float64{2, 0, 0}, 2, 0.0),
 			},
-			"total": row("", 5, [3]float64{7, 12, 1}, [3]float64{14, 14, 3}, 31, nil),
+			"total": row("", 6, 1, [3]float64{11, 12, 1}, [3]float64{16, 14, 3}, 33, nil),
 		}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("JSON (-want +got):\n%s", diff)
@@ -234,12 +256,66 @@ aws-od,0,0,1,0,0,3,3,0
 	})
 
 	t.Run("an empty window", func(t *testing.T) {
-		out, err := runGangway(t, "cost", "--config", cfg, "--since", "2020-01-01", "--until", "2020-02-01", "-o", "csv")
+		out, err := runGangway(t, "cost", "--config", cfg, "--ledger", ledgerDSN, "--since", "2020-01-01", "--until", "2020-02-01", "-o", "csv")
 		if err != nil {
 			t.Fatalf("gangway cost: %v\n%s", err, out)
 		}
-		if want := "team,gpu_hours_on_prem,gpu_hours_spot,gpu_hours_on_demand,dollars_on_prem,dollars_spot,dollars_on_demand,dollars_total,spot_saved_dollars\n"; out != want {
+		if want := "team,gpu_hours_on_prem,gpu_hours_spot,gpu_hours_on_demand,dollars_on_prem,dollars_spot,dollars_on_demand,dollars_total,spot_saved_dollars,runs_in_flight\n"; out != want {
 			t.Errorf("output %q, want only the header %q", out, want)
 		}
 	})
+
+	t.Run("without redis", func(t *testing.T) {
+		out, err := runGangway(t, "cost", "--ledger", ledgerDSN, "--redis-url", "redis://127.0.0.1:1",
+			"--since", "2025-06-01", "--until", "2025-06-07T12:30:00Z", "-o", "csv")
+		if err != nil {
+			t.Fatalf("gangway cost: %v\n%s", err, out)
+		}
+		want := `warning: runs in flight are not counted: redis at redis://127.0.0.1:1: dial tcp 127.0.0.1:1: connect: connection refused
+team,gpu_hours_on_prem,gpu_hours_spot,gpu_hours_on_demand,dollars_on_prem,dollars_spot,dollars_on_demand,dollars_total,spot_saved_dollars,runs_in_flight
+ml,3,8,1,12,10,3,25,,0
+vision,0,4,0,0,4,0,4,,0
+research,4,0,0,2,0,0,2,0,0
+`
+		if diff := cmp.Diff(want, out); diff != "" {
+			t.Errorf("output (-want +got):\n%s", diff)
+		}
+	})
+
+	t.Run("no ledger file", func(t *testing.T) {
+		missing := "sqlite:" + filepath.Join(t.TempDir(), "nope.db")
+		out, err := runGangway(t, "cost", "--config", cfg, "--ledger", missing)
+		if err == nil || !strings.Contains(err.Error(), "no such file") || !strings.Contains(err.Error(), "--ledger") {
+			t.Fatalf("gangway cost --ledger %s = %v, want an error naming --ledger and the missing file\n%s", missing, err, out)
+		}
+		if _, statErr := os.Stat(strings.TrimPrefix(missing, "sqlite:")); statErr == nil {
+			t.Errorf("gangway cost created %s", missing)
+		}
+	})
+}
+
+// commitRunning commits runs to the view as the dispatch loop would: the
+// node they use registered, each job queued, then placed.
+func commitRunning(t *testing.T, v *capacity.View, running []gangway.Assignment) {
+	t.Helper()
+	ctx := t.Context()
+	node := gangway.Node{ID: "n1", Pool: "onprem", CPUMilli: 64000, MemMiB: 1 << 20}
+	for i := range 8 {
+		node.GPUs = append(node.GPUs, gangway.GPU{Index: i, UUID: fmt.Sprintf("GPU-n1-%d", i), Model: "H100", Healthy: true})
+	}
+	if err := v.RegisterNode(ctx, node, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := v.AcquireLease(ctx, "test", time.Minute); err != nil || !ok {
+		t.Fatalf("lease: %v, %v", ok, err)
+	}
+	for _, a := range running {
+		if _, err := v.Enqueue(ctx, gangway.QueueEntry{JobID: a.JobID, Team: a.Team, Project: a.Project, Attempt: a.Attempt,
+			Replicas: 1, GPUsPerReplica: a.GPUCount()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := v.Commit(ctx, "test", running); err != nil {
+		t.Fatal(err)
+	}
 }

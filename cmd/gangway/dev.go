@@ -40,10 +40,10 @@ func newDevCmd(a *app) *cobra.Command {
 		Use:   "dev",
 		Short: "Run the whole system on this machine and a demo workload",
 		Long: `Start a Temporal dev server and a redis-server as child processes on free
-ports (state in a temporary directory), the workflow worker, the dispatch
-loop, simulated on-prem nodes (--nodes) and a fake cloud beside them (a
-spot and an on-demand pool of 8 × A100 instances that boot into in-process
-agents), then submit a demo workload — single-GPU jobs, 4-GPU jobs, 2 × 8-GPU
+ports (state, the SQLite usage ledger among it, in a temporary directory or
+--data-dir), the workflow worker, the dispatch loop, simulated on-prem nodes
+(--nodes) and a fake cloud beside them (a spot and an on-demand pool of
+8 × A100 instances that boot into in-process agents), then submit a demo workload — single-GPU jobs, 4-GPU jobs, 2 × 8-GPU
 gangs, and 8-GPU jobs allowed to burst — running 'gangway demo-train', show
 progress live, and end with a table per job and the pool it ran in.
 
@@ -160,12 +160,12 @@ func runDev(ctx context.Context, a *app, o devOptions, shapes []agent.NodeShape,
 	if (o.keep || o.noDemo) && runCtx.Err() == nil {
 		self, _ := os.Executable()
 		fmt.Fprintf(out, "\nThe stack is up. In another terminal:\n")
-		fmt.Fprintf(out, "  export GANGWAY_TEMPORAL_ADDRESS=%s GANGWAY_REDIS_URL=%s\n", st.Temporal.Addr, st.Redis.URL)
-		fmt.Fprintf(out, "  %s submit examples/single-gpu.yaml --wait\n  %s list\n  %s nodes\n", self, self, self)
+		fmt.Fprintf(out, "  export GANGWAY_TEMPORAL_ADDRESS=%s GANGWAY_REDIS_URL=%s GANGWAY_LEDGER_DSN=%s\n", st.Temporal.Addr, st.Redis.URL, st.LedgerDSN)
+		fmt.Fprintf(out, "  %s submit examples/single-gpu.yaml --wait\n  %s list\n  %s nodes\n  %s cost\n", self, self, self, self)
 		if st.Temporal.UIURL != "" {
 			fmt.Fprintf(out, "Temporal Web UI: %s\n", st.Temporal.UIURL)
 		}
-		fmt.Fprintf(out, "Metrics:         http://%s/metrics\nRedis:           %s\nCtrl-C stops everything.\n", st.MetricsAddr, st.Redis.URL)
+		fmt.Fprintf(out, "Metrics:         http://%s/metrics\nRedis:           %s\nUsage ledger:    %s\nCtrl-C stops everything.\n", st.MetricsAddr, st.Redis.URL, st.LedgerDSN)
 		<-runCtx.Done()
 	}
 	serverErr := st.Err()

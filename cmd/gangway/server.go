@@ -12,7 +12,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
-	"github.com/gangwayhq/gangway/internal/accounting"
 	"github.com/gangwayhq/gangway/internal/agent"
 	"github.com/gangwayhq/gangway/internal/agent/notice"
 	"github.com/gangwayhq/gangway/internal/cloud"
@@ -29,7 +28,9 @@ func newServerCmd(a *app) *cobra.Command {
 		Short: "Run the workflow worker, the dispatch loop and /metrics",
 		Long: `Run JobWorkflow and its server-side activities on the "gangway" task queue,
 compete for the Redis dispatch lease and, while leading, place queued jobs
-every dispatch interval; serve Prometheus metrics on --metrics-addr.
+every dispatch interval; serve Prometheus metrics on --metrics-addr. Usage is
+recorded in the SQL ledger named by --ledger: an SQLite file for a single
+server, one PostgreSQL database shared by all of them otherwise.
 
 Run several for availability: one leads dispatch, the others take over
 within the lease TTL when it dies.`,
@@ -53,6 +54,11 @@ within the lease TTL when it dies.`,
 			if err != nil {
 				return err
 			}
+			ledger, err := openLedger(cmd.Context(), a.cfg.Ledger.DSN, false)
+			if err != nil {
+				return err
+			}
+			defer ledger.Close()
 			a.log.Info("gangway server connected", "temporal", a.cfg.Temporal.Address, "redis", redact.URL(a.cfg.Redis.URL))
 			return fullstack.RunServer(cmd.Context(), server.Options{
 				Temporal:    c.temporal,
@@ -69,7 +75,7 @@ within the lease TTL when it dies.`,
 				},
 				Join:        a.cfg.Join(),
 				Reconcile:   cloud.ReconcilerConfig{Interval: cl.ReconcileInterval.Duration, Grace: cl.OrphanGrace.Duration},
-				Ledger:      accounting.New(c.redis, accounting.Options{Prefix: a.cfg.Redis.Prefix}),
+				Ledger:      ledger,
 				TeamLimits:  cl.TeamLimits(),
 				Checkpoints: ckstore,
 			},
@@ -82,6 +88,7 @@ within the lease TTL when it dies.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&a.cfg.Checkpoint.Store, "checkpoint-store", a.cfg.Checkpoint.Store, "checkpoint store jobs resume from: file:///dir or s3://bucket/prefix")
+	ledgerFlag(f, &a.cfg.Ledger)
 	f.StringVar(&a.cfg.Server.MetricsAddr, "metrics-addr", a.cfg.Server.MetricsAddr, "listen address for /metrics (empty: off)")
 	f.DurationVar(&a.cfg.Server.DispatchInterval.Duration, "dispatch-interval", a.cfg.Server.DispatchInterval.Duration, "time between dispatch cycles")
 	f.DurationVar(&a.cfg.Server.LeaseTTL.Duration, "lease-ttl", a.cfg.Server.LeaseTTL.Duration, "dispatch lease TTL: a dead leader is replaced after this")

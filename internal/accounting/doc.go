@@ -1,37 +1,88 @@
 // Package accounting owns the usage and cost ledger: every run segment of
 // every job (job, attempt, team, project, pool, capacity type, GPUs, start,
-// end, price per GPU-hour) kept in Redis, and the pure aggregation behind
-// `gangway cost` — GPU-hours and dollars per team, project or pool, split
-// into on-prem, spot and on-demand, and what spot saved against on-demand.
+// end, price per GPU-hour) kept in an SQL database, and the pure
+// aggregation behind `gangway cost` — GPU-hours and dollars per team,
+// project or pool, split into on-prem, spot and on-demand, and what spot
+// saved against on-demand — and behind the team budgets.
 //
 // The ledger stores the segments themselves, never pre-rounded dollars:
 // every total is computed with gangway.UsageSegment.Dollars, the method
 // JobWorkflow uses for the job's own result, so the two agree exactly.
+//
+// # Databases
+//
+// The ledger is the bill, so it lives in a database that keeps it, never
+// only in Redis (the live view, which may be lost and rebuilt). Open takes a
+// data source name:
+//
+//	sqlite:PATH                         an SQLite file (modernc.org/sqlite, pure Go), created if missing
+//	postgres://USER@HOST:PORT/DB?...    a PostgreSQL database (pgx v5; postgresql:// too)
+//
+// SQLite is the embedded default: `gangway dev` keeps the ledger in its
+// state directory, and a single `gangway server` may use a file (WAL mode,
+// so `gangway cost` reads while the server writes). Several servers share
+// one PostgreSQL database. Both run the same SQL and pass the same
+// conformance suite (conformance_test.go), against a real PostgreSQL server
+// started by the test.
+//
+// # Schema
+//
+//	usage_segments     one row per segment
+//	  job_id, attempt, pool, start_ns     the segment's identity: the primary key
+//	  end_ns                              indexed: reports read a window by end
+//	  team, project, capacity_type, gpus, price_per_gpu_hour
+//	  recorded_at_ns                      when the first recording arrived
+//	schema_migrations  version (primary key), name, applied_at_ns
+//
+// Times are Unix nanoseconds in BIGINT columns: exact on both databases
+// (PostgreSQL's timestamps stop at microseconds), so a segment reads back
+// equal to what was recorded and its Dollars() to the last bit.
+//
+// # Migrations
+//
+// The schema is versioned by the embedded files migrations/NNNN_name.sql,
+// numbered 1, 2, 3, ... without gaps. Open runs Migrate: in one
+// transaction it creates schema_migrations if missing, applies every
+// version the table does not list, in order, and records each; a failure
+// rolls all of it back. Concurrent servers do not race: on PostgreSQL the
+// transaction first takes an advisory lock (pg_advisory_xact_lock), on
+// SQLite it begins IMMEDIATE, holding the write lock. Migrating again
+// changes nothing. A database at a version this binary does not know (a
+// newer Gangway migrated it) is refused with ErrSchemaTooNew: upgrades only,
+// never downgrades. A released migration file is never edited; a change is
+// a new file.
 //
 // # Idempotency
 //
 // JobWorkflow records each segment through an activity, which Temporal runs
 // at least once, and a replayed workflow may record it again. A segment is
 // identified by job, attempt, pool and start; recording one that is already
-// there changes nothing and Record reports it as not new, so counters fed
-// from Record never count a segment twice. The first recording wins.
+// there (INSERT ... ON CONFLICT DO NOTHING) changes nothing and Record
+// reports it as not new, so counters fed from Record never count a segment
+// twice. The first recording wins, also when several servers record the
+// same segment at once.
 //
-// # Key layout
+// # Runs in flight
 //
-// Keys start with Options.Prefix (default "{gangway}", the hash tag the
-// capacity view uses), so the ledger lives in the same Redis Cluster slot and
-// one record is one atomic script. P is the prefix below; a segment ID is
-// "<job ID>|<attempt>|<pool>|<start, RFC 3339 UTC>".
+// A run's segments are recorded when it ends. The runs still going are the
+// capacity view's allocations: RunningSegments turns them into segments up
+// to now, and a report given them (Query.Running) counts them as cost so
+// far and counts the runs in each row's InFlight. Ledger.Report drops a
+// run whose segments are already recorded (it ended; its allocation is not
+// released yet), so nothing counts twice. This needs no extra write in the
+// workflow, at the price that a run's cost so far starts at its commit,
+// slightly before the run itself starts, and that without Redis only the
+// ended runs are reported.
 //
-//	key                type   member / field → value
-//	P:usage:segments   hash   segment ID → gangway.UsageSegment JSON
-//	P:usage:by-end     zset   segment ID, scored by end time (unix ms): the time index
-//	P:usage:by-job     zset   segment ID, all scored 0: a lexical index by job
+// # Budgets
+//
+// Team limits (monthly budget, price cap) are config; the spend they are
+// checked against is computed from the ledger's segments each dispatch
+// cycle (Budgets), so it is as durable as the ledger and nothing else is
+// stored. Spend counts ended runs only.
 //
 // # Retention
 //
-// Each write first drops segments that ended more than Options.MaxAge ago
-// (default 400 days, so a year-on-year comparison still has its year), a
-// bounded batch at a time. A segment that is already older than that is not
-// recorded at all.
+// Segments are kept for good: the ledger is the record of what was spent.
+// Pruning old rows is a DELETE an operator runs on purpose.
 package accounting

@@ -1,41 +1,13 @@
 package accounting
 
 import (
-	"fmt"
-	"sync/atomic"
-	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/gangwayhq/gangway"
-	"github.com/gangwayhq/gangway/internal/devstack/devstacktest"
 )
 
 // t0 is the fixed time tests start from.
 var t0 = time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
-
-// startRedis starts a real redis-server for the test and returns a client.
-func startRedis(t *testing.T) *redis.Client {
-	t.Helper()
-	r := devstacktest.Redis(t)
-	rdb := redis.NewClient(&redis.Options{Addr: r.Addr})
-	t.Cleanup(func() { _ = rdb.Close() })
-	return rdb
-}
-
-var prefixSeq atomic.Int64
-
-// newLedger returns a Ledger under a fresh prefix, so cases sharing one
-// server never see each other's keys. Its clock stands at t0 plus a week
-// unless opts says otherwise.
-func newLedger(rdb redis.UniversalClient, opts Options) *Ledger {
-	opts.Prefix = fmt.Sprintf("{test-%d}", prefixSeq.Add(1))
-	if opts.Now == nil {
-		opts.Now = func() time.Time { return t0.Add(7 * 24 * time.Hour) }
-	}
-	return New(rdb, opts)
-}
 
 // segment is a fluent UsageSegment fixture: team "ml", project "llm", pool
 // "onprem", on-prem, one GPU, one hour from t0 at $2/GPU-hour.

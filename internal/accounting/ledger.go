@@ -3,8 +3,7 @@ package accounting
 import (
 	"cmp"
 	"context"
-	_ "embed"
-	"encoding/json"
+	"database/sql"
 	"errors"
 	"fmt"
 	"math"
@@ -13,99 +12,42 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/gangwayhq/gangway"
 )
-
-// DefaultPrefix is the key prefix, and Redis Cluster hash tag, used when
-// Options.Prefix is empty. It is the capacity view's default too.
-const DefaultPrefix = "{gangway}"
-
-// DefaultMaxAge is how long segments are kept when Options.MaxAge is zero.
-const DefaultMaxAge = 400 * 24 * time.Hour
-
-// trimBatch bounds how many expired segments one write drops, so a write
-// after a long pause never turns into one long script; the rest go with
-// the next writes.
-const trimBatch = 500
-
-// readBatch is how many segments one HMGET fetches.
-const readBatch = 1000
 
 // ErrInvalidSegment: Record was given a segment it cannot bill (no job or
 // pool, end before start, no GPUs, a bad price or capacity type). Retrying
 // it cannot help; check with errors.Is.
 var ErrInvalidSegment = errors.New("accounting: invalid usage segment")
 
-// Options configures a Ledger.
-type Options struct {
-	// Prefix starts every key. It should be a hash tag ("{...}"); tests and
-	// several installs sharing one Redis use different ones.
-	Prefix string
-	// MaxAge is how long a segment is kept after it ended. Zero means
-	// DefaultMaxAge; a negative value keeps segments forever.
-	MaxAge time.Duration
-	// Now is the clock retention is measured against. Nil means time.Now.
-	Now func() time.Time
-}
-
-// Ledger is the Redis usage ledger. It is safe for concurrent use: it holds
-// no state besides the client and the key names.
+// Ledger is the SQL usage ledger (see Open). It is safe for concurrent use,
+// and so are several Ledgers, in several processes, on one database.
 type Ledger struct {
-	rdb                    redis.UniversalClient
-	segments, byEnd, byJob string
-	maxAge                 time.Duration
-	now                    func() time.Time
+	db *sql.DB
+	d  dialect
 }
 
-// New returns a Ledger over rdb. Any go-redis client works (single node,
-// Sentinel failover, Cluster).
-func New(rdb redis.UniversalClient, opts Options) *Ledger {
-	if opts.Prefix == "" {
-		opts.Prefix = DefaultPrefix
-	}
-	if opts.MaxAge == 0 {
-		opts.MaxAge = DefaultMaxAge
-	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
-	return &Ledger{
-		rdb:      rdb,
-		segments: opts.Prefix + ":usage:segments",
-		byEnd:    opts.Prefix + ":usage:by-end",
-		byJob:    opts.Prefix + ":usage:by-job",
-		maxAge:   opts.MaxAge,
-		now:      opts.Now,
-	}
-}
-
-var (
-	//go:embed scripts/record.lua
-	recordLua    string
-	recordScript = redis.NewScript(recordLua)
-)
+// segmentColumns are the columns a segment is read from, in scanSegment's
+// order.
+const segmentColumns = "job_id, attempt, pool, start_ns, end_ns, team, project, capacity_type, gpus, price_per_gpu_hour"
 
 // Record adds seg to the ledger and reports whether it was new. Recording a
 // segment with the same job, attempt, pool and start again is a no-op that
-// returns false, as is recording one that ended before the retention
-// window. An invalid segment is refused with ErrInvalidSegment.
+// returns false: the first recording wins. An invalid segment is refused
+// with ErrInvalidSegment.
 func (l *Ledger) Record(ctx context.Context, seg gangway.UsageSegment) (bool, error) {
 	if err := Validate(seg); err != nil {
 		return false, err
 	}
-	seg.Start, seg.End = seg.Start.UTC(), seg.End.UTC()
-	data, err := json.Marshal(seg)
+	res, err := l.db.ExecContext(ctx, l.d.bind(`INSERT INTO usage_segments (`+segmentColumns+`, recorded_at_ns)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (job_id, attempt, pool, start_ns) DO NOTHING`),
+		seg.JobID, seg.Attempt, seg.Pool, seg.Start.UnixNano(), seg.End.UnixNano(), seg.Team, seg.Project,
+		string(seg.CapacityType), seg.GPUs, seg.PricePerGPUHour, time.Now().UnixNano())
 	if err != nil {
 		return false, fmt.Errorf("record usage of %s: %w", seg.JobID, err)
 	}
-	cutoff := int64(math.MinInt64)
-	if l.maxAge > 0 {
-		cutoff = l.now().Add(-l.maxAge).UnixMilli()
-	}
-	n, err := recordScript.Run(ctx, l.rdb, []string{l.segments, l.byEnd, l.byJob},
-		SegmentID(seg), data, seg.End.UnixMilli(), cutoff, trimBatch).Int()
+	n, err := res.RowsAffected()
 	if err != nil {
 		return false, fmt.Errorf("record usage of %s: %w", seg.JobID, err)
 	}
@@ -113,15 +55,12 @@ func (l *Ledger) Record(ctx context.Context, seg gangway.UsageSegment) (bool, er
 }
 
 // SegmentID is what identifies a segment in the ledger: recording another
-// segment with the same ID is a no-op.
+// segment with the same ID is a no-op. Job IDs never contain '|' (Validate
+// refuses them), so no two segments' IDs are alike by accident.
 func SegmentID(seg gangway.UsageSegment) string {
-	return jobPrefix(seg.JobID) + strconv.Itoa(seg.Attempt) + "|" + seg.Pool + "|" +
+	return seg.JobID + "|" + strconv.Itoa(seg.Attempt) + "|" + seg.Pool + "|" +
 		seg.Start.UTC().Format(time.RFC3339Nano)
 }
-
-// jobPrefix starts the IDs of all of a job's segments. Job IDs never contain
-// '|' (Validate refuses them), so one job's prefix never matches another's.
-func jobPrefix(jobID gangway.JobID) string { return jobID + "|" }
 
 // Validate reports why the ledger would refuse seg, wrapping
 // ErrInvalidSegment, or nil.
@@ -153,6 +92,9 @@ func Validate(seg gangway.UsageSegment) error {
 		bad("start is not set")
 	case seg.End.Before(seg.Start):
 		bad("end %s is before start %s", seg.End.Format(time.RFC3339Nano), seg.Start.Format(time.RFC3339Nano))
+	case !inNanoRange(seg.Start) || !inNanoRange(seg.End):
+		// The ledger stores Unix nanoseconds.
+		bad("start %s or end %s is outside the years 1678 to 2262", seg.Start.Format(time.RFC3339), seg.End.Format(time.RFC3339))
 	}
 	if p := seg.PricePerGPUHour; p < 0 || math.IsNaN(p) || math.IsInf(p, 0) {
 		bad("pricePerGPUHour must be a non-negative number, got %v", p)
@@ -167,17 +109,17 @@ func Validate(seg gangway.UsageSegment) error {
 // clipped to the window), in the order they ran. A zero since or until
 // leaves that side open.
 func (l *Ledger) Segments(ctx context.Context, since, until time.Time) ([]gangway.UsageSegment, error) {
-	min := "-inf"
+	// A segment overlaps only if it ends at or after since and starts
+	// before until; overlaps then drops the zero-length ones at since's
+	// edge that it does not count.
+	lo, hi := int64(math.MinInt64), int64(math.MaxInt64)
 	if !since.IsZero() {
-		// A segment overlaps only if it ends after since; ending after
-		// since means its score, the end in whole ms, is at least since's.
-		min = strconv.FormatInt(since.UnixMilli(), 10)
+		lo = since.UnixNano()
 	}
-	ids, err := l.rdb.ZRangeByScore(ctx, l.byEnd, &redis.ZRangeBy{Min: min, Max: "+inf"}).Result()
-	if err != nil {
-		return nil, fmt.Errorf("usage segments: %w", err)
+	if !until.IsZero() {
+		hi = until.UnixNano()
 	}
-	segs, err := l.load(ctx, ids)
+	segs, err := l.query(ctx, "SELECT "+segmentColumns+" FROM usage_segments WHERE end_ns >= ? AND start_ns < ?", lo, hi)
 	if err != nil {
 		return nil, fmt.Errorf("usage segments: %w", err)
 	}
@@ -202,13 +144,7 @@ func overlaps(seg gangway.UsageSegment, since, until time.Time) bool {
 
 // JobSegments returns every segment of one job, in the order they ran.
 func (l *Ledger) JobSegments(ctx context.Context, jobID gangway.JobID) ([]gangway.UsageSegment, error) {
-	p := jobPrefix(jobID)
-	// '}' is the byte after '|': the range is exactly the IDs starting with p.
-	ids, err := l.rdb.ZRangeByLex(ctx, l.byJob, &redis.ZRangeBy{Min: "[" + p, Max: "(" + jobID + "}"}).Result()
-	if err != nil {
-		return nil, fmt.Errorf("usage of job %s: %w", jobID, err)
-	}
-	segs, err := l.load(ctx, ids)
+	segs, err := l.query(ctx, "SELECT "+segmentColumns+" FROM usage_segments WHERE job_id = ?", jobID)
 	if err != nil {
 		return nil, fmt.Errorf("usage of job %s: %w", jobID, err)
 	}
@@ -241,28 +177,31 @@ func (l *Ledger) PerJob(ctx context.Context, jobID gangway.JobID) (JobTotal, err
 	return t, nil
 }
 
-// load reads the segments with the given IDs. An ID whose segment is gone
-// (trimmed since the index was read) is skipped.
-func (l *Ledger) load(ctx context.Context, ids []string) ([]gangway.UsageSegment, error) {
-	segs := make([]gangway.UsageSegment, 0, len(ids))
-	for chunk := range slices.Chunk(ids, readBatch) {
-		vals, err := l.rdb.HMGet(ctx, l.segments, chunk...).Result()
-		if err != nil {
+// query reads the segments a SELECT of segmentColumns returns.
+func (l *Ledger) query(ctx context.Context, query string, args ...any) ([]gangway.UsageSegment, error) {
+	rows, err := l.db.QueryContext(ctx, l.d.bind(query), args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var segs []gangway.UsageSegment
+	for rows.Next() {
+		var s gangway.UsageSegment
+		var start, end int64
+		var capacityType string
+		if err := rows.Scan(&s.JobID, &s.Attempt, &s.Pool, &start, &end, &s.Team, &s.Project,
+			&capacityType, &s.GPUs, &s.PricePerGPUHour); err != nil {
 			return nil, err
 		}
-		for i, v := range vals {
-			s, ok := v.(string)
-			if !ok {
-				continue
-			}
-			var seg gangway.UsageSegment
-			if err := json.Unmarshal([]byte(s), &seg); err != nil {
-				return nil, fmt.Errorf("segment %q: %w", chunk[i], err)
-			}
-			segs = append(segs, seg)
-		}
+		s.Start, s.End, s.CapacityType = time.Unix(0, start).UTC(), time.Unix(0, end).UTC(), gangway.CapacityType(capacityType)
+		segs = append(segs, s)
 	}
-	return segs, nil
+	return segs, rows.Err()
+}
+
+// inNanoRange reports whether t can be stored as Unix nanoseconds.
+func inNanoRange(t time.Time) bool {
+	return !t.Before(time.Unix(0, math.MinInt64)) && !t.After(time.Unix(0, math.MaxInt64))
 }
 
 // SortSegments puts segments in the order they ran: by start, then job,

@@ -3,6 +3,8 @@ package accounting
 import (
 	"cmp"
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -50,6 +52,12 @@ type Query struct {
 	// has spot usage: what the spot GPU-hours would have cost without spot.
 	// A pool missing here makes the savings of its group unknown.
 	OnDemandPrices map[string]float64
+	// Running is the cost so far of the runs still in flight: their
+	// segments up to now (RunningSegments). They count like recorded
+	// segments, and each run (job and attempt) counts once in the InFlight
+	// of every row it has a segment in. A run must not be here once the
+	// ledger holds its segments; Ledger.Report drops those.
+	Running []gangway.UsageSegment
 }
 
 // Split is one quantity by capacity type.
@@ -76,8 +84,12 @@ type Row struct {
 	// project).
 	Group    string `json:"group"`
 	Segments int    `json:"segments"`
-	GPUHours Split  `json:"gpuHours"`
-	Dollars  Split  `json:"dollars"`
+	// InFlight is how many of the row's runs are still going: their
+	// segments (counted in Segments, GPUHours and Dollars) end now, so
+	// they show the cost so far.
+	InFlight int   `json:"inFlight"`
+	GPUHours Split `json:"gpuHours"`
+	Dollars  Split `json:"dollars"`
 	// TotalDollars is the sum of every segment's Dollars(), added in the
 	// order the segments ran (not the sum of the three Dollars fields,
 	// which may differ in the last bit).
@@ -104,10 +116,17 @@ func Report(segs []gangway.UsageSegment, q Query) (Summary, error) {
 	if _, err := ParseGroupBy(string(q.By)); err != nil {
 		return Summary{}, fmt.Errorf("report by: %w", err)
 	}
-	in := make([]gangway.UsageSegment, 0, len(segs))
+	in := make([]gangway.UsageSegment, 0, len(segs)+len(q.Running))
 	for _, s := range segs {
 		if c, ok := clip(s, q.Since, q.Until); ok {
 			in = append(in, c)
+		}
+	}
+	running := map[string]bool{} // IDs of the segments of runs in flight
+	for _, s := range q.Running {
+		if c, ok := clip(s, q.Since, q.Until); ok {
+			in = append(in, c)
+			running[SegmentID(c)] = true
 		}
 	}
 	SortSegments(in)
@@ -122,8 +141,9 @@ func Report(segs []gangway.UsageSegment, q Query) (Summary, error) {
 			a = newAccumulator(g)
 			acc[g] = a
 		}
-		a.add(s, q.OnDemandPrices)
-		total.add(s, q.OnDemandPrices)
+		inFlight := running[SegmentID(s)]
+		a.add(s, q.OnDemandPrices, inFlight)
+		total.add(s, q.OnDemandPrices, inFlight)
 	}
 	for _, a := range acc {
 		sum.Rows = append(sum.Rows, a.row())
@@ -161,15 +181,25 @@ type accumulator struct {
 	total      float64
 	saved      float64
 	savedKnown bool
+	inFlight   map[runKey]bool
+}
+
+// runKey is one run: a job's attempt.
+type runKey struct {
+	job     gangway.JobID
+	attempt int
 }
 
 func newAccumulator(group string) *accumulator {
-	return &accumulator{group: group, savedKnown: true}
+	return &accumulator{group: group, savedKnown: true, inFlight: map[runKey]bool{}}
 }
 
-func (a *accumulator) add(s gangway.UsageSegment, onDemand map[string]float64) {
+func (a *accumulator) add(s gangway.UsageSegment, onDemand map[string]float64, inFlight bool) {
 	d := s.Dollars()
 	a.segments++
+	if inFlight {
+		a.inFlight[runKey{s.JobID, s.Attempt}] = true
+	}
 	a.gpuSeconds.add(s.CapacityType, s.GPUSeconds())
 	a.dollars.add(s.CapacityType, d)
 	a.total += d
@@ -190,6 +220,7 @@ func (a *accumulator) row() Row {
 	r := Row{
 		Group:    a.group,
 		Segments: a.segments,
+		InFlight: len(a.inFlight),
 		GPUHours: Split{
 			OnPrem:   a.gpuSeconds.OnPrem / 3600,
 			Spot:     a.gpuSeconds.Spot / 3600,
@@ -206,11 +237,34 @@ func (a *accumulator) row() Row {
 }
 
 // Report reads the segments that overlap the query's window and
-// aggregates them (Report).
+// aggregates them (Report). A run in q.Running whose segments the ledger
+// already holds has ended, and its allocation is only not yet released: it
+// is counted once, from the ledger, not as in flight.
 func (l *Ledger) Report(ctx context.Context, q Query) (Summary, error) {
 	segs, err := l.Segments(ctx, q.Since, q.Until)
 	if err != nil {
 		return Summary{}, err
 	}
+	ended := map[runKey]bool{}
+	for _, s := range q.Running {
+		k := runKey{s.JobID, s.Attempt}
+		if _, seen := ended[k]; seen {
+			continue
+		}
+		var one int
+		err := l.db.QueryRowContext(ctx, l.d.bind("SELECT 1 FROM usage_segments WHERE job_id = ? AND attempt = ? LIMIT 1"),
+			s.JobID, s.Attempt).Scan(&one)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			ended[k] = false
+		case err != nil:
+			return Summary{}, fmt.Errorf("usage of job %s attempt %d: %w", s.JobID, s.Attempt, err)
+		default:
+			ended[k] = true
+		}
+	}
+	q.Running = slices.DeleteFunc(slices.Clone(q.Running), func(s gangway.UsageSegment) bool {
+		return ended[runKey{s.JobID, s.Attempt}]
+	})
 	return Report(segs, q)
 }

@@ -96,13 +96,12 @@ func TestReport(t *testing.T) {
 	}
 }
 
-// TestReportFromLedgerAddsUp reads awkward numbers back from a real Redis
+// testReportFromLedgerAddsUp reads awkward numbers back from the database
 // and checks that every group's totals are exactly the in-order sums of its
 // segments' own GPUSeconds() and Dollars().
-func TestReportFromLedgerAddsUp(t *testing.T) {
-	rdb := startRedis(t)
+func testReportFromLedgerAddsUp(t *testing.T, b backend) {
 	ctx := context.Background()
-	l := newLedger(rdb, Options{})
+	l := newLedger(t, b)
 	var segs []gangway.UsageSegment
 	teams := []string{"ml", "vision", "research"}
 	pools := []struct {
@@ -199,14 +198,14 @@ func checkAddsUp(t errorer, by GroupBy, segs []gangway.UsageSegment, prices map[
 	}
 }
 
-// TestLedgerProperties records any set of segments in any order, with
+// testLedgerProperties records any set of segments in any order, with
 // exact and conflicting duplicates, and checks that the ledger keeps the
 // first recording of each segment ID, that Record says new exactly once per
 // ID, and that reports and per-job totals equal the in-order sums over the
 // distinct segments, whatever order the report is given them in.
-func TestLedgerProperties(t *testing.T) {
-	rdb := startRedis(t)
+func testLedgerProperties(t *testing.T, b backend) {
 	ctx := context.Background()
+	l := newLedger(t, b)
 	// Job IDs where one is a prefix of another.
 	jobs := []string{"a", "a-1", "b", "b-1"}
 	pools := []struct {
@@ -216,7 +215,7 @@ func TestLedgerProperties(t *testing.T) {
 		{"onprem", gangway.CapacityOnPrem}, {"aws-spot", gangway.CapacitySpot}, {"aws-od", gangway.CapacityOnDemand}, {"gcp-spot", gangway.CapacitySpot},
 	}
 	rapid.Check(t, func(rt *rapid.T) {
-		l := newLedger(rdb, Options{})
+		reset(rt, l)
 		genSeg := func(label string) gangway.UsageSegment {
 			p := rapid.SampledFrom(pools).Draw(rt, label+"-pool")
 			start := t0.Add(time.Duration(rapid.Int64Range(0, int64(14*24*time.Hour)).Draw(rt, label+"-start")))

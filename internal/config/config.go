@@ -18,6 +18,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/gangwayhq/gangway"
+	"github.com/gangwayhq/gangway/internal/accounting"
 	"github.com/gangwayhq/gangway/internal/agent"
 	"github.com/gangwayhq/gangway/internal/redact"
 	"github.com/gangwayhq/gangway/placement"
@@ -33,7 +34,15 @@ type Config struct {
 	Server     ServerConfig     `yaml:"server"`
 	Agent      AgentConfig      `yaml:"agent"`
 	Checkpoint CheckpointConfig `yaml:"checkpoint"`
+	Ledger     LedgerConfig     `yaml:"ledger"`
 	Cloud      CloudConfig      `yaml:"cloud"`
+}
+
+// LedgerConfig locates the SQL usage ledger `gangway server` records every
+// run to and `gangway cost` reads (internal/accounting).
+type LedgerConfig struct {
+	// DSN is sqlite:PATH (one server) or postgres://... (several).
+	DSN string `yaml:"dsn"`
 }
 
 // CheckpointConfig locates the checkpoint store every agent uploads to and
@@ -169,7 +178,10 @@ func Default() Config {
 			IdleReport:        gangway.Duration{Duration: agent.DefaultIdleReport},
 		},
 		Checkpoint: CheckpointConfig{Store: "file:///var/lib/gangway/checkpoints"},
-		Cloud:      defaultCloudConfig(),
+		// In the server unit's StateDirectory (deploy/systemd); the agent's
+		// unit owns /var/lib/gangway.
+		Ledger: LedgerConfig{DSN: "sqlite:/var/lib/gangway-server/ledger.db"},
+		Cloud:  defaultCloudConfig(),
 	}
 }
 
@@ -186,6 +198,7 @@ var envVars = map[string]string{
 	"GANGWAY_NAMESPACE":        "namespace",
 	"GANGWAY_REDIS_URL":        "redis-url",
 	"GANGWAY_LOG_LEVEL":        "log-level",
+	"GANGWAY_LEDGER_DSN":       "ledger",
 }
 
 // EnvNames are the environment variables Load reads, GANGWAY_CONFIG
@@ -342,6 +355,10 @@ func (c Config) Validate(server, agentCmd bool) error {
 		default:
 			bad("agent.notices", "must be auto, aws, gcp or none, got %q", a.Notices)
 		}
+	}
+	if server && !strings.HasPrefix(c.Ledger.DSN, "sqlite:") && !strings.HasPrefix(c.Ledger.DSN, "postgres://") &&
+		!strings.HasPrefix(c.Ledger.DSN, "postgresql://") {
+		bad("ledger.dsn", "want %s, got %q", accounting.DSNHelp, redact.URL(c.Ledger.DSN))
 	}
 	if server || agentCmd {
 		if !strings.HasPrefix(c.Checkpoint.Store, "file://") && !strings.HasPrefix(c.Checkpoint.Store, "s3://") {

@@ -1,6 +1,7 @@
-// Package devstack runs the servers Gangway depends on — a redis-server and a
-// Temporal dev server (`temporal server start-dev`) — as child processes on
-// free loopback ports.
+// Package devstack runs the servers Gangway depends on — a redis-server, a
+// Temporal dev server (`temporal server start-dev`) and, for the production
+// ledger's tests, a PostgreSQL server — as child processes on free loopback
+// ports.
 //
 // It is the one place that knows how to start, wait for, and stop them, so
 // that `gangway dev`, the end-to-end tests (both through package fullstack,
@@ -9,21 +10,28 @@
 // It owns:
 //
 //   - picking free ports on 127.0.0.1 ([FreePort]);
-//   - finding the binaries ([FindTemporal]; redis-server comes from PATH);
+//   - finding the binaries ([FindTemporal], [FindPostgres]; redis-server
+//     comes from PATH);
 //   - starting each server and waiting until it really serves (Redis answers
 //     PING; Temporal passes a health check and describes the "default"
-//     namespace), with an error that quotes the server's last output when it
+//     namespace; PostgreSQL, after initdb on a new directory, accepts a
+//     connection), with an error that quotes the server's last output when it
 //     does not;
-//   - stopping it: SIGTERM to its process group, SIGKILL after a grace period;
-//     [Redis.Kill] and [Temporal.Kill] simulate a crash.
+//   - stopping it: SIGTERM (PostgreSQL: SIGINT, its fast shutdown) to its
+//     process group, SIGKILL after a grace period; [Redis.Kill],
+//     [Temporal.Kill] and [Postgres.Kill] simulate a crash.
 //
 // A child never outlives the Go process that started it: it runs in its own
 // process group and gets SIGKILL from the kernel (Pdeathsig) when its parent
 // dies, even if the parent is killed with SIGKILL and never runs a cleanup.
 //
-// The context passed to StartRedis and StartTemporal bounds only the start-up
+// PostgreSQL refuses to run as root: when this process is root, initdb and
+// the server run as the "postgres" user that Debian's package creates.
+//
+// The context passed to StartRedis, StartTemporal and StartPostgres bounds only the start-up
 // wait; the servers run until Stop or Kill, or until this process exits.
 //
 // The Temporal CLI is built from source by `make bin/temporal` (v1.5.1, into
-// the repository's bin/); redis-server comes from the OS (`make redis`).
+// the repository's bin/); redis-server and PostgreSQL come from the OS
+// (`make redis`, `make postgres`).
 package devstack

@@ -84,6 +84,8 @@ type process struct {
 	name string // for messages: "redis-server", "temporal dev server"
 	pid  int
 	out  *tailBuffer
+	// stopSig is what stop sends first; zero means SIGTERM.
+	stopSig syscall.Signal
 
 	done    chan struct{} // closed once the child has exited and been reaped
 	waitErr error         // the child's exit status; read only after done
@@ -95,6 +97,13 @@ type process struct {
 // startProcess starts path with args in dir, its stdout and stderr going to
 // the tail buffer and to log (nil: nowhere else).
 func startProcess(name, path string, args []string, dir string, log io.Writer) (*process, error) {
+	return startProcessAs(name, path, args, dir, log, nil)
+}
+
+// startProcessAs is startProcess run as another user (cred nil: as this
+// process). The kernel sets the parent-death signal after the change of
+// user, so it still applies.
+func startProcessAs(name, path string, args []string, dir string, log io.Writer, cred *syscall.Credential) (*process, error) {
 	p := &process{
 		name: name,
 		out:  &tailBuffer{max: tailSize},
@@ -122,7 +131,8 @@ func startProcess(name, path string, args []string, dir string, log io.Writer) (
 		// as long as the child lives: no other goroutine can run on it, so
 		// nothing can make it exit early. When this whole process dies, the
 		// thread dies with it and the child is killed, even after SIGKILL.
-		Pdeathsig: syscall.SIGKILL,
+		Pdeathsig:  syscall.SIGKILL,
+		Credential: cred,
 	}
 
 	started := make(chan error, 1)
@@ -171,12 +181,16 @@ func (p *process) signal(sig syscall.Signal) error {
 	return nil
 }
 
-// stop sends SIGTERM, waits up to grace, then sends SIGKILL. It is
-// idempotent; later calls return the first call's result. A process that
-// already exited (crashed, or was killed) stops without error.
+// stop sends SIGTERM (or stopSig), waits up to grace, then sends SIGKILL.
+// It is idempotent; later calls return the first call's result. A process
+// that already exited (crashed, or was killed) stops without error.
 func (p *process) stop(grace time.Duration) error {
 	p.stopOnce.Do(func() {
-		if err := p.signal(syscall.SIGTERM); err != nil {
+		sig := p.stopSig
+		if sig == 0 {
+			sig = syscall.SIGTERM
+		}
+		if err := p.signal(sig); err != nil {
 			p.stopErr = err
 			return
 		}
@@ -205,6 +219,23 @@ func (p *process) kill() error {
 		return nil
 	case <-t.C:
 		return fmt.Errorf("%s (pid %d) still running %v after SIGKILL", p.name, p.pid, killWait)
+	}
+}
+
+// waitGroupGone waits, up to timeout, until no process of the child's
+// process group is left: a server's own children (PostgreSQL's backends)
+// may outlive it by a moment, and a server started again on the same data
+// must not find them still attached to it.
+func (p *process) waitGroupGone(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		if err := syscall.Kill(-p.pid, 0); errors.Is(err, syscall.ESRCH) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s (pid %d) exited, but processes of its group still run %v later", p.name, p.pid, timeout)
+		}
+		time.Sleep(probeInterval)
 	}
 }
 

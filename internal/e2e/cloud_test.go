@@ -15,7 +15,6 @@ import (
 
 	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/client"
-	"github.com/gangwayhq/gangway/internal/accounting"
 	"github.com/gangwayhq/gangway/internal/agent"
 	"github.com/gangwayhq/gangway/internal/capacity"
 	"github.com/gangwayhq/gangway/workflows"
@@ -64,7 +63,7 @@ func TestCloudOnRealServers(t *testing.T) {
 	s := newStack(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
-	tc, rdb, view := s.TemporalClient, s.RedisClient, s.View
+	tc, view := s.TemporalClient, s.View
 
 	storeURL := s.CheckpointURL
 	// Spot is there for the first 20 s after the server starts, then gone:
@@ -205,8 +204,9 @@ func TestCloudOnRealServers(t *testing.T) {
 		return ok && v == 0 && err == nil && len(nodes) == 2
 	})
 
-	// The ledger adds up to each job's own result exactly.
-	ledger := accounting.New(rdb, accounting.Options{})
+	// The ledger (the stack's SQLite file) adds up to each job's own
+	// result exactly.
+	ledger := s.Ledger
 	for _, id := range append([]string{hog.Name, gang.Name, hog2.Name}, burst...) {
 		st, err := cl.Result(ctx, id)
 		if err != nil {

@@ -25,6 +25,7 @@ import (
 	"github.com/gangwayhq/gangway/client"
 	"github.com/gangwayhq/gangway/internal/agent"
 	"github.com/gangwayhq/gangway/internal/capacity"
+	"github.com/gangwayhq/gangway/internal/devstack/devstacktest"
 	"github.com/gangwayhq/gangway/internal/devstack/fullstack"
 	"github.com/gangwayhq/gangway/workflows"
 	"github.com/gangwayhq/gangway/workflows/jobs"
@@ -70,19 +71,25 @@ type stack struct {
 	servers map[int]*serverProc // by pid
 }
 
-// newStack starts a Temporal dev server and a redis-server for the test
-// (fullstack, as `gangway dev` does, without the in-process server: tests
-// run `gangway server` processes they can kill), builds gangway, and
-// connects a Temporal client and the Redis view. The servers stop when the
-// test ends; a failed test prints the tail of every log in logDir.
+// newStack starts a Temporal dev server, a redis-server and a PostgreSQL
+// server for the test (fullstack, as `gangway dev` does, without the
+// in-process server: tests run `gangway server` processes they can kill,
+// and several servers share a PostgreSQL ledger, as in production), builds
+// gangway, and connects a Temporal client, the Redis view and the ledger.
+// The servers stop when the test ends; a failed test prints the tail of
+// every log in logDir.
 func newStack(t *testing.T) *stack {
 	s := &stack{t: t, bin: buildGangway(t), logDir: t.TempDir(), servers: map[int]*serverProc{}}
 	logf, err := os.Create(filepath.Join(s.logDir, "agents.log"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	pg := devstacktest.Postgres(t)
+	if err := pg.CreateDatabase(t.Context(), "gangway"); err != nil {
+		t.Fatal(err)
+	}
 	st, err := fullstack.Start(t.Context(), fullstack.Options{Dir: s.logDir, Headless: true,
-		Log: slog.New(slog.NewTextHandler(logf, nil))})
+		Log: slog.New(slog.NewTextHandler(logf, nil)), LedgerDSN: pg.URL("gangway")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +131,7 @@ func (s *stack) startServer(extra ...string) *serverProc {
 		s.t.Fatal(err)
 	}
 	args := append([]string{"server",
-		"--temporal-address", s.Temporal.Addr, "--redis-url", s.Redis.URL,
+		"--temporal-address", s.Temporal.Addr, "--redis-url", s.Redis.URL, "--ledger", s.LedgerDSN,
 		"--metrics-addr", "127.0.0.1:0", "--dispatch-interval", "200ms", "--lease-ttl", "2s", "--node-ttl", "5s"}, extra...)
 	cmd := exec.Command(s.bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf

@@ -40,7 +40,7 @@ type Options struct {
 	// Ledger records usage (nil: usage is counted in metrics only);
 	// TeamLimits are the teams' cloud budgets and price caps, checked
 	// against the ledger's month-to-date spend.
-	Ledger     *accounting.Ledger
+	Ledger     Ledger
 	TeamLimits map[string]accounting.TeamLimit
 	// Checkpoints is the store agents upload to; the workflow asks it for
 	// the checkpoint a moved job resumes from (nil: jobs start over).
@@ -48,6 +48,14 @@ type Options struct {
 	Log         *slog.Logger
 	// Ready, if set, is called once the worker polls and metrics listen.
 	Ready func(metricsAddr string)
+}
+
+// Ledger is what the server needs of the usage ledger (an
+// *accounting.Ledger): RecordUsage writes segments, the team budgets read
+// them.
+type Ledger interface {
+	activities.UsageLedger
+	accounting.SegmentSource
 }
 
 // Deps are what the server-side activities use. Only View is required.

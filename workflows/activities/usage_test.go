@@ -3,6 +3,7 @@ package activities
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -10,13 +11,11 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"github.com/redis/go-redis/v9"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/internal/accounting"
-	"github.com/gangwayhq/gangway/internal/devstack/devstacktest"
 	"github.com/gangwayhq/gangway/internal/metrics"
 	"github.com/gangwayhq/gangway/workflows"
 )
@@ -154,13 +153,15 @@ func TestRecordUsage(t *testing.T) {
 	}
 }
 
-// TestRecordUsageOnRedis runs the activity against the real ledger and the
-// real counters: three recordings of one segment bill it once.
-func TestRecordUsageOnRedis(t *testing.T) {
-	r := devstacktest.Redis(t)
-	rdb := redis.NewClient(&redis.Options{Addr: r.Addr})
-	t.Cleanup(func() { _ = rdb.Close() })
-	ledger := accounting.New(rdb, accounting.Options{Prefix: "{test-usage}", Now: func() time.Time { return t0 }})
+// TestRecordUsageOnLedger runs the activity against the real ledger (an
+// SQLite file) and the real counters: three recordings of one segment bill
+// it once.
+func TestRecordUsageOnLedger(t *testing.T) {
+	ledger, err := accounting.Open(t.Context(), "sqlite:"+filepath.Join(t.TempDir(), "ledger.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ledger.Close() })
 	reg := prometheus.NewRegistry()
 	u := &Usage{Ledger: ledger, Metrics: metrics.NewUsage(reg)}
 

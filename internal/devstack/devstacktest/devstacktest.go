@@ -1,6 +1,7 @@
 package devstacktest
 
 import (
+	"os"
 	"strconv"
 	"sync"
 	"testing"
@@ -56,6 +57,54 @@ func Temporal(t testing.TB) *devstack.Temporal {
 		}
 	})
 	return s
+}
+
+// Postgres starts a PostgreSQL server for the test in a fresh directory
+// (PostgresDir) and stops it when the test ends. Clients connect to
+// URL(database); CreateDatabase makes one.
+func Postgres(t testing.TB) *devstack.Postgres {
+	t.Helper()
+	return PostgresIn(t, PostgresDir(t))
+}
+
+// PostgresDir returns a fresh directory for a PostgreSQL cluster, removed
+// when the test ends. It is not under t.TempDir(): when tests run as root
+// the server runs as the postgres user, which may not enter that.
+func PostgresDir(t testing.TB) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "gangway-postgres-")
+	if err != nil {
+		t.Fatalf("devstacktest: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := os.RemoveAll(dir); err != nil {
+			t.Errorf("devstacktest: remove postgres dir: %v", err)
+		}
+	})
+	return dir
+}
+
+// PostgresIn starts a PostgreSQL server on the cluster in dir, creating it
+// if dir holds none: a server started on the dir of one stopped before
+// finds its data. The server is stopped when the test ends (if it has not
+// been already); call this after PostgresDir, so that it stops before the
+// directory goes.
+func PostgresIn(t testing.TB, dir string) *devstack.Postgres {
+	t.Helper()
+	log := &logBuffer{}
+	pg, err := devstack.StartPostgres(t.Context(), devstack.PostgresOptions{Dir: dir, Log: log})
+	if err != nil {
+		t.Fatalf("devstacktest: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := pg.Stop(); err != nil {
+			t.Errorf("devstacktest: stop postgres: %v", err)
+		}
+		if t.Failed() {
+			t.Logf("postgres output (%s):\n%s", pg.Addr, log)
+		}
+	})
+	return pg
 }
 
 // logBuffer collects a server's output until the test ends. It is written

@@ -1,6 +1,7 @@
 // Package devstacktest starts the real servers of package devstack for a
-// test: each in the test's temporary directory, on free ports, stopped when
-// the test ends. A server's output is shown (through t.Log) only when the
+// test: each in a temporary directory of the test (PostgreSQL's in one the
+// postgres user can reach, see PostgresDir), on free ports, stopped when the
+// test ends. A server's output is shown (through t.Log) only when the
 // test fails.
 //
 // A missing binary fails the test rather than skipping it, so that CI notices

@@ -1,7 +1,8 @@
 // Package fullstack runs the whole Gangway system on one machine from typed
 // options: a redis-server and a Temporal dev server (package devstack), the
-// clients of both and the Redis view, a shared file:// checkpoint store,
-// the server in-process (workflow worker, dispatch loop, reconciler,
+// clients of both and the Redis view, the usage ledger (an SQLite file in
+// the stack's directory, or Options.LedgerDSN), a shared file:// checkpoint
+// store, the server in-process (workflow worker, dispatch loop, reconciler,
 // /metrics), simulated on-prem nodes run by in-process agents, and fake
 // clouds whose instances boot into in-process agents ([FakeAgents]).
 //

@@ -50,6 +50,10 @@ type Options struct {
 	// RedisPrefix starts every key of the view; "" means
 	// capacity.DefaultPrefix.
 	RedisPrefix string
+	// LedgerDSN is the usage ledger (accounting.Open); "" means an SQLite
+	// file, Dir/ledger.db, so usage outlives Redis and survives a restart
+	// on the same Dir.
+	LedgerDSN string
 
 	// Nodes are simulated on-prem nodes, each run by an in-process agent
 	// with Agent as its config (Node set per node; DataDir, Checkpoints and
@@ -90,6 +94,10 @@ type Stack struct {
 	TemporalClient tclient.Client
 	RedisClient    *redis.Client
 	View           *capacity.View
+	// Ledger is the usage ledger the server records to, open on
+	// LedgerDSN.
+	Ledger    *accounting.Ledger
+	LedgerDSN string
 	// CheckpointURL names the file:// store every node shares, as shared
 	// storage would be in production; Checkpoints is that store.
 	CheckpointURL string
@@ -187,7 +195,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	return s, nil
 }
 
-// connect dials both servers and opens the checkpoint store.
+// connect dials both servers and opens the ledger and the checkpoint store.
 func (s *Stack) connect(ctx context.Context, opts Options) error {
 	logger := opts.TemporalLogger
 	if logger == nil {
@@ -207,6 +215,15 @@ func (s *Stack) connect(ctx context.Context, opts Options) error {
 	s.onClose(func() { _ = s.RedisClient.Close() })
 	s.prefix = opts.RedisPrefix
 	s.View = capacity.New(s.RedisClient, capacity.Options{Prefix: s.prefix})
+
+	s.LedgerDSN = opts.LedgerDSN
+	if s.LedgerDSN == "" {
+		s.LedgerDSN = "sqlite:" + filepath.Join(s.Dir, "ledger.db")
+	}
+	if s.Ledger, err = accounting.Open(ctx, s.LedgerDSN); err != nil {
+		return fmt.Errorf("usage ledger: %w", err)
+	}
+	s.onClose(func() { _ = s.Ledger.Close() })
 
 	s.CheckpointURL = "file://" + filepath.Join(s.Dir, "checkpoints")
 	if s.Checkpoints, err = checkpoint.Open(ctx, s.CheckpointURL, checkpoint.Options{CreateDir: true}); err != nil {
@@ -259,7 +276,7 @@ func (s *Stack) startServer(ctx, runCtx context.Context, o ServerOptions) error 
 		err := server.Run(runCtx, server.Options{
 			Temporal: s.TemporalClient, View: s.View, MetricsAddr: "127.0.0.1:0", Log: s.log,
 			Dispatch: d, Cloud: registry, Join: join, Reconcile: o.Reconcile,
-			Ledger:      accounting.New(s.RedisClient, accounting.Options{Prefix: s.prefix}),
+			Ledger:      s.Ledger,
 			Checkpoints: s.Checkpoints, TeamLimits: o.TeamLimits,
 			Ready: func(addr string) { ready <- addr },
 		})
