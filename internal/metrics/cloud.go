@@ -60,6 +60,21 @@ func NewCloud(reg prometheus.Registerer) *Cloud {
 	return c
 }
 
+// Providers creates the orphan and reconcile-error series of each
+// provider, with every reason the reconciler may give for an orphan, so
+// an alert on orphans has a series to read before the first one.
+func (c *Cloud) Providers(names []string, orphanReasons ...string) {
+	if c == nil {
+		return
+	}
+	for _, p := range names {
+		c.reconcileErrs.WithLabelValues(p)
+		for _, r := range orphanReasons {
+			c.orphans.WithLabelValues(p, r)
+		}
+	}
+}
+
 // Launched counts n instances launched in pool.
 func (c *Cloud) Launched(provider, pool string, capacityType gangway.CapacityType, n int) {
 	if c == nil || n <= 0 {
