@@ -151,6 +151,13 @@ func Run(ctx context.Context, o Options) error {
 	w := worker.New(o.Temporal, workflows.TaskQueue, worker.Options{})
 	cloudMetrics := metrics.NewCloud(reg)
 	cloudMetrics.Providers(o.Cloud.Names(), cloud.OrphanJobClosed, cloud.OrphanJobUnknown, cloud.OrphanStaleAttempt)
+	if len(o.Cloud.Names()) > 0 {
+		if offers, err := o.Cloud.Offers(ctx); err == nil {
+			cloudMetrics.Offers(offers)
+		} else {
+			log.Warn("cannot read the cloud offers; their metric series appear with their first instance", "error", err)
+		}
+	}
 	lifecycle := metrics.NewLifecycle(reg, workflows.Causes...)
 	o.Dispatch.RunMetrics = lifecycle
 	d := Deps{View: o.View, Checkpoints: o.Checkpoints, Cloud: o.Cloud, Join: o.Join,
