@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -25,6 +26,7 @@ type Metrics struct {
 	nodes         *prometheus.GaugeVec
 	budget        *prometheus.GaugeVec
 	spend         *prometheus.GaugeVec
+	reasons       []string
 }
 
 // PriorityClasses are the priority classes a job spec accepts; their
@@ -208,9 +210,21 @@ func (m *Metrics) Fragmentation(rate float64, largest map[string]int) {
 	}
 }
 
+// Reasons are every reason placement may give for a waiting job: the
+// per-reason counts of waiting jobs export them all, 0 included.
+func (m *Metrics) Reasons(reasons []string) {
+	m.reasons = slices.Clone(reasons)
+	for _, r := range reasons {
+		m.unplaced.WithLabelValues(r)
+	}
+}
+
 // Unplaced replaces the per-reason counts of waiting jobs.
 func (m *Metrics) Unplaced(byReason map[string]int) {
 	m.unplaced.Reset()
+	for _, r := range m.reasons {
+		m.unplaced.WithLabelValues(r)
+	}
 	for r, n := range byReason {
 		m.unplaced.WithLabelValues(r).Set(float64(n))
 	}

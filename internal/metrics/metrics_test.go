@@ -431,3 +431,17 @@ gangway_nodes{pool="onprem",state="stale"} 0
 		t.Error(err)
 	}
 }
+
+func TestUnplacedKnownReasons(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := New(reg)
+	m.Reasons([]string{"InsufficientFreeGPUs", "QuotaExceeded"})
+	m.Unplaced(map[string]int{"QuotaExceeded": 2})
+	want := unplacedHeader + `
+gangway_unplaced_jobs{reason="InsufficientFreeGPUs"} 0
+gangway_unplaced_jobs{reason="QuotaExceeded"} 2
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "gangway_unplaced_jobs"); err != nil {
+		t.Error(err)
+	}
+}

@@ -145,6 +145,11 @@ func Run(ctx context.Context, o Options) error {
 	reg := metrics.NewProcessRegistry()
 	m := metrics.New(reg)
 	m.Teams(configuredTeams(o))
+	reasons := make([]string, len(placement.Reasons))
+	for i, r := range placement.Reasons {
+		reasons[i] = string(r)
+	}
+	m.Reasons(reasons)
 	o.Dispatch.Metrics = m
 	o.Dispatch.Log = log
 
