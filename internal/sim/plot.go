@@ -85,9 +85,8 @@ func (r *FGDResult) WritePlot(path string) error {
 	if err != nil {
 		return err
 	}
-	ideal.Color = color.Gray{Y: 140}
-	ideal.Dashes = []vg.Length{vg.Points(1), vg.Points(1.5)}
-	ideal.Width = vg.Points(1)
+	ideal.Color = color.Gray{Y: 175}
+	ideal.Width = vg.Points(1.2)
 	p.Add(ideal)
 	p.Legend.Add("ideal", ideal)
 

@@ -54,7 +54,7 @@ var policyStyles = map[string]lineStyle{
 	"gpu-packing":      {Color: okabeSky, Dashes: pts(3, 3), Width: vg.Points(1.4)},
 	"gpu-clustering":   {Color: okabePurple, Dashes: pts(10, 2, 2, 2), Width: vg.Points(1.4)},
 	"dot-product":      {Color: okabeOrange, Dashes: pts(4, 2), Width: vg.Points(1.4)},
-	"random":           {Color: grey, Dashes: pts(1, 2), Width: vg.Points(1.4)},
+	"random":           {Color: grey, Dashes: pts(1.2, 2), Width: vg.Points(1.6)},
 	"on-demand":        {Color: grey, Width: vg.Points(1.4)},
 	"greedy":           {Color: okabeOrange, Dashes: pts(4, 2), Width: vg.Points(1.4)},
 	"uniform-progress": {Color: okabeBlue, Dashes: pts(7, 2.5, 1.5, 2.5), Width: vg.Points(1.6)},
@@ -122,6 +122,7 @@ func savePanels(path string, w, h, legendW vg.Length, plots ...*plot.Plot) (err 
 		lc = draw.Crop(lc, 0, 0, 0, -p.Title.TextStyle.Height(p.Title.Text)-p.Title.Padding-vg.Points(6))
 		l := legends[i]
 		l.Top, l.Left = true, true
+		l.Padding = vg.Points(2.5) // between entries
 		l.Draw(lc)
 	}
 	f, err := os.Create(path)

@@ -66,7 +66,7 @@ func (r *TraceResult) allocPlot() (*plot.Plot, error) {
 		l.StepStyle = plotter.PostStep
 		styleOf(run.Policy, i).apply(l)
 		lines = append(lines, l)
-		p.Legend.Add(fmt.Sprintf("%s (%.1f%%)", run.Policy, windowMean(run, horizon)), l)
+		p.Legend.Add(fmt.Sprintf("%s (mean %.1f%%)", run.Policy, windowMean(run, horizon)), l)
 	}
 	addLines(p, lines)
 	p.Legend.TextStyle.Font.Size = vg.Points(9)
