@@ -1,6 +1,6 @@
 # Gangway: build, test and run the development stack.
 #
-#   make deps     Temporal CLI into bin/ (built once, ~6 min) and redis-server
+#   make deps     Temporal CLI into bin/ (built once, ~6 min), redis-server and promtool
 #   make postgres PostgreSQL server binaries (tests of the production ledger)
 #   make build    bin/gangway
 #   make dev      deps + build, then `bin/gangway dev $(DEV_FLAGS)`
@@ -36,7 +36,7 @@ TEST_FLAGS ?=
 export CGO_ENABLED ?= 1
 export CGO_CFLAGS ?= -Wno-deprecated-declarations
 
-.PHONY: deps redis postgres build dev test lint clean distclean
+.PHONY: deps redis postgres promtool build dev test lint clean distclean
 
 bin/temporal:
 	@echo "Installing the Temporal CLI $(TEMPORAL_VERSION) (dev server: Temporal Server + Web UI) into bin/temporal."
@@ -81,7 +81,28 @@ postgres:
 		exit 1; \
 	fi
 
-deps: bin/temporal redis
+# promtool (which checks deploy/prometheus/ in the tests) comes with
+# Debian's prometheus package. Only promtool is wanted: where the install
+# started the package's Prometheus service (systemd), it is stopped and
+# disabled again.
+promtool:
+	@if command -v promtool >/dev/null; then \
+		exit 0; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "promtool not found; running as root, so installing Debian's prometheus package for it: apt-get update && apt-get install -y prometheus"; \
+		apt-get update && apt-get install -y prometheus; \
+		if command -v systemctl >/dev/null && systemctl is-enabled --quiet prometheus 2>/dev/null; then \
+			echo "stopping and disabling the prometheus service the package started (only promtool is needed)"; \
+			systemctl disable --now prometheus; \
+		fi; \
+	else \
+		echo "promtool not found. It checks the Prometheus rules in deploy/prometheus/; install it, for example:" >&2; \
+		echo "    sudo apt-get update && sudo apt-get install -y prometheus" >&2; \
+		echo "(or a Prometheus release tarball from prometheus.io, which includes promtool)" >&2; \
+		exit 1; \
+	fi
+
+deps: bin/temporal redis promtool
 
 build:
 	$(GO) build -o bin/gangway ./cmd/gangway

@@ -72,6 +72,11 @@ const (
 	ReasonPlanFull Reason = "PlanFull"
 )
 
+// Reasons lists every Reason*, for metrics that create their series up
+// front.
+var Reasons = []Reason{ReasonInsufficientGPUs, ReasonFragmented, ReasonReserved, ReasonReservation, ReasonQuota,
+	ReasonPreempting, ReasonModelUnavailable, ReasonNeverFits, ReasonPlanFull}
+
 // Retry reports whether the job may fit later without the fleet changing.
 func (r Reason) Retry() bool { return r != ReasonNeverFits && r != ReasonModelUnavailable }
 

@@ -85,6 +85,10 @@ const (
 	CauseNoCapacity = "no-capacity" // a burst got no instances in time
 )
 
+// Causes lists every Cause*, for metrics that create their series up front.
+var Causes = []string{CauseCompleted, CauseFailed, CauseCancelled, CausePreempted, CauseNotice, CauseDrain,
+	CauseFault, CauseNodeLost, CauseIdle, CauseInfra, CauseTimeout, CauseNoCapacity}
+
 // BurstRequest tells a queued job's workflow to rent capacity for this
 // attempt: the offers in order of preference, each tried until one gives
 // Count instances whose agents register.

@@ -73,11 +73,24 @@ func JobWorkflow(ctx workflow.Context, in JobInput) (Status, error) {
 	// Histories recorded before attempt records, the ledger, checkpoints
 	// and bursts replay along the old path.
 	j.v1 = workflow.GetVersion(ctx, versionAttempts, workflow.DefaultVersion, 1) >= 1
+	// Runs from before this close with their Status whatever the phase and
+	// set no search attributes.
+	j.v2 = workflow.GetVersion(ctx, versionVisibility, workflow.DefaultVersion, 1) >= 1
+	if j.v2 {
+		_, j.search = workflow.GetTypedSearchAttributes(ctx).GetKeyword(SearchTeam)
+	}
 	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (Status, error) { return j.st, nil }); err != nil {
 		return Status{}, fmt.Errorf("set status query: %w", err)
 	}
 	j.setPhase(ctx, gangway.PhaseSubmitted, "")
-	return j.run(ctx), nil
+	st := j.run(ctx)
+	if !j.v2 {
+		return st, nil
+	}
+	if err := closeError(st); err != nil {
+		return Status{}, err
+	}
+	return st, nil
 }
 
 type job struct {
@@ -92,6 +105,12 @@ type job struct {
 	// v1: this run records attempts and usage, resumes from checkpoints
 	// and accepts bursts (see versionAttempts).
 	v1 bool
+	// v2: this run closes as Failed or Cancelled in Temporal when the job
+	// ends so, and keeps its search attributes when it was started with
+	// them (search); see versionVisibility.
+	v2, search bool
+	// pool is the pool in the GangwayPool search attribute.
+	pool string
 	// resume is the checkpoint the next attempt starts from.
 	resume *CheckpointRef
 }
@@ -99,6 +118,10 @@ type job struct {
 // versionAttempts is the change ID of attempt records, usage segments,
 // checkpoint resume and cloud bursts.
 const versionAttempts = "attempts-usage-checkpoints-bursts"
+
+// versionVisibility is the change ID of closing Failed and Cancelled jobs'
+// workflows as failed and cancelled, and of keeping search attributes.
+const versionVisibility = "close-status-search-attributes"
 
 // attemptEnd is how one attempt of the gang ended.
 type attemptEnd struct {
@@ -448,6 +471,16 @@ func (j *job) setPhase(ctx workflow.Context, p gangway.Phase, reason string) {
 		MemoGPUs: j.spec.Gang.Replicas * j.spec.Gang.GPUsPerReplica}
 	if err := workflow.UpsertMemo(ctx, memo); err != nil {
 		workflow.GetLogger(ctx).Warn("memo update failed", "error", err)
+	}
+	if j.search {
+		updates := []temporal.SearchAttributeUpdate{SearchPhase.ValueSet(string(p))}
+		if a := j.st.Assignment; a != nil && len(a.Members) > 0 && a.Members[0].Pool != "" && a.Members[0].Pool != j.pool {
+			j.pool = a.Members[0].Pool
+			updates = append(updates, SearchPool.ValueSet(j.pool))
+		}
+		if err := workflow.UpsertTypedSearchAttributes(ctx, updates...); err != nil {
+			workflow.GetLogger(ctx).Warn("search attribute update failed", "error", err)
+		}
 	}
 }
 

@@ -174,14 +174,38 @@ func runJobWith(t *testing.T, env *testsuite.TestWorkflowEnvironment, in JobInpu
 	if !env.IsWorkflowCompleted() {
 		t.Fatal("workflow did not complete")
 	}
+	// A Failed or Cancelled job closes its workflow failed or cancelled,
+	// its Status in the error.
 	if err := env.GetWorkflowError(); err != nil {
-		t.Fatalf("workflow error: %v", err)
+		st, ok := StatusFromError(err)
+		if !ok {
+			t.Fatalf("workflow error without a status: %v", err)
+		}
+		checkClose(t, st, err)
+		return st
 	}
 	var st Status
 	if err := env.GetWorkflowResult(&st); err != nil {
 		t.Fatalf("result: %v", err)
 	}
+	checkClose(t, st, nil)
 	return st
+}
+
+// checkClose checks a job's workflow closed as its phase says: Failed as a
+// JobFailed application error, Cancelled as cancelled, others completed.
+func checkClose(t *testing.T, st Status, err error) {
+	t.Helper()
+	var app *temporal.ApplicationError
+	var canceled *temporal.CanceledError
+	switch {
+	case st.Phase == gangway.PhaseFailed && !(errors.As(err, &app) && app.Type() == ErrTypeJobFailed):
+		t.Errorf("a Failed job closed with %v, want a %s application error", err, ErrTypeJobFailed)
+	case st.Phase == gangway.PhaseCancelled && !errors.As(err, &canceled):
+		t.Errorf("a Cancelled job closed with %v, want cancelled", err)
+	case st.Phase == gangway.PhaseSucceeded && err != nil:
+		t.Errorf("a Succeeded job closed with %v, want completed", err)
+	}
 }
 
 func TestJobWorkflow(t *testing.T) {

@@ -107,7 +107,7 @@ changeovers, moves and preemptions.`,
 	fl.Float64Var(&f.onDemandPrice, "on-demand-price", f.onDemandPrice, "on-demand price per instance-hour of instance types with no known list price")
 	fl.Float64Var(&f.spotFraction, "spot-fraction", f.spotFraction, "spot price as a share of on-demand, for traces without prices")
 	fl.StringVar(&f.csvDir, "csv", "", "write the per-trace table and every job's run to this directory")
-	fl.StringVar(&f.plot, "plot", "", "draw cost relative to on-demand per trace and policy to this file (.png, .svg, .pdf)")
+	fl.StringVar(&f.plot, "plot", "", "draw cost relative to on-demand and deadlines met, per trace and policy, to this file (.png, .svg, .pdf)")
 	fl.StringVarP(&f.output, "output", "o", f.output, "report format: text (or table), csv, or json (one object per policy per line, then one per zone set and policy)")
 	return cmd
 }

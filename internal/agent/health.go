@@ -218,6 +218,7 @@ func (a *Agent) startGPUWatch(ctx context.Context, tc client.Client, lifted []in
 			}
 		}
 	}
+	a.cfg.GPU.Metrics.Node(a.nodeLabels())
 	alive := a.cfg.GPU.JobAlive
 	if alive == nil && tc != nil {
 		alive = TemporalJobAlive(tc)
@@ -276,7 +277,7 @@ func (a *Agent) handleFault(ctx context.Context, f gpuinfo.Fault) {
 	}
 	for _, s := range f.Slots {
 		g := a.slot(s)
-		a.cfg.GPU.Metrics.Fault(a.cfg.Node.ID, s, g.UUID, g.Model, a.teamOn(s), f.Kind, string(f.Blame), f.Xid)
+		a.cfg.GPU.Metrics.Fault(a.nodeLabels(), s, g.UUID, g.Model, a.teamOn(s), f.Kind, string(f.Blame), f.Xid)
 	}
 	switch f.Blame {
 	case gpuinfo.BlameGPU:

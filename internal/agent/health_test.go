@@ -198,8 +198,8 @@ func TestGPUFaultsOnNVMLMock(t *testing.T) {
 	xids := `
 # HELP gangway_gpu_xid_errors_total Xid errors the GPU reported, by Xid code.
 # TYPE gangway_gpu_xid_errors_total counter
-gangway_gpu_xid_errors_total{gpu="2",model="H100",node="n1",team="nlp",uuid="` + uuid2 + `",xid="79"} 1
-gangway_gpu_xid_errors_total{gpu="5",model="H100",node="n1",team="vision",uuid="` + h.a.cfg.Node.GPUs[5].UUID + `",xid="13"} 1
+gangway_gpu_xid_errors_total{gpu="2",model="H100",node="n1",pool="onprem",team="nlp",uuid="` + uuid2 + `",xid="79"} 1
+gangway_gpu_xid_errors_total{gpu="5",model="H100",node="n1",pool="onprem",team="vision",uuid="` + h.a.cfg.Node.GPUs[5].UUID + `",xid="13"} 1
 `
 	if err := testutil.GatherAndCompare(h.reg, strings.NewReader(xids), "gangway_gpu_xid_errors_total"); err != nil {
 		t.Error(err)

@@ -456,13 +456,18 @@ func (a *Agent) exportReadings(now time.Time, samples []gpuinfo.Sample, tasks []
 			Utilization: s.Utilization, SMActivity: s.SMActivity, MemUsedB: s.MemUsedBytes, TempC: s.TempCelsius,
 			PowerW: s.PowerWatts, Healthy: a.fencedReason(s.Slot) == "" && !s.Lost, IdleFor: idle[s.Slot]})
 	}
-	m.Readings(a.cfg.Node.ID, readings)
+	m.Readings(a.nodeLabels(), readings)
 	a.gpu.mu.Lock()
 	beat := a.gpu.lastBeat
 	a.gpu.mu.Unlock()
 	if !beat.IsZero() {
 		m.HeartbeatAge(a.cfg.Node.ID, max(time.Since(beat), 0))
 	}
+}
+
+// nodeLabels name this node on its GPU series.
+func (a *Agent) nodeLabels() metrics.NodeLabels {
+	return metrics.NodeLabels{Node: a.cfg.Node.ID, Pool: a.cfg.Node.Pool}
 }
 
 func groupTasks(tasks []gpuTask) map[jobAttempt][]gpuTask {

@@ -249,10 +249,10 @@ func TestIdleReclaim(t *testing.T) {
 	idle := `
 # HELP gangway_gpu_idle_seconds How long the job on the GPU has kept it below its idle threshold (0 when busy or free).
 # TYPE gangway_gpu_idle_seconds gauge
-gangway_gpu_idle_seconds{gpu="0",model="H100",node="n1",team="",uuid="GPU-fake-n1-0"} 0
-gangway_gpu_idle_seconds{gpu="1",model="H100",node="n1",team="vision",uuid="GPU-fake-n1-1"} 3540
-gangway_gpu_idle_seconds{gpu="2",model="H100",node="n1",team="nlp",uuid="GPU-fake-n1-2"} 6000
-gangway_gpu_idle_seconds{gpu="3",model="H100",node="n1",team="nlp",uuid="GPU-fake-n1-3"} 6000
+gangway_gpu_idle_seconds{gpu="0",model="H100",node="n1",pool="onprem",team="",uuid="GPU-fake-n1-0"} 0
+gangway_gpu_idle_seconds{gpu="1",model="H100",node="n1",pool="onprem",team="vision",uuid="GPU-fake-n1-1"} 3540
+gangway_gpu_idle_seconds{gpu="2",model="H100",node="n1",pool="onprem",team="nlp",uuid="GPU-fake-n1-2"} 6000
+gangway_gpu_idle_seconds{gpu="3",model="H100",node="n1",pool="onprem",team="nlp",uuid="GPU-fake-n1-3"} 6000
 `
 	if err := testutil.GatherAndCompare(r.reg, strings.NewReader(idle), "gangway_gpu_idle_seconds"); err != nil {
 		t.Error(err)

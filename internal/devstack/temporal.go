@@ -18,6 +18,8 @@ import (
 
 	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
+
+	"github.com/gangwayhq/gangway/workflows"
 )
 
 const (
@@ -157,6 +159,11 @@ func startTemporal(ctx context.Context, bin, dir, dbFile string, port, uiPort in
 		"--db-filename", dbFile,
 		"--log-level", "warn",
 	)
+	// Job workflows' search attributes (team, priority class, phase,
+	// pool), so Temporal's UI can filter on them.
+	for _, sa := range workflows.SearchAttributeFlags() {
+		args = append(args, "--search-attribute", sa)
+	}
 	p, err := startProcess("temporal dev server", bin, args, dir, log)
 	if err != nil {
 		return nil, nil, err

@@ -85,6 +85,9 @@ type Config struct {
 	Clock   Clock
 	Log     *slog.Logger
 	Metrics *metrics.Metrics // optional
+	// RunMetrics, if set, gets the per-pool run series of every pool the
+	// loop sees created (metrics.Lifecycle.Pools).
+	RunMetrics *metrics.Lifecycle
 }
 
 // Offers is the cloud capacity jobs may burst to.
@@ -345,7 +348,7 @@ func (l *Loop) cycle(ctx context.Context, res *CycleResult) (string, error) {
 		}
 		ps := placementSnapshot(snap, l.cfg.NodeTTL, l.cfg.OnPremPrices)
 		plan := l.cfg.Placer.Place(ps, snap.Queue, l.placementOptions(ctx, snap.Now, snap.Queue))
-		l.observe(ps, snap.Queue, plan)
+		l.observe(snap, ps, plan)
 		l.preempt(ctx, plan.Preemptions)
 		l.burst(ctx, plan.Bursts)
 		if len(plan.Assignments) == 0 {
@@ -377,14 +380,15 @@ func (l *Loop) cycle(ctx context.Context, res *CycleResult) (string, error) {
 
 // placed records queue waits and queues the signals of a committed plan.
 func (l *Loop) placed(snap capacity.Snapshot, asgs []gangway.Assignment) {
-	enqueued := map[gangway.JobID]time.Time{}
+	queued := map[gangway.JobID]gangway.QueueEntry{}
 	for _, e := range snap.Queue {
-		enqueued[e.JobID] = e.EnqueuedAt
+		queued[e.JobID] = e
 	}
 	for _, a := range asgs {
 		l.unsignaled[a.JobID] = a
 		if l.cfg.Metrics != nil {
-			l.cfg.Metrics.JobPlaced(snap.Now.Sub(enqueued[a.JobID]))
+			e := queued[a.JobID]
+			l.cfg.Metrics.JobPlaced(e.Team, e.PriorityClass, snap.Now.Sub(e.EnqueuedAt))
 		}
 		l.log.Info("placed", "job_id", a.JobID, "attempt", a.Attempt, "gpus", a.GPUCount())
 	}
@@ -505,14 +509,18 @@ func (l *Loop) preempt(ctx context.Context, ps []placement.Preemption) {
 	}
 }
 
-// observe updates the fleet, queue and waiting-reason gauges.
-func (l *Loop) observe(ps placement.Snapshot, queue []gangway.QueueEntry, plan placement.Plan) {
+// observe updates the fleet, node, allocation, queue and waiting-reason
+// gauges.
+func (l *Loop) observe(snap capacity.Snapshot, ps placement.Snapshot, plan placement.Plan) {
 	m := l.cfg.Metrics
 	if m == nil {
 		return
 	}
+	queue := snap.Queue
 	pools := map[string]metrics.GPUState{}
+	kinds := map[string]gangway.CapacityType{}
 	for _, n := range ps.Nodes {
+		kinds[n.Pool] = n.CapacityType
 		st := pools[n.Pool]
 		for _, g := range n.GPUs {
 			switch {
@@ -531,6 +539,8 @@ func (l *Loop) observe(ps placement.Snapshot, queue []gangway.QueueEntry, plan p
 		byClass[e.PriorityClass]++
 	}
 	m.Fleet(pools, byClass)
+	l.cfg.RunMetrics.Pools(kinds)
+	m.Allocated(allocatedByTeam(ps), nodeStates(snap, l.cfg.NodeTTL))
 	byReason := map[string]int{}
 	for _, u := range plan.Unplaced {
 		byReason[string(u.Reason)]++
@@ -538,4 +548,42 @@ func (l *Loop) observe(ps placement.Snapshot, queue []gangway.QueueEntry, plan p
 	m.Unplaced(byReason)
 	r := placement.Measure(ps, placement.WorkloadFromJobs(queue))
 	m.Fragmentation(r.Rate, r.Largest)
+}
+
+// allocatedByTeam sums the GPUs the running jobs hold per pool and team; a
+// member holding GPU shares counts its share of each GPU.
+func allocatedByTeam(ps placement.Snapshot) map[metrics.PoolTeam]float64 {
+	pool := make(map[string]string, len(ps.Nodes))
+	for _, n := range ps.Nodes {
+		pool[n.ID] = n.Pool
+	}
+	out := map[metrics.PoolTeam]float64{}
+	for _, a := range ps.Running {
+		for _, mem := range a.Members {
+			share := 1.0
+			if mem.Milli > 0 && mem.Milli < placement.Whole {
+				share = float64(mem.Milli) / placement.Whole
+			}
+			p := mem.Pool
+			if p == "" {
+				p = pool[mem.NodeID]
+			}
+			out[metrics.PoolTeam{Pool: p, Team: a.Team}] += share * float64(len(mem.GPUs))
+		}
+	}
+	return out
+}
+
+// nodeStates counts nodes per pool and state; a ready node whose heartbeat
+// is older than nodeTTL is metrics.NodeStale.
+func nodeStates(snap capacity.Snapshot, nodeTTL time.Duration) map[metrics.PoolState]int {
+	out := map[metrics.PoolState]int{}
+	for _, n := range snap.Nodes {
+		st := n.State
+		if st == gangway.NodeReady && snap.Now.Sub(n.LastHeartbeat) > nodeTTL {
+			st = metrics.NodeStale
+		}
+		out[metrics.PoolState{Pool: n.Node.Pool, State: st}]++
+	}
+	return out
 }

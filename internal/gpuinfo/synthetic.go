@@ -13,21 +13,22 @@ import (
 // Synthetic is a GPU source for GPUs that are not there: `--fake-gpus`,
 // `gangway dev` and tests. It never faults on its own and reports no
 // utilization (so idle reclaim leaves its tasks alone) until a test says
-// otherwise with Inject, SetUtilization and SetProcesses.
+// otherwise with Inject, SetUtilization, SetReadings and SetProcesses.
 type Synthetic struct {
 	slots  []gangway.GPU
 	faults chan Fault
 	now    func() time.Time
 
-	mu    sync.Mutex
-	util  map[int]float64
-	procs map[int][]Process
+	mu       sync.Mutex
+	util     map[int]float64
+	readings map[int]Sample
+	procs    map[int][]Process
 }
 
 // NewSynthetic returns a source for slots (a synthetic node's GPUs).
 func NewSynthetic(slots []gangway.GPU) *Synthetic {
 	return &Synthetic{slots: slices.Clone(slots), faults: make(chan Fault, 64), now: time.Now,
-		util: map[int]float64{}, procs: map[int][]Process{}}
+		util: map[int]float64{}, readings: map[int]Sample{}, procs: map[int][]Process{}}
 }
 
 // Inventory describes the synthetic GPUs as NVML would: one physical GPU
@@ -122,6 +123,14 @@ func (s *Synthetic) SetUtilization(slot int, ratio float64) {
 	s.util[slot] = ratio
 }
 
+// SetReadings sets the SM activity, memory, temperature and power Sample
+// reports for slot (r's other fields are ignored); NaN leaves one unknown.
+func (s *Synthetic) SetReadings(slot int, r Sample) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.readings[slot] = Sample{SMActivity: r.SMActivity, MemUsedBytes: r.MemUsedBytes, TempCelsius: r.TempCelsius, PowerWatts: r.PowerWatts}
+}
+
 // SetProcesses sets the compute processes Sample reports on slot.
 func (s *Synthetic) SetProcesses(slot int, pids ...int) {
 	s.mu.Lock()
@@ -132,8 +141,8 @@ func (s *Synthetic) SetProcesses(slot int, pids ...int) {
 	}
 }
 
-// Sample reports what the test set: utilization (NaN when unset) and
-// processes; no memory, temperature or power readings.
+// Sample reports what the test set: utilization and readings (NaN when
+// unset) and processes.
 func (s *Synthetic) Sample(ctx context.Context) ([]Sample, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -146,6 +155,9 @@ func (s *Synthetic) Sample(ctx context.Context) ([]Sample, error) {
 			TempCelsius: nan, PowerWatts: nan, Processes: slices.Clone(s.procs[g.Index])}
 		if u, ok := s.util[g.Index]; ok {
 			out[i].Utilization = u
+		}
+		if r, ok := s.readings[g.Index]; ok {
+			out[i].SMActivity, out[i].MemUsedBytes, out[i].TempCelsius, out[i].PowerWatts = r.SMActivity, r.MemUsedBytes, r.TempCelsius, r.PowerWatts
 		}
 	}
 	return out, nil

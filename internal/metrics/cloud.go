@@ -1,6 +1,8 @@
 package metrics
 
 import (
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gangwayhq/gangway"
@@ -17,6 +19,9 @@ type Cloud struct {
 	orphans       *prometheus.CounterVec
 	live          *prometheus.GaugeVec
 	reconcileErrs *prometheus.CounterVec
+
+	mu    sync.Mutex
+	known map[LiveKey]bool // offers seen, whose series stay at 0 when empty
 }
 
 // Reasons an instance was terminated, for TerminatedInstances.
@@ -58,6 +63,40 @@ func NewCloud(reg prometheus.Registerer) *Cloud {
 	}
 	reg.MustRegister(c.launched, c.launchErrors, c.terminated, c.orphans, c.live, c.reconcileErrs)
 	return c
+}
+
+// Providers creates the orphan and reconcile-error series of each
+// provider, with every reason the reconciler may give for an orphan, so
+// an alert on orphans has a series to read before the first one.
+func (c *Cloud) Providers(names []string, orphanReasons ...string) {
+	if c == nil {
+		return
+	}
+	for _, p := range names {
+		c.reconcileErrs.WithLabelValues(p)
+		for _, r := range orphanReasons {
+			c.orphans.WithLabelValues(p, r)
+		}
+	}
+}
+
+// Offers creates the launch and live-instance series of every offer, so a
+// pool's instances read 0 rather than nothing while none run.
+func (c *Cloud) Offers(offers []gangway.Offer) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.known == nil {
+		c.known = map[LiveKey]bool{}
+	}
+	for _, o := range offers {
+		k := LiveKey{Provider: o.Provider, Pool: o.Pool, CapacityType: string(o.CapacityType)}
+		c.known[k] = true
+		c.launched.WithLabelValues(k.Provider, k.Pool, k.CapacityType)
+		c.live.WithLabelValues(k.Provider, k.Pool, k.CapacityType)
+	}
 }
 
 // Launched counts n instances launched in pool.
@@ -108,6 +147,11 @@ func (c *Cloud) Live(counts map[LiveKey]int, listed []string) {
 	for _, p := range listed {
 		c.live.DeletePartialMatch(prometheus.Labels{"provider": p})
 	}
+	c.mu.Lock()
+	for k := range c.known {
+		c.live.WithLabelValues(k.Provider, k.Pool, k.CapacityType)
+	}
+	c.mu.Unlock()
 	for k, n := range counts {
 		c.live.WithLabelValues(k.Provider, k.Pool, k.CapacityType).Set(float64(n))
 	}

@@ -6,6 +6,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/gangwayhq/gangway"
 )
 
 func TestCloud(t *testing.T) {
@@ -56,4 +58,31 @@ gangway_cloud_reconcile_errors_total{provider="gcp"} 1
 	none.OrphanTerminated("aws", "job-closed")
 	none.Live(nil, nil)
 	none.ReconcileError("aws")
+}
+
+func TestCloudKnownSeries(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	c := NewCloud(reg)
+	c.Providers([]string{"aws"}, "job-closed", "job-unknown")
+	c.Offers([]gangway.Offer{{Provider: "aws", Pool: "aws-spot", CapacityType: gangway.CapacitySpot}})
+	c.Live(map[LiveKey]int{}, []string{"aws"}) // a pass that listed no instances
+	want := `
+# HELP gangway_cloud_instances Gangway-tagged cloud instances not yet terminated, as the last reconcile pass listed them, by provider, pool and capacity type.
+# TYPE gangway_cloud_instances gauge
+gangway_cloud_instances{capacity_type="spot",pool="aws-spot",provider="aws"} 0
+# HELP gangway_cloud_instances_launched_total Cloud instances launched for bursts, by provider, pool and capacity type.
+# TYPE gangway_cloud_instances_launched_total counter
+gangway_cloud_instances_launched_total{capacity_type="spot",pool="aws-spot",provider="aws"} 0
+# HELP gangway_cloud_orphans_terminated_total Instances the reconciler terminated because no live job owned them, by provider and why (job-closed, job-unknown, stale-attempt).
+# TYPE gangway_cloud_orphans_terminated_total counter
+gangway_cloud_orphans_terminated_total{provider="aws",reason="job-closed"} 0
+gangway_cloud_orphans_terminated_total{provider="aws",reason="job-unknown"} 0
+# HELP gangway_cloud_reconcile_errors_total Reconcile steps that failed (listing a provider, asking after a job, terminating), by provider.
+# TYPE gangway_cloud_reconcile_errors_total counter
+gangway_cloud_reconcile_errors_total{provider="aws"} 0
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "gangway_cloud_instances", "gangway_cloud_instances_launched_total",
+		"gangway_cloud_orphans_terminated_total", "gangway_cloud_reconcile_errors_total"); err != nil {
+		t.Error(err)
+	}
 }

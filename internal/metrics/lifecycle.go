@@ -12,6 +12,7 @@ import (
 // preemptions and notices by cause and pool, work lost, and the time from
 // a stop request to the checkpoint being saved and to running again.
 type Lifecycle struct {
+	causes   []string
 	ended    *prometheus.CounterVec
 	lost     *prometheus.CounterVec
 	stop     *prometheus.HistogramVec
@@ -19,8 +20,11 @@ type Lifecycle struct {
 }
 
 // NewLifecycle creates the run collectors and registers them on reg.
-func NewLifecycle(reg prometheus.Registerer) *Lifecycle {
-	l := &Lifecycle{
+// causes are every cause a run may end with (workflows.Causes): their
+// series exist from the start, so rates of preemptions and failures read
+// 0 rather than nothing before the first one.
+func NewLifecycle(reg prometheus.Registerer, causes ...string) *Lifecycle {
+	l := &Lifecycle{causes: causes,
 		ended: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "runs_ended_total",
 			Help: "Runs (attempts) ended, by cause (completed, failed, cancelled, preempted, notice, drain, fault, node-lost, idle, infra, timeout, no-capacity), pool and capacity type.",
@@ -41,7 +45,25 @@ func NewLifecycle(reg prometheus.Registerer) *Lifecycle {
 		}, []string{"cause"}),
 	}
 	reg.MustRegister(l.ended, l.lost, l.stop, l.recovery)
+	for _, c := range causes {
+		l.stop.WithLabelValues(c)
+		l.recovery.WithLabelValues(c)
+	}
 	return l
+}
+
+// Pools creates the runs-ended series of every cause for each pool (with
+// its capacity type), so a pool's preemption and failure rates exist
+// before its first run ends. Safe on a nil *Lifecycle.
+func (l *Lifecycle) Pools(pools map[string]gangway.CapacityType) {
+	if l == nil {
+		return
+	}
+	for p, ct := range pools {
+		for _, c := range l.causes {
+			l.ended.WithLabelValues(c, p, string(ct))
+		}
+	}
 }
 
 // RunEnded records one run's end.

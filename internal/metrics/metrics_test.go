@@ -22,7 +22,8 @@ type histogram struct {
 }
 
 // histograms gathers reg and returns the series of the histogram name, keyed
-// by the value of label (or "" for an unlabelled histogram).
+// by the value of label (or "" for an unlabelled histogram); series with the
+// same value are added up.
 func histograms(t *testing.T, reg *prometheus.Registry, name, label string) map[string]histogram {
 	t.Helper()
 	mfs, err := reg.Gather()
@@ -42,10 +43,15 @@ func histograms(t *testing.T, reg *prometheus.Registry, name, label string) map[
 				}
 			}
 			h := m.GetHistogram()
-			got := histogram{Count: h.GetSampleCount(), Sum: h.GetSampleSum(), Buckets: map[float64]uint64{}}
+			got, ok := out[key]
+			if !ok {
+				got.Buckets = map[float64]uint64{}
+			}
+			got.Count += h.GetSampleCount()
+			got.Sum += h.GetSampleSum()
 			for _, b := range h.GetBucket() {
 				if b.GetCumulativeCount() > 0 {
-					got.Buckets[b.GetUpperBound()] = b.GetCumulativeCount()
+					got.Buckets[b.GetUpperBound()] += b.GetCumulativeCount()
 				}
 			}
 			out[key] = got
@@ -103,12 +109,22 @@ gangway_dispatch_commits_total{result="stale"} 1
 func TestJobPlaced(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := New(reg)
-	m.JobPlaced(50 * time.Millisecond)
-	m.JobPlaced(time.Second)
-	m.JobPlaced(90 * time.Second)
-	m.JobPlaced(5 * time.Hour) // past the last bucket: only +Inf and the count see it
+	m.Teams([]string{"nlp", "vision"})
+	m.JobPlaced("nlp", "high", 50*time.Millisecond)
+	m.JobPlaced("nlp", "high", time.Second)
+	m.JobPlaced("nlp", "high", 90*time.Second)
+	m.JobPlaced("nlp", "high", 5*time.Hour) // past the last bucket: only +Inf and the count see it
+	m.JobPlaced("ml", "low", time.Second)   // a team the config did not name
 
-	got := histograms(t, reg, "gangway_queue_wait_seconds", "")[""]
+	// Every configured team has a series per priority class from the
+	// start; the unconfigured one from its first job.
+	if n := testutil.CollectAndCount(m.queueWait); n != 2*len(PriorityClasses)+1 {
+		t.Errorf("%d queue wait series, want %d", n, 2*len(PriorityClasses)+1)
+	}
+	if h := histograms(t, reg, "gangway_queue_wait_seconds", "team")["vision"]; h.Count != 0 {
+		t.Errorf("vision has %d waits, want 0", h.Count)
+	}
+	got := histograms(t, reg, "gangway_queue_wait_seconds", "team")["nlp"]
 	if diff := cmp.Diff(uint64(4), got.Count); diff != "" {
 		t.Errorf("count mismatch (-want +got):\n%s", diff)
 	}
@@ -210,6 +226,7 @@ gangway_gpus{pool="onprem",state="unavailable"} 1
 `,
 			wantQueue: queueHeader + `
 gangway_queue_depth_jobs{priority_class="high"} 2
+gangway_queue_depth_jobs{priority_class="low"} 0
 gangway_queue_depth_jobs{priority_class="normal"} 5
 `,
 		},
@@ -225,12 +242,19 @@ gangway_gpus{pool="onprem",state="free"} 32
 gangway_gpus{pool="onprem",state="unavailable"} 0
 `,
 			wantQueue: queueHeader + `
+gangway_queue_depth_jobs{priority_class="high"} 0
 gangway_queue_depth_jobs{priority_class="low"} 1
+gangway_queue_depth_jobs{priority_class="normal"} 0
 `,
 		},
 		{
 			name:  "everything disappears",
 			calls: []fleetView{twoPools, {}},
+			wantQueue: queueHeader + `
+gangway_queue_depth_jobs{priority_class="high"} 0
+gangway_queue_depth_jobs{priority_class="low"} 0
+gangway_queue_depth_jobs{priority_class="normal"} 0
+`,
 		},
 	}
 	for _, tt := range tests {
@@ -298,8 +322,10 @@ gangway_unplaced_jobs{reason="InsufficientFreeGPUs"} 1
 func exercise(m *Metrics) {
 	m.CycleDone(ResultCommitted, time.Millisecond)
 	m.CycleDone(ResultIdle, time.Millisecond)
-	m.JobPlaced(time.Second)
+	m.JobPlaced("nlp", "normal", time.Second)
 	m.Leader(true)
+	m.Allocated(map[PoolTeam]float64{{"onprem", "nlp"}: 8}, map[PoolState]int{{"onprem", "ready"}: 4})
+	m.TeamBudget("nlp", 1000, 120)
 	m.Fleet(map[string]GPUState{"onprem": {Allocated: 8, Free: 24}}, map[string]int{"normal": 1})
 	m.Unplaced(map[string]int{"InsufficientFreeGPUs": 1})
 	m.Fragmentation(0.25, map[string]int{"nvlink": 6, "node": 6})
@@ -319,6 +345,10 @@ func TestLint(t *testing.T) {
 		"isLeader":      m.isLeader,
 		"fragRate":      m.fragRate,
 		"largestFree":   m.largestFree,
+		"teamGPUs":      m.teamGPUs,
+		"nodes":         m.nodes,
+		"budget":        m.budget,
+		"spend":         m.spend,
 	}
 	for name, c := range collectors {
 		if n := testutil.CollectAndCount(c); n == 0 {
@@ -360,12 +390,58 @@ func TestNames(t *testing.T) {
 		"gangway_dispatch_leader",
 		"gangway_fragmentation_ratio",
 		"gangway_gpus",
+		"gangway_gpus_allocated",
 		"gangway_largest_free_block_gpus",
+		"gangway_nodes",
 		"gangway_queue_depth_jobs",
 		"gangway_queue_wait_seconds",
+		"gangway_team_budget_dollars",
+		"gangway_team_cloud_spend_dollars",
 		"gangway_unplaced_jobs",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("metric names mismatch (-want +got):\n%s", diff)
+	}
+}
+
+func TestAllocated(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := New(reg)
+	m.Allocated(map[PoolTeam]float64{{"onprem", "nlp"}: 8, {"aws-spot", "vision"}: 0.5},
+		map[PoolState]int{{"onprem", "ready"}: 3, {"onprem", "lost"}: 1, {"aws-spot", "ready"}: 1})
+	// The next cycle: vision's job ended and the lost node came back.
+	m.Allocated(map[PoolTeam]float64{{"onprem", "nlp"}: 8},
+		map[PoolState]int{{"onprem", "ready"}: 4, {"aws-spot", "ready"}: 1})
+	want := `
+# HELP gangway_gpus_allocated GPUs held by running jobs, by pool and team (a shared GPU counts by its share).
+# TYPE gangway_gpus_allocated gauge
+gangway_gpus_allocated{pool="onprem",team="nlp"} 8
+# HELP gangway_nodes Registered nodes by pool and state (ready, cordoned, lost, stale: ready but its heartbeat is older than the node TTL).
+# TYPE gangway_nodes gauge
+gangway_nodes{pool="aws-spot",state="cordoned"} 0
+gangway_nodes{pool="aws-spot",state="lost"} 0
+gangway_nodes{pool="aws-spot",state="ready"} 1
+gangway_nodes{pool="aws-spot",state="stale"} 0
+gangway_nodes{pool="onprem",state="cordoned"} 0
+gangway_nodes{pool="onprem",state="lost"} 0
+gangway_nodes{pool="onprem",state="ready"} 4
+gangway_nodes{pool="onprem",state="stale"} 0
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "gangway_gpus_allocated", "gangway_nodes"); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestUnplacedKnownReasons(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := New(reg)
+	m.Reasons([]string{"InsufficientFreeGPUs", "QuotaExceeded"})
+	m.Unplaced(map[string]int{"QuotaExceeded": 2})
+	want := unplacedHeader + `
+gangway_unplaced_jobs{reason="InsufficientFreeGPUs"} 0
+gangway_unplaced_jobs{reason="QuotaExceeded"} 2
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "gangway_unplaced_jobs"); err != nil {
+		t.Error(err)
 	}
 }

@@ -7,7 +7,9 @@ import (
 )
 
 // Usage is the usage and cost collector set: GPU time and dollars billed,
-// by team, project, pool and capacity type (on-prem, spot, on-demand).
+// by team, pool and capacity type (on-prem, spot, on-demand). The project
+// is free text from the job spec, so it is no label (every value would be
+// a new series); the ledger keeps usage per project.
 // Counters only grow when the ledger records a segment for the first time,
 // so rate() over them is spend per second.
 type Usage struct {
@@ -15,18 +17,18 @@ type Usage struct {
 	dollars    *prometheus.CounterVec
 }
 
-var usageLabels = []string{"team", "project", "pool", "capacity_type"}
+var usageLabels = []string{"team", "pool", "capacity_type"}
 
 // NewUsage creates the usage collectors and registers them on reg.
 func NewUsage(reg prometheus.Registerer) *Usage {
 	u := &Usage{
 		gpuSeconds: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "gpu_seconds_total",
-			Help: "GPU time of finished run segments, by team, project, pool and capacity type.",
+			Help: "GPU time of finished run segments, by team, pool and capacity type.",
 		}, usageLabels),
 		dollars: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "cost_dollars_total",
-			Help: "What finished run segments cost, by team, project, pool and capacity type.",
+			Help: "What finished run segments cost, by team, pool and capacity type.",
 		}, usageLabels),
 	}
 	reg.MustRegister(u.gpuSeconds, u.dollars)
@@ -40,7 +42,7 @@ func (u *Usage) Segment(seg gangway.UsageSegment) {
 	if !(sec >= 0) || !(usd >= 0) {
 		return
 	}
-	labels := prometheus.Labels{"team": seg.Team, "project": seg.Project, "pool": seg.Pool, "capacity_type": string(seg.CapacityType)}
+	labels := prometheus.Labels{"team": seg.Team, "pool": seg.Pool, "capacity_type": string(seg.CapacityType)}
 	u.gpuSeconds.With(labels).Add(sec)
 	u.dollars.With(labels).Add(usd)
 }

@@ -27,16 +27,16 @@ func TestUsageSegment(t *testing.T) {
 	u.Segment(seg("vision", "aws-od", "on-demand", 1, time.Hour, -4))  // ignored
 
 	want := `
-# HELP gangway_cost_dollars_total What finished run segments cost, by team, project, pool and capacity type.
+# HELP gangway_cost_dollars_total What finished run segments cost, by team, pool and capacity type.
 # TYPE gangway_cost_dollars_total counter
-gangway_cost_dollars_total{capacity_type="on-demand",pool="aws-od",project="llm",team="vision"} 8
-gangway_cost_dollars_total{capacity_type="on-prem",pool="onprem",project="llm",team="ml"} 18
-gangway_cost_dollars_total{capacity_type="spot",pool="aws-spot",project="llm",team="ml"} 1.5
-# HELP gangway_gpu_seconds_total GPU time of finished run segments, by team, project, pool and capacity type.
+gangway_cost_dollars_total{capacity_type="on-demand",pool="aws-od",team="vision"} 8
+gangway_cost_dollars_total{capacity_type="on-prem",pool="onprem",team="ml"} 18
+gangway_cost_dollars_total{capacity_type="spot",pool="aws-spot",team="ml"} 1.5
+# HELP gangway_gpu_seconds_total GPU time of finished run segments, by team, pool and capacity type.
 # TYPE gangway_gpu_seconds_total counter
-gangway_gpu_seconds_total{capacity_type="on-demand",pool="aws-od",project="llm",team="vision"} 7200
-gangway_gpu_seconds_total{capacity_type="on-prem",pool="onprem",project="llm",team="ml"} 32400
-gangway_gpu_seconds_total{capacity_type="spot",pool="aws-spot",project="llm",team="ml"} 3600
+gangway_gpu_seconds_total{capacity_type="on-demand",pool="aws-od",team="vision"} 7200
+gangway_gpu_seconds_total{capacity_type="on-prem",pool="onprem",team="ml"} 32400
+gangway_gpu_seconds_total{capacity_type="spot",pool="aws-spot",team="ml"} 3600
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "gangway_gpu_seconds_total", "gangway_cost_dollars_total"); err != nil {
 		t.Error(err)

@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	tclient "go.temporal.io/sdk/client"
@@ -17,6 +20,7 @@ import (
 	"github.com/gangwayhq/gangway/internal/cloud"
 	"github.com/gangwayhq/gangway/internal/dispatch"
 	"github.com/gangwayhq/gangway/internal/metrics"
+	"github.com/gangwayhq/gangway/placement"
 	"github.com/gangwayhq/gangway/providers"
 	"github.com/gangwayhq/gangway/workflows"
 	"github.com/gangwayhq/gangway/workflows/activities"
@@ -87,7 +91,7 @@ func Register(w worker.Registry, d Deps) {
 		d.CloudMetric = metrics.NewCloud(prometheus.NewRegistry())
 	}
 	if d.Lifecycle == nil {
-		d.Lifecycle = metrics.NewLifecycle(prometheus.NewRegistry())
+		d.Lifecycle = metrics.NewLifecycle(prometheus.NewRegistry(), workflows.Causes...)
 	}
 	w.RegisterWorkflowWithOptions(workflows.JobWorkflow, workflow.RegisterOptions{Name: workflows.WorkflowName})
 	(&activities.Activities{Capacity: d.View, Log: d.Log}).Register(w)
@@ -99,6 +103,39 @@ func Register(w worker.Registry, d Deps) {
 		ca.Providers = d.Cloud
 	}
 	ca.Register(w)
+}
+
+// configuredTeams are the teams the server's config names (quotas,
+// budgets), sorted.
+func configuredTeams(o Options) []string {
+	teams := map[string]bool{}
+	for t := range o.TeamLimits {
+		teams[t] = true
+	}
+	for _, q := range o.Dispatch.Placement.Quotas {
+		teams[q.Team] = true
+	}
+	return slices.Sorted(maps.Keys(teams))
+}
+
+// meteredBudgets exports each team's budget and month-to-date cloud spend
+// whenever the dispatch loop reads them.
+type meteredBudgets struct {
+	accounting.Budgets
+	m *metrics.Metrics
+}
+
+func (b meteredBudgets) TeamPolicies(ctx context.Context, now time.Time) (map[string]placement.TeamPolicy, error) {
+	ps, err := b.Budgets.TeamPolicies(ctx, now)
+	if err != nil {
+		return nil, err
+	}
+	for team, l := range b.Teams {
+		if p, ok := ps[team]; ok && l.MonthlyBudget > 0 {
+			b.m.TeamBudget(team, l.MonthlyBudget, l.MonthlyBudget-p.BudgetLeft)
+		}
+	}
+	return ps, nil
 }
 
 // noLedger stands in when no ledger is configured: every segment is new,
@@ -114,17 +151,41 @@ func Run(ctx context.Context, o Options) error {
 		log = slog.New(slog.DiscardHandler)
 	}
 	reg := metrics.NewProcessRegistry()
-	o.Dispatch.Metrics = metrics.New(reg)
+	m := metrics.New(reg)
+	m.Teams(configuredTeams(o))
+	reasons := make([]string, len(placement.Reasons))
+	for i, r := range placement.Reasons {
+		reasons[i] = string(r)
+	}
+	m.Reasons(reasons)
+	o.Dispatch.Metrics = m
 	o.Dispatch.Log = log
 
 	w := worker.New(o.Temporal, workflows.TaskQueue, worker.Options{})
 	cloudMetrics := metrics.NewCloud(reg)
+	cloudMetrics.Providers(o.Cloud.Names(), cloud.OrphanJobClosed, cloud.OrphanJobUnknown, cloud.OrphanStaleAttempt)
+	if len(o.Cloud.Names()) > 0 {
+		if offers, err := o.Cloud.Offers(ctx); err == nil {
+			cloudMetrics.Offers(offers)
+		} else {
+			log.Warn("cannot read the cloud offers; their metric series appear with their first instance", "error", err)
+		}
+	}
+	lifecycle := metrics.NewLifecycle(reg, workflows.Causes...)
+	o.Dispatch.RunMetrics = lifecycle
 	d := Deps{View: o.View, Checkpoints: o.Checkpoints, Cloud: o.Cloud, Join: o.Join,
-		Usage: metrics.NewUsage(reg), CloudMetric: cloudMetrics, Lifecycle: metrics.NewLifecycle(reg), Log: log}
+		Usage: metrics.NewUsage(reg), CloudMetric: cloudMetrics, Lifecycle: lifecycle, Log: log}
 	if o.Ledger != nil {
 		d.Ledger = o.Ledger
 		if len(o.TeamLimits) > 0 && o.Dispatch.Budgets == nil {
-			o.Dispatch.Budgets = accounting.Budgets{Ledger: o.Ledger, Teams: o.TeamLimits}
+			b := meteredBudgets{Budgets: accounting.Budgets{Ledger: o.Ledger, Teams: o.TeamLimits}, m: m}
+			// The budget gauges exist from the start, not from the first
+			// cycle that reads the budgets (only cycles with cloud offers
+			// do).
+			if _, err := b.TeamPolicies(ctx, time.Now()); err != nil {
+				log.Warn("cannot read the teams' cloud spend", "error", err)
+			}
+			o.Dispatch.Budgets = b
 		}
 	}
 	Register(w, d)

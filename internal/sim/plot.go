@@ -8,7 +8,6 @@ import (
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 )
 
@@ -68,8 +67,9 @@ func MeanCurve(p *PolicyResult) plotter.XYs {
 }
 
 // WritePlot draws unallocated GPU % against arrived workload, one line per
-// policy (mean over seeds), zoomed on 75-130% as the paper's Fig. 9, and
-// saves it as path (.png, .svg or .pdf by extension).
+// policy (mean over seeds), zoomed on 75-130% as the paper's Fig. 9, with
+// the legend beside the chart, and saves it as path (.png, .svg or .pdf by
+// extension).
 func (r *FGDResult) WritePlot(path string) error {
 	p := plot.New()
 	p.Title.Text = fmt.Sprintf("FGD protocol: %s, seeds %s", filepath.Base(r.TasksFile), FormatSeeds(r.Seeds))
@@ -80,18 +80,17 @@ func (r *FGDResult) WritePlot(path string) error {
 	p.X.Tick.Marker = ticks(75, 130, 5)
 	p.Y.Tick.Marker = ticks(0, 30, 5)
 	p.Add(plotter.NewGrid())
-	p.Legend.Top = true
-	p.Legend.Left = false
 
 	ideal, err := plotter.NewLine(plotter.XYs{{X: 75, Y: 25}, {X: 100, Y: 0}, {X: 130, Y: 0}})
 	if err != nil {
 		return err
 	}
-	ideal.Color = color.Gray{Y: 140}
-	ideal.Dashes = []vg.Length{vg.Points(2), vg.Points(2)}
+	ideal.Color = color.Gray{Y: 175}
+	ideal.Width = vg.Points(1.2)
 	p.Add(ideal)
 	p.Legend.Add("ideal", ideal)
 
+	var lines []*plotter.Line
 	for i := range r.Policies {
 		pr := &r.Policies[i]
 		xy := clip(MeanCurve(pr), p.X.Min, p.X.Max)
@@ -102,22 +101,14 @@ func (r *FGDResult) WritePlot(path string) error {
 		if err != nil {
 			return err
 		}
-		l.Color = plotutil.Color(i)
-		l.Width = vg.Points(1.5)
-		if pr.Policy == GangwayPolicy {
-			l.Width = vg.Points(2.5)
-		} else {
-			l.Dashes = plotutil.Dashes(i % 4)
-		}
-		p.Add(l)
+		styleOf(pr.Policy, i).apply(l)
+		lines = append(lines, l)
 		p.Legend.Add(fmt.Sprintf("%s (%.2f%%)", pr.Policy, pr.Unallocated.Mean), l)
 	}
-	p.Legend.ThumbnailWidth = vg.Points(24)
+	addLines(p, lines)
+	p.Legend.ThumbnailWidth = vg.Points(30)
 	p.Legend.TextStyle.Font.Size = vg.Points(9)
-	p.Legend.Padding = vg.Points(2)
-	p.Legend.YOffs = -vg.Points(4)
-	p.Legend.XOffs = -vg.Points(4)
-	return p.Save(7*vg.Inch, 4.5*vg.Inch, path)
+	return savePanels(path, 8.8*vg.Inch, 4.5*vg.Inch, 1.9*vg.Inch, p)
 }
 
 // ticks labels every step from lo to hi with whole numbers.

@@ -3,17 +3,13 @@ package sim
 import (
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
 )
 
 // maxPlotPoints bounds the points drawn per line: longer series are
@@ -23,11 +19,7 @@ const maxPlotPoints = 4000
 // WritePlot draws two panels to path (.png, .svg or .pdf by extension):
 // allocated GPU % over time, one step line per policy, and the CDF of
 // queue waits per policy on a log time axis.
-func (r *TraceResult) WritePlot(path string) (err error) {
-	format := strings.ToLower(strings.TrimPrefix(filepath.Ext(path), "."))
-	if format == "" {
-		return fmt.Errorf("%s: want a .png, .svg or .pdf file name", path)
-	}
+func (r *TraceResult) WritePlot(path string) error {
 	alloc, err := r.allocPlot()
 	if err != nil {
 		return err
@@ -36,28 +28,7 @@ func (r *TraceResult) WritePlot(path string) (err error) {
 	if err != nil {
 		return err
 	}
-	w, h := 7*vg.Inch, 8*vg.Inch
-	c, err := draw.NewFormattedCanvas(w, h, format)
-	if err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	dc := draw.New(c)
-	tiles := draw.Tiles{Rows: 2, Cols: 1, PadTop: vg.Points(4), PadBottom: vg.Points(4), PadY: vg.Points(16),
-		PadLeft: vg.Points(4), PadRight: vg.Points(8)}
-	canvases := plot.Align([][]*plot.Plot{{alloc}, {cdf}}, tiles, dc)
-	alloc.Draw(canvases[0][0])
-	cdf.Draw(canvases[1][0])
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-	}()
-	_, err = c.WriteTo(f)
-	return err
+	return savePanels(path, 8.8*vg.Inch, 8*vg.Inch, 2.1*vg.Inch, alloc, cdf)
 }
 
 // timeUnit picks hours or days for a span.
@@ -81,7 +52,7 @@ func (r *TraceResult) allocPlot() (*plot.Plot, error) {
 	p.Y.Min, p.Y.Max = 0, 100
 	p.X.Min, p.X.Max = 0, float64(horizon)/float64(unit)
 	p.Add(plotter.NewGrid())
-	p.Legend.Top = true
+	var lines []*plotter.Line
 	for i := range r.Runs {
 		run := &r.Runs[i]
 		xy := thin(run, unit, horizon)
@@ -93,16 +64,37 @@ func (r *TraceResult) allocPlot() (*plot.Plot, error) {
 			return nil, err
 		}
 		l.StepStyle = plotter.PostStep
-		l.Color = plotutil.Color(i)
-		l.Width = vg.Points(1)
-		if run.Policy == GangwayPolicy {
-			l.Width = vg.Points(1.8)
-		}
-		p.Add(l)
-		p.Legend.Add(fmt.Sprintf("%s (mean %.1f%%)", run.Policy, 100*run.AllocMean), l)
+		styleOf(run.Policy, i).apply(l)
+		lines = append(lines, l)
+		p.Legend.Add(fmt.Sprintf("%s (mean %.1f%%)", run.Policy, windowMean(run, horizon)), l)
 	}
+	addLines(p, lines)
 	p.Legend.TextStyle.Font.Size = vg.Points(9)
+	p.Legend.ThumbnailWidth = vg.Points(30)
 	return p, nil
+}
+
+// windowMean is a run's time-weighted mean allocated GPU % over the window
+// the allocation panel shows (the first horizon after the first arrival):
+// what the legend reports, since over a whole run every policy that
+// places every job ends with the same mean.
+func windowMean(run *TraceRun, horizon time.Duration) float64 {
+	first, end := run.FirstSubmit, run.FirstSubmit+horizon
+	var area float64
+	for k, s := range run.Series {
+		if s.At >= end {
+			break
+		}
+		next := end
+		if k+1 < len(run.Series) {
+			next = min(run.Series[k+1].At, end)
+		}
+		from := max(s.At, first)
+		if next > from {
+			area += float64(s.AllocMilli) * float64(next-from)
+		}
+	}
+	return 100 * area / (float64(run.CapacityMilli) * float64(horizon))
 }
 
 // plotHorizon is how much of the runs the allocation panel shows, from the
@@ -165,9 +157,8 @@ func (r *TraceResult) waitCDFPlot() (*plot.Plot, error) {
 	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
 	p.Y.Min, p.Y.Max = 0, 100
 	p.Add(plotter.NewGrid())
-	p.Legend.Top = true
-	p.Legend.Left = false
 	maxWait := 1.0
+	var lines []*plotter.Line
 	for i := range r.Runs {
 		if w := r.Runs[i].Waits; len(w) > 0 {
 			maxWait = max(maxWait, w[len(w)-1])
@@ -197,14 +188,11 @@ func (r *TraceResult) waitCDFPlot() (*plot.Plot, error) {
 			return nil, err
 		}
 		l.StepStyle = plotter.PostStep
-		l.Color = plotutil.Color(i)
-		l.Width = vg.Points(1.2)
-		if run.Policy == GangwayPolicy {
-			l.Width = vg.Points(2)
-		}
-		p.Add(l)
+		styleOf(run.Policy, i).apply(l)
+		lines = append(lines, l)
 		p.Legend.Add(fmt.Sprintf("%s (p99 %s)", run.Policy, FormatSeconds(run.WaitP99)), l)
 	}
+	addLines(p, lines)
 	p.X.Min, p.X.Max = 1, maxWait*1.5
 	// Most jobs may wait under a second: start the y axis below the
 	// lowest such share so the tails are visible.
@@ -217,5 +205,6 @@ func (r *TraceResult) waitCDFPlot() (*plot.Plot, error) {
 	}
 	p.Y.Min = max(0, math.Floor(low/10)*10-10)
 	p.Legend.TextStyle.Font.Size = vg.Points(9)
+	p.Legend.ThumbnailWidth = vg.Points(30)
 	return p, nil
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -31,7 +33,12 @@ var (
 
 // Jobs reaches job workflows through a Temporal client. It is safe for
 // concurrent use; it does not own the client (Close it yourself).
-type Jobs struct{ c client.Client }
+type Jobs struct {
+	c client.Client
+	// noSearch: the namespace refused Gangway's search attributes (they
+	// are not registered), so jobs start without them.
+	noSearch atomic.Bool
+}
 
 // New returns the door over c.
 func New(c client.Client) *Jobs { return &Jobs{c: c} }
@@ -46,8 +53,12 @@ type StartOptions struct {
 // not validate spec (the workflow rejects a bad one; callers validate
 // first to fail early). A job whose ID is taken returns ErrJobExists and
 // changes nothing.
+//
+// Jobs start with Gangway's search attributes (workflows.SearchAttributes)
+// where the namespace has them registered; where it refuses them, this
+// and later jobs start without (the workflow then sets none).
 func (j *Jobs) Start(ctx context.Context, spec gangway.JobSpec, o StartOptions) error {
-	_, err := j.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+	opts := client.StartWorkflowOptions{
 		ID:                       spec.Name,
 		TaskQueue:                workflows.TaskQueue,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
@@ -59,7 +70,21 @@ func (j *Jobs) Start(ctx context.Context, spec gangway.JobSpec, o StartOptions) 
 			workflows.MemoTeam:  spec.Team,
 			workflows.MemoGPUs:  spec.Gang.Replicas * spec.Gang.GPUsPerReplica,
 		},
-	}, workflows.WorkflowName, workflows.JobInput{Spec: spec, Timing: o.Timing})
+	}
+	in := workflows.JobInput{Spec: spec, Timing: o.Timing}
+	var err error
+	if !j.noSearch.Load() {
+		withSearch := opts
+		withSearch.TypedSearchAttributes = workflows.StartSearchAttributes(spec)
+		_, err = j.c.ExecuteWorkflow(ctx, withSearch, workflows.WorkflowName, in)
+		var invalid *serviceerror.InvalidArgument
+		if errors.As(err, &invalid) && strings.Contains(strings.ToLower(invalid.Error()), "search attribute") {
+			j.noSearch.Store(true)
+		}
+	}
+	if j.noSearch.Load() {
+		_, err = j.c.ExecuteWorkflow(ctx, opts, workflows.WorkflowName, in)
+	}
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &started) {
 		return fmt.Errorf("start job %s: %w", spec.Name, ErrJobExists)
@@ -152,10 +177,12 @@ func (j *Jobs) Query(ctx context.Context, id gangway.JobID) (workflows.Status, e
 	return st, nil
 }
 
-// Result waits for the job to finish and returns its final status. A
-// workflow that ended without a status (terminated, timed out, an invalid
-// spec) is reported as Failed with Temporal's error as the reason;
-// ErrJobGone if no such workflow exists.
+// Result waits for the job to finish and returns its final status: the
+// workflow's result for a job that Succeeded, the details of the error it
+// failed or was cancelled with for one that ended Failed or Cancelled
+// (workflows.StatusFromError). A workflow that ended without a status
+// (terminated, timed out, an invalid spec) is reported as Failed with
+// Temporal's error as the reason; ErrJobGone if no such workflow exists.
 func (j *Jobs) Result(ctx context.Context, id gangway.JobID) (workflows.Status, error) {
 	var st workflows.Status
 	err := j.c.GetWorkflow(ctx, id, "").Get(ctx, &st)
@@ -166,6 +193,11 @@ func (j *Jobs) Result(ctx context.Context, id gangway.JobID) (workflows.Status, 
 		}
 		if ctx.Err() != nil {
 			return st, fmt.Errorf("result of job %s: %w", id, ctx.Err())
+		}
+		// A job that ended Failed or Cancelled closes its workflow so,
+		// with its Status as the error's details.
+		if st, ok := workflows.StatusFromError(err); ok {
+			return st, nil
 		}
 		return workflows.Status{JobID: id, Phase: gangway.PhaseFailed, Reason: err.Error()}, nil
 	}
@@ -218,9 +250,13 @@ func (j *Jobs) List(ctx context.Context) ([]Summary, error) {
 			_ = dc.FromPayload(fields[workflows.MemoTeam], &s.Team)
 			_ = dc.FromPayload(fields[workflows.MemoGPUs], &s.GPUs)
 			s.Phase = gangway.Phase(phase)
+			// A job that ended Failed or Cancelled closes its workflow
+			// failed or cancelled, its memo at the final phase; a workflow
+			// that closed otherwise (terminated, timed out, an invalid
+			// spec) left its memo short of one.
 			if e.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING &&
-				e.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
-				s.Phase = gangway.PhaseFailed // terminated, timed out, failed validation
+				e.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED && !s.Phase.Terminal() {
+				s.Phase = gangway.PhaseFailed
 			}
 			out = append(out, s)
 		}
