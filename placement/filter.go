@@ -137,6 +137,9 @@ type census struct {
 
 // count runs the census of j on the current view.
 func (se *Session) count(j *gangway.QueueEntry) census {
+	if se.classed != nil && len(j.Nodes) == 0 {
+		return se.countClasses(j)
+	}
 	v := se.view
 	var c census
 	end := v.jobEnd(j)

@@ -76,7 +76,7 @@ func ReplicaGPUMilli(j *gangway.QueueEntry) int {
 // tightest GPU on it (artifact best_fit_score.go, GPU selection "best").
 type BestFit struct{}
 
-var _ Scorer = BestFit{}
+var _ ClassScorer = BestFit{}
 
 // Name implements Scorer.
 func (BestFit) Name() string { return "best-fit" }
@@ -85,6 +85,10 @@ func (BestFit) Name() string { return "best-fit" }
 func (BestFit) Score(v *View, c Candidate, j *gangway.QueueEntry) float64 {
 	return float64(bestFitScore(v, c.Node, j)) + NodeOrder(v, c.Node, Tightness(v, c, j))
 }
+
+// ResourceLevels implements ClassScorer: best-fit reads the exact free
+// CPU, and no memory.
+func (BestFit) ResourceLevels(*View, int, int64, int64) (int64, int64) { return math.MaxInt64, 0 }
 
 func bestFitScore(v *View, i int, j *gangway.QueueEntry) int64 {
 	cpuLeft := float64(v.cpu[i] - j.CPUMilli)
@@ -110,9 +114,9 @@ type FGD struct {
 }
 
 var (
-	_ Scorer    = (*FGD)(nil)
-	_ Preparer  = (*FGD)(nil)
-	_ Committer = (*FGD)(nil)
+	_ ClassScorer = (*FGD)(nil)
+	_ Preparer    = (*FGD)(nil)
+	_ Committer   = (*FGD)(nil)
 )
 
 // Name implements Scorer.
@@ -131,6 +135,12 @@ func (s *FGD) Score(v *View, c Candidate, j *gangway.QueueEntry) float64 {
 		return d
 	}
 	return fgdScale(d)
+}
+
+// ResourceLevels implements ClassScorer: FGD compares free CPU and memory
+// only with the workload classes' demands.
+func (s *FGD) ResourceLevels(v *View, _ int, cpu, mem int64) (int64, int64) {
+	return s.frag.levels(v, cpu, mem)
 }
 
 func sigmoid(x float64) float64 { return 1 / (1 + math.Exp(-x)) }
@@ -162,7 +172,7 @@ const (
 // weights are the topo* constants. Ties go to the lowest node index.
 type TopologyLocality struct{}
 
-var _ Scorer = TopologyLocality{}
+var _ ClassScorer = TopologyLocality{}
 
 // Name implements Scorer.
 func (TopologyLocality) Name() string { return "topology" }
@@ -213,6 +223,10 @@ func (TopologyLocality) Score(v *View, c Candidate, _ *gangway.QueueEntry) float
 	return -topoDomainSpread*float64(domains-1) - topoNUMASpread*float64(numas-1) +
 		topoDomainFill*float64(used)/float64(size) + topoNodeFill*nodeUsed
 }
+
+// ResourceLevels implements ClassScorer: topology reads neither CPU nor
+// memory.
+func (TopologyLocality) ResourceLevels(*View, int, int64, int64) (int64, int64) { return 0, 0 }
 
 // topologyOneDomain is TopologyLocality's score on a node whose GPUs all
 // share one NVLink domain (the common NVSwitch server), without comparing
@@ -293,9 +307,9 @@ type Gangway struct {
 }
 
 var (
-	_ Scorer    = (*Gangway)(nil)
-	_ Preparer  = (*Gangway)(nil)
-	_ Committer = (*Gangway)(nil)
+	_ ClassScorer = (*Gangway)(nil)
+	_ Preparer    = (*Gangway)(nil)
+	_ Committer   = (*Gangway)(nil)
 )
 
 // Name implements Scorer.
@@ -334,6 +348,36 @@ func (s *Gangway) Score(v *View, c Candidate, j *gangway.QueueEntry) float64 {
 		x += gwTopology * TopologyLocality{}.Score(v, c, j)
 	}
 	return fgdScale(x)
+}
+
+// ResourceLevels implements ClassScorer: beyond FGD's levels, no GPU
+// capacity of node i is stranded before or after a replica needing at
+// most cpu and mem lands once the node has the workload's CPU and memory
+// per GPU for all its free GPUs, plus the replica's own.
+func (s *Gangway) ResourceLevels(v *View, i int, cpu, mem int64) (int64, int64) {
+	if s.view != v || !sameWorkload(s.frag.workload, v.workload) {
+		s.Prepare(v)
+	}
+	cpuLevel, memLevel := s.frag.levels(v, cpu, mem)
+	free := float64(v.FreeMilli(i))
+	if s.cpuPerGPU > 0 {
+		cpuLevel = max(cpuLevel, satAdd(unstranded(free, s.cpuPerGPU), max(cpu, 0)))
+	}
+	if s.memPerGPU > 0 {
+		memLevel = max(memLevel, satAdd(unstranded(free, s.memPerGPU), max(mem, 0)))
+	}
+	return cpuLevel, memLevel
+}
+
+// unstranded is an amount of CPU (or memory) that strands none of gpu
+// milli-GPU at per per milli-GPU, with a margin for rounding in stranded's
+// division.
+func unstranded(gpu, per float64) int64 {
+	x := math.Ceil(gpu*per*(1+1e-9)) + 1
+	if x >= math.MaxInt64/2 {
+		return math.MaxInt64
+	}
+	return int64(x)
 }
 
 // stranded is the GPU capacity, in milli-GPU, a node with gpu milli-GPU,

@@ -79,7 +79,7 @@ func (s *Random) Score(v *placement.View, c placement.Candidate, j *gangway.Queu
 // everywhere and so land at random). GPUs are taken tightest first.
 type GPUPacking struct{}
 
-var _ placement.Scorer = GPUPacking{}
+var _ placement.ClassScorer = GPUPacking{}
 
 // Name implements placement.Scorer.
 func (GPUPacking) Name() string { return "gpu-packing" }
@@ -88,6 +88,10 @@ func (GPUPacking) Name() string { return "gpu-packing" }
 func (GPUPacking) Score(v *placement.View, c placement.Candidate, j *gangway.QueueEntry) float64 {
 	return float64(packingScore(v, c.Node, j)) + placement.NodeOrder(v, c.Node, placement.Tightness(v, c, j))
 }
+
+// ResourceLevels implements placement.ClassScorer: packing reads neither
+// CPU nor memory.
+func (GPUPacking) ResourceLevels(*placement.View, int, int64, int64) (int64, int64) { return 0, 0 }
 
 func packingScore(v *placement.View, i int, j *gangway.QueueEntry) int64 {
 	if placement.ReplicaGPUMilli(j) == 0 {
@@ -240,7 +244,7 @@ func (s *GPUClustering) clusterScore(v *placement.View, i int, j *gangway.QueueE
 // selection "best").
 type DotProduct struct{}
 
-var _ placement.Scorer = DotProduct{}
+var _ placement.ClassScorer = DotProduct{}
 
 // Name implements placement.Scorer.
 func (DotProduct) Name() string { return "dot-product" }
@@ -248,6 +252,12 @@ func (DotProduct) Name() string { return "dot-product" }
 // Score implements placement.Scorer.
 func (DotProduct) Score(v *placement.View, c placement.Candidate, j *gangway.QueueEntry) float64 {
 	return float64(dotProductScore(v, c.Node, j)) + placement.NodeOrder(v, c.Node, placement.Tightness(v, c, j))
+}
+
+// ResourceLevels implements placement.ClassScorer: dot-product reads the
+// exact free CPU, and no memory.
+func (DotProduct) ResourceLevels(*placement.View, int, int64, int64) (int64, int64) {
+	return math.MaxInt64, 0
 }
 
 func dotProductScore(v *placement.View, i int, j *gangway.QueueEntry) int64 {
