@@ -26,7 +26,7 @@ import (
 //     outside grouped placement). Free CPU and memory are capped at the
 //     levels above which neither the CPU and memory filters nor the scorer
 //     can tell two nodes apart for any queued replica: the largest demand
-//     in the queue, and ClassScorer.ResourceLevels. On a node whose GPUs
+//     in the queue, and ClassScorer.Depends. On a node whose GPUs
 //     are all alike any order of its GPUs is the same state, so their free
 //     milli are keyed sorted. A node with a reservation is a class of its
 //     own: what it offers depends on when each job would end.
@@ -37,13 +37,17 @@ import (
 //     representative is the node the per-node scan picks, and its best
 //     candidate the candidate.
 //   - Filters run on the representative at every scan (quota changes as
-//     the plan commits); the representative's best candidate and score for
-//     a replica shape are cached in the class for as long as the class
-//     keeps that representative. The key is the state the score reads, so
-//     nothing but the workload or the demand the levels were computed for
-//     can make a cached score stale, and either rebuilds the classes.
-//     Classes whose CPU or memory is below the levels are not cached: the
-//     score may then depend on the replica's exact demand.
+//     the plan commits); the representative's best score for a replica
+//     shape is cached in the class. The key is the state the score reads,
+//     so nothing but the workload or the demand the levels were computed
+//     for can make a cached score stale, and either rebuilds the classes;
+//     for a scorer whose score depends on the node index (NodeDeps.ByIndex)
+//     a score holds only for the representative it was computed on. The
+//     winning class's representative is scored again for its candidate
+//     when its score was computed on another member (alike GPUs may sit at
+//     other indexes). Classes whose CPU or memory is below the levels are
+//     not cached: the score may then depend on the replica's exact
+//     demand.
 //   - The view records the nodes each take, give, rollback and reservation
 //     changes; before a scan those nodes are keyed again and move between
 //     classes, so the classes follow the plan as it commits, and gang
@@ -83,9 +87,15 @@ type nodeClass struct {
 	pos         int // in its list; -1 without members
 	size        int
 	schedulable bool
+	// whole and maxFree are the members' entirely free GPUs and most free
+	// milli on one GPU: the free-GPUs filter, without visiting a member.
+	whole, maxFree int
 	// exact: free CPU or memory is below the levels, or a reservation
 	// makes the node a class of its own; its scores are not cached.
 	exact bool
+	// byIndex: scores hold only for the representative they were
+	// computed on (NodeDeps.ByIndex).
+	byIndex bool
 	// heap is a min-heap of member node indexes; entries of nodes that
 	// left since (classes.of names another class) are dropped lazily.
 	heap   []int32
@@ -96,9 +106,11 @@ type nodeClass struct {
 type classScore struct {
 	rep   int32 // the representative it was computed on; -1: none
 	cand  int32 // index among its candidates
-	ok    bool  // some candidate
+	n     int32 // candidates: one (whole GPUs, CPU only) is the same on every member
 	score float64
 }
+
+func (e *classScore) ok() bool { return e.n > 0 }
 
 // scoreShape is what a ClassScorer and the candidates read of a job.
 type scoreShape struct {
@@ -223,9 +235,10 @@ func gpuLayout(n *Node) (string, bool) {
 	return string(b), alike
 }
 
-// keyOf is node i's class key (valid until the next call) and whether its
-// scores may depend on a replica's exact demand.
-func (cl *classes) keyOf(se *Session, i int) ([]byte, bool) {
+// keyOf is node i's class key (valid until the next call), whether its
+// scores may depend on a replica's exact demand, and whether on the node
+// index.
+func (cl *classes) keyOf(se *Session, i int) ([]byte, bool, bool) {
 	v := se.view
 	n := &v.nodes[i]
 	b := appendString(cl.key[:0], n.Model)
@@ -253,12 +266,12 @@ func (cl *classes) keyOf(se *Session, i int) ([]byte, bool) {
 	for _, f := range free {
 		b = binary.AppendUvarint(b, uint64(f))
 	}
-	cpuLevel, memLevel := se.classed.ResourceLevels(v, i, cl.maxCPU, cl.maxMem)
-	cpuLevel, memLevel = max(cpuLevel, cl.maxCPU), max(memLevel, cl.maxMem)
+	d := se.classed.Depends(v, i, cl.maxCPU, cl.maxMem)
+	cpuLevel, memLevel := max(d.CPULevel, cl.maxCPU), max(d.MemLevel, cl.maxMem)
 	b = binary.AppendVarint(b, min(v.cpu[i], cpuLevel))
 	b = binary.AppendVarint(b, min(v.mem[i], memLevel))
 	cl.key = b
-	return b, solo || v.cpu[i] < cpuLevel || v.mem[i] < memLevel
+	return b, solo || v.cpu[i] < cpuLevel || v.mem[i] < memLevel, d.ByIndex
 }
 
 func appendString(b []byte, s string) []byte {
@@ -267,7 +280,7 @@ func appendString(b []byte, s string) []byte {
 
 // place moves node i to the class of its current state.
 func (cl *classes) place(se *Session, i int) {
-	key, exact := cl.keyOf(se, i)
+	key, exact, byIndex := cl.keyOf(se, i)
 	old := cl.of[i]
 	if old != nil && old.key == string(key) {
 		return
@@ -275,7 +288,11 @@ func (cl *classes) place(se *Session, i int) {
 	c := cl.byKey[string(key)]
 	if c == nil {
 		n := &se.view.nodes[i]
-		c = &nodeClass{key: string(key), model: cl.models[n.Model], pos: -1, schedulable: n.Schedulable, exact: exact}
+		c = &nodeClass{key: string(key), model: cl.models[n.Model], pos: -1, schedulable: n.Schedulable, exact: exact, byIndex: byIndex,
+			whole: se.view.whole[i]}
+		for _, f := range se.view.free[i] {
+			c.maxFree = max(c.maxFree, f)
+		}
 		cl.byKey[c.key] = c
 		cl.empty++
 	}
@@ -366,6 +383,17 @@ func (c *nodeClass) compact(cl *classes) {
 	c.heap = slices.Compact(h)
 }
 
+// room is the free-GPUs filter on c's members.
+func (c *nodeClass) room(j *gangway.QueueEntry) bool {
+	switch {
+	case j.GPUsPerReplica == 0:
+		return true
+	case j.Share():
+		return c.maxFree >= j.GPUMilli
+	}
+	return c.whole >= j.GPUsPerReplica
+}
+
 // entry is c's cached score for shape id.
 func (c *nodeClass) entry(id int32) *classScore {
 	for int(id) >= len(c.scored) {
@@ -415,9 +443,10 @@ func (se *Session) bestOfClasses(j *gangway.QueueEntry) (Candidate, bool) {
 	}
 	shape := int32(-1)
 	bestRep, bestCand, bestScore := -1, int32(0), 0.0
+	var best *nodeClass
 	for _, list := range lists {
 		for _, c := range list {
-			if !c.schedulable {
+			if !c.schedulable || !c.room(j) {
 				continue
 			}
 			rep := c.rep(cl)
@@ -432,18 +461,27 @@ func (se *Session) bestOfClasses(j *gangway.QueueEntry) (Candidate, bool) {
 					shape = cl.shapeID(j, v.avoidFlaky)
 				}
 				p := c.entry(shape)
-				if p.rep != int32(rep) {
+				if p.rep < 0 || (p.rep != int32(rep) && c.byIndex) {
 					*p = se.scoreNode(j, rep)
 				}
 				e = *p
 			}
-			if e.ok && (bestRep < 0 || e.score > bestScore || (e.score == bestScore && rep < bestRep)) {
-				bestRep, bestCand, bestScore = rep, e.cand, e.score
+			if e.ok() && (bestRep < 0 || e.score > bestScore || (e.score == bestScore && rep < bestRep)) {
+				bestRep, best, bestScore = rep, c, e.score
+				bestCand = e.cand
+				if e.rep != int32(rep) && e.n > 1 {
+					bestCand = -1
+				}
 			}
 		}
 	}
 	if bestRep < 0 {
 		return Candidate{}, false
+	}
+	if bestCand < 0 { // scored on another member, whose GPUs may be alike at other indexes
+		e := se.scoreNode(j, bestRep)
+		*best.entry(shape) = e
+		bestCand = e.cand
 	}
 	c := v.candidates(bestRep, j, nil)[bestCand]
 	c.GPUs = slices.Clone(c.GPUs)
@@ -455,9 +493,10 @@ func (se *Session) bestOfClasses(j *gangway.QueueEntry) (Candidate, bool) {
 func (se *Session) scoreNode(j *gangway.QueueEntry, i int) classScore {
 	e := classScore{rep: int32(i)}
 	for k, c := range se.view.candidates(i, j, nil) {
-		if s := se.scorer.Score(se.view, c, j); !e.ok || s > e.score {
-			e.cand, e.ok, e.score = int32(k), true, s
+		if s := se.scorer.Score(se.view, c, j); k == 0 || s > e.score {
+			e.cand, e.score = int32(k), s
 		}
+		e.n++
 	}
 	return e
 }

@@ -2,6 +2,7 @@ package placement_test
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -197,7 +198,7 @@ func genClassFleet(t *rapid.T) placement.Snapshot {
 				}
 			}
 		}
-		switch rapid.IntRange(0, 9).Draw(t, id+".vary") {
+		switch rapid.IntRange(0, 11).Draw(t, id+".vary") {
 		case 0: // GPUs used differently
 			for g := range b.n.GPUs {
 				switch rapid.IntRange(0, 5).Draw(t, fmt.Sprintf("%s.gpu%d", id, g)) {
@@ -225,7 +226,13 @@ func genClassFleet(t *rapid.T) placement.Snapshot {
 			b.cordoned()
 		case 4:
 			b.n.Owner = rapid.SampledFrom([]string{"a1", "b2", "x"}).Draw(t, id+".owner")
-		case 5: // as much free, more capacity (what the census counts)
+		case 5, 6: // the kind's GPUs in use, at other indexes
+			layout := slices.Clone(b.n.GPUs)
+			slices.Reverse(b.n.GPUs)
+			for g := range b.n.GPUs {
+				b.n.GPUs[g].Index, b.n.GPUs[g].NUMA, b.n.GPUs[g].Domain = g, layout[g].NUMA, layout[g].Domain
+			}
+		case 7: // as much free, more capacity (what the census counts)
 			b.n.UsedCPUMilli += b.n.CPUMilli
 			b.n.UsedMemMiB += b.n.MemMiB
 			b.n.CPUMilli *= 2

@@ -86,9 +86,11 @@ func (BestFit) Score(v *View, c Candidate, j *gangway.QueueEntry) float64 {
 	return float64(bestFitScore(v, c.Node, j)) + NodeOrder(v, c.Node, Tightness(v, c, j))
 }
 
-// ResourceLevels implements ClassScorer: best-fit reads the exact free
-// CPU, and no memory.
-func (BestFit) ResourceLevels(*View, int, int64, int64) (int64, int64) { return math.MaxInt64, 0 }
+// Depends implements ClassScorer: best-fit reads the exact free CPU, no
+// memory, and orders equal nodes by index.
+func (BestFit) Depends(*View, int, int64, int64) NodeDeps {
+	return NodeDeps{CPULevel: math.MaxInt64, ByIndex: true}
+}
 
 func bestFitScore(v *View, i int, j *gangway.QueueEntry) int64 {
 	cpuLeft := float64(v.cpu[i] - j.CPUMilli)
@@ -137,10 +139,12 @@ func (s *FGD) Score(v *View, c Candidate, j *gangway.QueueEntry) float64 {
 	return fgdScale(d)
 }
 
-// ResourceLevels implements ClassScorer: FGD compares free CPU and memory
-// only with the workload classes' demands.
-func (s *FGD) ResourceLevels(v *View, _ int, cpu, mem int64) (int64, int64) {
-	return s.frag.levels(v, cpu, mem)
+// Depends implements ClassScorer: FGD compares free CPU and memory only
+// with the workload classes' demands.
+func (s *FGD) Depends(v *View, _ int, cpu, mem int64) NodeDeps {
+	var d NodeDeps
+	d.CPULevel, d.MemLevel = s.frag.levels(v, cpu, mem)
+	return d
 }
 
 func sigmoid(x float64) float64 { return 1 / (1 + math.Exp(-x)) }
@@ -224,9 +228,8 @@ func (TopologyLocality) Score(v *View, c Candidate, _ *gangway.QueueEntry) float
 		topoDomainFill*float64(used)/float64(size) + topoNodeFill*nodeUsed
 }
 
-// ResourceLevels implements ClassScorer: topology reads neither CPU nor
-// memory.
-func (TopologyLocality) ResourceLevels(*View, int, int64, int64) (int64, int64) { return 0, 0 }
+// Depends implements ClassScorer: topology reads neither CPU nor memory.
+func (TopologyLocality) Depends(*View, int, int64, int64) NodeDeps { return NodeDeps{} }
 
 // topologyOneDomain is TopologyLocality's score on a node whose GPUs all
 // share one NVLink domain (the common NVSwitch server), without comparing
@@ -350,23 +353,24 @@ func (s *Gangway) Score(v *View, c Candidate, j *gangway.QueueEntry) float64 {
 	return fgdScale(x)
 }
 
-// ResourceLevels implements ClassScorer: beyond FGD's levels, no GPU
-// capacity of node i is stranded before or after a replica needing at
-// most cpu and mem lands once the node has the workload's CPU and memory
-// per GPU for all its free GPUs, plus the replica's own.
-func (s *Gangway) ResourceLevels(v *View, i int, cpu, mem int64) (int64, int64) {
+// Depends implements ClassScorer: beyond FGD's levels, no GPU capacity
+// of node i is stranded before or after a replica needing at most cpu and
+// mem lands once the node has the workload's CPU and memory per GPU for
+// all its free GPUs, plus the replica's own.
+func (s *Gangway) Depends(v *View, i int, cpu, mem int64) NodeDeps {
 	if s.view != v || !sameWorkload(s.frag.workload, v.workload) {
 		s.Prepare(v)
 	}
-	cpuLevel, memLevel := s.frag.levels(v, cpu, mem)
+	var d NodeDeps
+	d.CPULevel, d.MemLevel = s.frag.levels(v, cpu, mem)
 	free := float64(v.FreeMilli(i))
 	if s.cpuPerGPU > 0 {
-		cpuLevel = max(cpuLevel, satAdd(unstranded(free, s.cpuPerGPU), max(cpu, 0)))
+		d.CPULevel = max(d.CPULevel, satAdd(unstranded(free, s.cpuPerGPU), max(cpu, 0)))
 	}
 	if s.memPerGPU > 0 {
-		memLevel = max(memLevel, satAdd(unstranded(free, s.memPerGPU), max(mem, 0)))
+		d.MemLevel = max(d.MemLevel, satAdd(unstranded(free, s.memPerGPU), max(mem, 0)))
 	}
-	return cpuLevel, memLevel
+	return d
 }
 
 // unstranded is an amount of CPU (or memory) that strands none of gpu

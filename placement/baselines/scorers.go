@@ -89,9 +89,11 @@ func (GPUPacking) Score(v *placement.View, c placement.Candidate, j *gangway.Que
 	return float64(packingScore(v, c.Node, j)) + placement.NodeOrder(v, c.Node, placement.Tightness(v, c, j))
 }
 
-// ResourceLevels implements placement.ClassScorer: packing reads neither
-// CPU nor memory.
-func (GPUPacking) ResourceLevels(*placement.View, int, int64, int64) (int64, int64) { return 0, 0 }
+// Depends implements placement.ClassScorer: packing reads neither CPU nor
+// memory, and orders equal nodes by index.
+func (GPUPacking) Depends(*placement.View, int, int64, int64) placement.NodeDeps {
+	return placement.NodeDeps{ByIndex: true}
+}
 
 func packingScore(v *placement.View, i int, j *gangway.QueueEntry) int64 {
 	if placement.ReplicaGPUMilli(j) == 0 {
@@ -254,10 +256,10 @@ func (DotProduct) Score(v *placement.View, c placement.Candidate, j *gangway.Que
 	return float64(dotProductScore(v, c.Node, j)) + placement.NodeOrder(v, c.Node, placement.Tightness(v, c, j))
 }
 
-// ResourceLevels implements placement.ClassScorer: dot-product reads the
-// exact free CPU, and no memory.
-func (DotProduct) ResourceLevels(*placement.View, int, int64, int64) (int64, int64) {
-	return math.MaxInt64, 0
+// Depends implements placement.ClassScorer: dot-product reads the exact
+// free CPU, no memory, and orders equal nodes by index.
+func (DotProduct) Depends(*placement.View, int, int64, int64) placement.NodeDeps {
+	return placement.NodeDeps{CPULevel: math.MaxInt64, ByIndex: true}
 }
 
 func dotProductScore(v *placement.View, i int, j *gangway.QueueEntry) int64 {
