@@ -129,6 +129,7 @@ type fragClass struct {
 	k, milli int
 	cpu, mem int64
 	weight   float64
+	mi       int // index of milli in fragModel.millis
 }
 
 // fragModel is the workload as nodes of one GPU model see it.
@@ -138,6 +139,9 @@ type fragModel struct {
 	// that do not allow the model.
 	always  float64
 	classes []fragClass
+	// millis are the classes' distinct per-GPU demands: eval sums the free
+	// milli below each once, not once per class.
+	millis []int
 }
 
 // fragKeyGPUs is the most GPUs a node may have for its state to be
@@ -252,6 +256,11 @@ func compileModel(model string, workload []WorkloadClass) fragModel {
 			continue
 		}
 		at[key] = len(fm.classes)
+		fc.mi = slices.Index(fm.millis, fc.milli)
+		if fc.mi < 0 {
+			fc.mi = len(fm.millis)
+			fm.millis = append(fm.millis, fc.milli)
+		}
 		fm.classes = append(fm.classes, fc)
 	}
 	return fm
@@ -385,17 +394,22 @@ func (fm *fragModel) eval(s []int, cpu, mem int64) float64 {
 	t := float64(total)
 	frag := fm.always * t
 	n := len(s)
+	var buf [16]float64
+	below := buf[:0]
+	for _, milli := range fm.millis {
+		b := 0
+		for g := n - 1; g >= 0 && s[g] < milli; g-- {
+			b += s[g]
+		}
+		below = append(below, float64(b))
+	}
 	for ci := range fm.classes {
 		fc := &fm.classes[ci]
 		if fc.k > n || s[fc.k-1] < fc.milli || cpu < fc.cpu || (fc.mem > 0 && mem < fc.mem) {
 			frag += fc.weight * t
 			continue
 		}
-		below := 0
-		for g := n - 1; g >= 0 && s[g] < fc.milli; g-- {
-			below += s[g]
-		}
-		frag += fc.weight * float64(below)
+		frag += fc.weight * below[fc.mi]
 	}
 	return frag
 }
