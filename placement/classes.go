@@ -450,7 +450,7 @@ func (se *Session) bestOfClasses(j *gangway.QueueEntry) (Candidate, bool) {
 				continue
 			}
 			rep := c.rep(cl)
-			if !se.feasibleNode(j, rep) {
+			if !se.feasibleRest(j, rep) {
 				continue
 			}
 			var e classScore
@@ -486,6 +486,17 @@ func (se *Session) bestOfClasses(j *gangway.QueueEntry) (Candidate, bool) {
 	c := v.candidates(bestRep, j, nil)[bestCand]
 	c.GPUs = slices.Clone(c.GPUs)
 	return c, true
+}
+
+// feasibleRest is feasibleNode past the free-GPUs and schedulable filters,
+// which a class answers for its members (room, schedulable).
+func (se *Session) feasibleRest(j *gangway.QueueEntry, i int) bool {
+	for _, k := range placeOrder[2:] {
+		if !filters[k].ok(se, j, i) {
+			return false
+		}
+	}
+	return true
 }
 
 // scoreNode is node i's best candidate for one replica of j: the first of
