@@ -75,9 +75,14 @@ type classes struct {
 	maxCPU, maxMem int64
 	workload       []WorkloadClass
 	shapes         map[scoreShape]int32
-	empty          int // classes in byKey without members
-	key            []byte
-	sorted         []int
+	// scores holds, per score shape, each class's cached score by class
+	// id: a scan reads one short row.
+	scores [][]classScore
+	ids    []int32 // ids of classes dropped from byKey, for reuse
+	nextID int32
+	empty  int // classes in byKey without members
+	key    []byte
+	sorted []int
 }
 
 // nodeClass is the nodes of one key.
@@ -98,15 +103,16 @@ type nodeClass struct {
 	byIndex bool
 	// heap is a min-heap of member node indexes; entries of nodes that
 	// left since (classes.of names another class) are dropped lazily.
-	heap   []int32
-	scored []classScore // per score shape
+	heap []int32
+	id   int32 // index into the rows of classes.scores
 }
 
 // classScore is a representative's best candidate for one replica shape.
 type classScore struct {
-	rep   int32 // the representative it was computed on; -1: none
-	cand  int32 // index among its candidates
-	n     int32 // candidates: one (whole GPUs, CPU only) is the same on every member
+	class *nodeClass // whose score it is: ids are reused
+	rep   int32      // the representative it was computed on
+	cand  int32      // index among its candidates
+	n     int32      // candidates: one (whole GPUs, CPU only) is the same on every member
 	score float64
 }
 
@@ -147,6 +153,7 @@ func (cl *classes) sync(se *Session) {
 		for k, c := range cl.byKey {
 			if c.size == 0 {
 				delete(cl.byKey, k)
+				cl.ids = append(cl.ids, c.id)
 			}
 		}
 		cl.empty = 0
@@ -179,6 +186,7 @@ func (cl *classes) build(se *Session) {
 	}
 	cl.of = make([]*nodeClass, len(v.nodes))
 	cl.shapes = map[scoreShape]int32{}
+	cl.scores, cl.ids, cl.nextID = cl.scores[:0], cl.ids[:0], 0
 	cl.empty = 0
 	cl.workload = v.workload
 	for _, i := range v.dirty {
@@ -293,6 +301,11 @@ func (cl *classes) place(se *Session, i int) {
 		for _, f := range se.view.free[i] {
 			c.maxFree = max(c.maxFree, f)
 		}
+		if k := len(cl.ids); k > 0 {
+			c.id, cl.ids = cl.ids[k-1], cl.ids[:k-1]
+		} else {
+			c.id, cl.nextID = cl.nextID, cl.nextID+1
+		}
 		cl.byKey[c.key] = c
 		cl.empty++
 	}
@@ -394,12 +407,18 @@ func (c *nodeClass) room(j *gangway.QueueEntry) bool {
 	return c.whole >= j.GPUsPerReplica
 }
 
-// entry is c's cached score for shape id.
-func (c *nodeClass) entry(id int32) *classScore {
-	for int(id) >= len(c.scored) {
-		c.scored = append(c.scored, classScore{rep: -1})
+// entry is c's cached score for shape; rep -1 when there is none.
+func (cl *classes) entry(c *nodeClass, shape int32) *classScore {
+	row := cl.scores[shape]
+	if int(c.id) >= len(row) {
+		row = append(row, make([]classScore, int(c.id)+1-len(row))...)
+		cl.scores[shape] = row
 	}
-	return &c.scored[id]
+	p := &row[c.id]
+	if p.class != c {
+		*p = classScore{class: c, rep: -1}
+	}
+	return p
 }
 
 // shapeID numbers j's score shape, starting the cache over when full.
@@ -417,12 +436,11 @@ func (cl *classes) shapeID(j *gangway.QueueEntry, avoidFlaky bool) int32 {
 	}
 	if len(cl.shapes) == maxScoreShapes {
 		clear(cl.shapes)
-		for _, c := range cl.byKey {
-			c.scored = c.scored[:0]
-		}
+		cl.scores = cl.scores[:0]
 	}
 	id := int32(len(cl.shapes))
 	cl.shapes[k] = id
+	cl.scores = append(cl.scores, nil)
 	return id
 }
 
@@ -460,9 +478,10 @@ func (se *Session) bestOfClasses(j *gangway.QueueEntry) (Candidate, bool) {
 				if shape < 0 {
 					shape = cl.shapeID(j, v.avoidFlaky)
 				}
-				p := c.entry(shape)
+				p := cl.entry(c, shape)
 				if p.rep < 0 || (p.rep != int32(rep) && c.byIndex) {
 					*p = se.scoreNode(j, rep)
+					p.class = c
 				}
 				e = *p
 			}
@@ -480,7 +499,9 @@ func (se *Session) bestOfClasses(j *gangway.QueueEntry) (Candidate, bool) {
 	}
 	if bestCand < 0 { // scored on another member, whose GPUs may be alike at other indexes
 		e := se.scoreNode(j, bestRep)
-		*best.entry(shape) = e
+		p := cl.entry(best, shape)
+		*p = e
+		p.class = best
 		bestCand = e.cand
 	}
 	c := v.candidates(bestRep, j, nil)[bestCand]
