@@ -64,7 +64,9 @@ func TestNodeClassesCases(t *testing.T) {
 		scorer      string
 		snap        placement.Snapshot
 		queue       []gangway.QueueEntry
+		workload    []placement.WorkloadClass
 		wantNodes   []string // of each assignment's first member
+		wantGPUs    [][]int  // of each assignment's first member, when set
 		wantReasons map[string]placement.Reason
 	}{
 		{
@@ -87,6 +89,30 @@ func TestNodeClassesCases(t *testing.T) {
 			queue:       queue(job("j1").gang(3, 1).cpu(40000)),
 			wantReasons: map[string]placement.Reason{"j1": placement.ReasonInsufficientGPUs},
 		},
+		{
+			// a and c hold the same GPUs at other indexes. j1 takes a's
+			// CPU; j2 reuses the class's score, but its GPU on c is the
+			// other index: the free one, which fills c's domain.
+			name:   "a score from another member is placed on the representative's own GPUs",
+			scorer: "topology",
+			snap: fleet(node("a").gpus(2, "H100").domain("nvl-a").usedMilli(1, 500),
+				node("c").gpus(2, "H100").domain("nvl-c").usedMilli(0, 500)).build(),
+			queue:     queue(job("j1").share(300).cpu(64000).prio(200), job("j2").share(300).cpu(1000)),
+			wantNodes: []string{"a", "c"},
+			wantGPUs:  [][]int{{0}, {1}},
+		},
+		{
+			// b's CPU runs out before its GPUs at the workload's 32 cores
+			// per GPU; a GPU-heavy replica there strands less, so Gangway
+			// prefers it to a, though both have more CPU than any class
+			// or replica asks.
+			name:      "free CPU is keyed up to where Gangway stops counting stranded GPUs",
+			scorer:    "gangway",
+			snap:      fleet(node("a").gpus(8, "H100").cpu(300000), node("b").gpus(8, "H100").cpu(300000).usedCPU(100000)).build(),
+			queue:     queue(job("j1").cpu(1000)),
+			workload:  []placement.WorkloadClass{{GPUs: 1, Milli: placement.Whole, CPUMilli: 32000, Weight: 1}},
+			wantNodes: []string{"b"},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -96,15 +122,20 @@ func TestNodeClassesCases(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				opts.Scorer = sc
+				opts.Scorer, opts.Workload = sc, tt.workload
 				plan := placement.Place(tt.snap, tt.queue, opts)
 				plans = append(plans, plan)
 				var nodes []string
+				var gpus [][]int
 				for _, a := range plan.Assignments {
 					nodes = append(nodes, a.Members[0].NodeID)
+					gpus = append(gpus, a.Members[0].GPUs)
 				}
 				if d := cmp.Diff(tt.wantNodes, nodes); d != "" {
 					t.Errorf("nodes (-want +got):\n%s", d)
+				}
+				if d := cmp.Diff(tt.wantGPUs, gpus); tt.wantGPUs != nil && d != "" {
+					t.Errorf("GPUs (-want +got):\n%s", d)
 				}
 				for _, u := range plan.Unplaced {
 					if want := tt.wantReasons[u.JobID]; u.Reason != want {
