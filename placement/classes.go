@@ -18,9 +18,9 @@ import (
 // one node per class instead of every node. The plan is exactly the one
 // scoring every node gives (TestNodeClassesPlaceAlike):
 //
-//   - A class key is everything the filters, the candidates and a
-//     ClassScorer read of a node: model, pool, owner, whether it is
-//     schedulable, and per GPU its free milli, health, flakiness, NVLink
+//   - A class key is everything the filters, the candidates, the census
+//     and a ClassScorer read of a node but its name: model, pool, owner,
+//     whether it is schedulable, CPU and memory capacity, and per GPU its free milli, health, flakiness, NVLink
 //     domain and NUMA node (named by the first GPU of the node in the same
 //     domain or NUMA node: only comparisons within the node matter
 //     outside grouped placement). Free CPU and memory are capped at the
@@ -52,6 +52,8 @@ import (
 //     changes; before a scan those nodes are keyed again and move between
 //     classes, so the classes follow the plan as it commits, and gang
 //     transactions that roll back leave them as they were.
+//   - The census explain reads (count) is taken per class too, each class
+//     counted as many times as it has members.
 //
 // Grouped (topology) placement, jobs pinned to nodes, sampling, FirstFit
 // and scorers that are not ClassScorers scan nodes one by one.
@@ -63,8 +65,9 @@ type classes struct {
 	lists  [][]*nodeClass // per model index: the classes with members
 	models map[string]int
 	of     []*nodeClass // per node: its class
-	// layout is, per node, its GPUs' health, flakiness, domains and NUMA
-	// nodes as key bytes; alike says all its GPUs are alike in those.
+	// layout is, per node, its capacity and its GPUs' health, flakiness,
+	// domains and NUMA nodes as key bytes (gpuLayout); alike says all its
+	// GPUs are alike in those.
 	layout []string
 	alike  []bool
 	// fleetModels is the fleet's GPU models, sorted, as the census lists
