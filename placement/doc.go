@@ -22,5 +22,12 @@
 // in placement/baselines, which also holds the registry of every policy
 // name.
 //
+// Scoring is by node class (classes.go): nodes whose state is the same
+// for placement — model, pool, free GPUs and shares, CPU and memory up to
+// what any queued replica or the scorer can tell apart, the GPU layout
+// within the node — form classes, and a ClassScorer scores one node per
+// class, kept up to date as the plan commits, with exactly the plan
+// scoring every node gives.
+//
 // README.md in this directory walks through the pipeline.
 package placement

@@ -49,6 +49,10 @@ type Options struct {
 	// percentageOfNodesToScore does: on very large fleets it trades a
 	// little placement quality for a bounded cycle time.
 	SampleNodes int
+
+	// eachNode turns node classes off (classes.go): every feasible node is
+	// scored. Tests compare the plans both ways.
+	eachNode bool
 }
 
 // maxPreemptionSearches bounds how many blocked jobs look for victims per
@@ -116,6 +120,10 @@ type Session struct {
 	byModel map[string][]int
 	// largest caches largestGroup.
 	largest map[string]int
+	// classed is the scorer when it may score node classes (classes.go)
+	// rather than every node; cls are the classes.
+	classed ClassScorer
+	cls     classes
 }
 
 // NewSession starts a session on a snapshot.
@@ -134,6 +142,9 @@ func NewSession(s Snapshot, o Options) *Session {
 	for i := range se.all {
 		se.all[i] = i
 		se.nodeIdx[s.Nodes[i].ID] = i
+	}
+	if cs, ok := sc.(ClassScorer); ok && !o.eachNode && o.SampleNodes == 0 {
+		se.classed = cs
 	}
 	for i := range se.running {
 		r := &se.running[i]
@@ -164,6 +175,9 @@ func (se *Session) Place(queue []gangway.QueueEntry) Plan {
 	jobs := make([]*gangway.QueueEntry, len(queue))
 	for i := range queue {
 		jobs[i] = &queue[i]
+		if se.classed != nil {
+			se.cls.demand(queue[i].CPUMilli, queue[i].MemMiB) // once for the queue, not job by job
+		}
 	}
 	ord := newOrderer(jobs, se)
 	var plan Plan
@@ -353,6 +367,9 @@ func (se *Session) best(j *gangway.QueueEntry, g *group) (Candidate, bool) {
 	v := se.view
 	var best Candidate
 	bestScore, found := 0.0, false
+	if g == nil && se.classed != nil && len(j.Nodes) == 0 {
+		return se.bestOfClasses(j)
+	}
 	// FirstFit prefers the lowest node index and nodes come in index order,
 	// so its first feasible candidate is its best: stop there.
 	_, firstFit := se.scorer.(FirstFit)

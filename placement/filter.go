@@ -90,7 +90,9 @@ func shareFits(free []int, milli int) bool {
 // filter must pass, so the order changes only the speed, and free GPUs go
 // first because on a busy fleet they rule out the most nodes (trying the
 // static filters first made a 10,000-node cycle several times slower).
-// explain keeps the chain's own order, which its counts depend on.
+// explain keeps the chain's own order, which its counts depend on. Node
+// classes check the first two themselves (nodeClass.room and
+// schedulable; feasibleRest runs the rest).
 var placeOrder = [numFilters]int{fGPUs, fSchedulable, fOwner, fPinned, fModel, fPool, fCPU, fMemory, fQuota}
 
 // feasibleNode reports whether one replica of j may go on node i now: the
@@ -137,6 +139,9 @@ type census struct {
 
 // count runs the census of j on the current view.
 func (se *Session) count(j *gangway.QueueEntry) census {
+	if se.classed != nil && len(j.Nodes) == 0 {
+		return se.countClasses(j)
+	}
 	v := se.view
 	var c census
 	end := v.jobEnd(j)

@@ -1,6 +1,7 @@
 package placement
 
 import (
+	"math"
 	"slices"
 	"sort"
 
@@ -128,6 +129,7 @@ type fragClass struct {
 	k, milli int
 	cpu, mem int64
 	weight   float64
+	mi       int // index of milli in fragModel.millis
 }
 
 // fragModel is the workload as nodes of one GPU model see it.
@@ -137,6 +139,9 @@ type fragModel struct {
 	// that do not allow the model.
 	always  float64
 	classes []fragClass
+	// millis are the classes' distinct per-GPU demands: eval sums the free
+	// milli below each once, not once per class.
+	millis []int
 }
 
 // fragKeyGPUs is the most GPUs a node may have for its state to be
@@ -233,23 +238,54 @@ func sortedKeys(m map[int64]bool) []int64 {
 }
 
 func compileModel(model string, workload []WorkloadClass) fragModel {
+	type shape struct {
+		k, milli int
+		cpu, mem int64
+	}
 	var fm fragModel
+	at := map[shape]int{} // a workload of a long queue has thousands of classes
 	for _, w := range workload {
 		if w.GPUs <= 0 || !allowed(w.Models, model) {
 			fm.always += w.Weight
 			continue
 		}
 		fc := fragClass{k: w.GPUs, milli: classMilli(w), cpu: w.CPUMilli, mem: max(w.MemMiB, 0), weight: w.Weight}
-		at := slices.IndexFunc(fm.classes, func(o fragClass) bool {
-			return o.k == fc.k && o.milli == fc.milli && o.cpu == fc.cpu && o.mem == fc.mem
-		})
-		if at >= 0 {
-			fm.classes[at].weight += fc.weight
+		key := shape{fc.k, fc.milli, fc.cpu, fc.mem}
+		if k, ok := at[key]; ok {
+			fm.classes[k].weight += fc.weight
 			continue
+		}
+		at[key] = len(fm.classes)
+		fc.mi = slices.Index(fm.millis, fc.milli)
+		if fc.mi < 0 {
+			fc.mi = len(fm.millis)
+			fm.millis = append(fm.millis, fc.milli)
 		}
 		fm.classes = append(fm.classes, fc)
 	}
 	return fm
+}
+
+// levels is the free CPU and memory at or above which fragmentation, before
+// and after a replica needing at most cpu and mem lands, no longer changes
+// with them: fragmentation compares them only with the classes' demands.
+func (c *fragCache) levels(v *View, cpu, mem int64) (cpuLevel, memLevel int64) {
+	c.ensure(v)
+	if n := len(c.cpuSteps); n > 0 {
+		cpuLevel = satAdd(c.cpuSteps[n-1], max(cpu, 0))
+	}
+	if n := len(c.memSteps); n > 0 {
+		memLevel = satAdd(c.memSteps[n-1], max(mem, 0))
+	}
+	return cpuLevel, memLevel
+}
+
+// satAdd is a+b for a, b >= 0, math.MaxInt64 where that overflows.
+func satAdd(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }
 
 // invalidate forgets node i's cached fragmentation.
@@ -358,17 +394,22 @@ func (fm *fragModel) eval(s []int, cpu, mem int64) float64 {
 	t := float64(total)
 	frag := fm.always * t
 	n := len(s)
+	var buf [16]float64
+	below := buf[:0]
+	for _, milli := range fm.millis {
+		b := 0
+		for g := n - 1; g >= 0 && s[g] < milli; g-- {
+			b += s[g]
+		}
+		below = append(below, float64(b))
+	}
 	for ci := range fm.classes {
 		fc := &fm.classes[ci]
 		if fc.k > n || s[fc.k-1] < fc.milli || cpu < fc.cpu || (fc.mem > 0 && mem < fc.mem) {
 			frag += fc.weight * t
 			continue
 		}
-		below := 0
-		for g := n - 1; g >= 0 && s[g] < fc.milli; g-- {
-			below += s[g]
-		}
-		frag += fc.weight * float64(below)
+		frag += fc.weight * below[fc.mi]
 	}
 	return frag
 }

@@ -76,7 +76,7 @@ func ReplicaGPUMilli(j *gangway.QueueEntry) int {
 // tightest GPU on it (artifact best_fit_score.go, GPU selection "best").
 type BestFit struct{}
 
-var _ Scorer = BestFit{}
+var _ ClassScorer = BestFit{}
 
 // Name implements Scorer.
 func (BestFit) Name() string { return "best-fit" }
@@ -84,6 +84,12 @@ func (BestFit) Name() string { return "best-fit" }
 // Score implements Scorer.
 func (BestFit) Score(v *View, c Candidate, j *gangway.QueueEntry) float64 {
 	return float64(bestFitScore(v, c.Node, j)) + NodeOrder(v, c.Node, Tightness(v, c, j))
+}
+
+// Depends implements ClassScorer: best-fit reads the exact free CPU, no
+// memory, and orders equal nodes by index.
+func (BestFit) Depends(*View, int, int64, int64) NodeDeps {
+	return NodeDeps{CPULevel: math.MaxInt64, ByIndex: true}
 }
 
 func bestFitScore(v *View, i int, j *gangway.QueueEntry) int64 {
@@ -110,9 +116,9 @@ type FGD struct {
 }
 
 var (
-	_ Scorer    = (*FGD)(nil)
-	_ Preparer  = (*FGD)(nil)
-	_ Committer = (*FGD)(nil)
+	_ ClassScorer = (*FGD)(nil)
+	_ Preparer    = (*FGD)(nil)
+	_ Committer   = (*FGD)(nil)
 )
 
 // Name implements Scorer.
@@ -131,6 +137,14 @@ func (s *FGD) Score(v *View, c Candidate, j *gangway.QueueEntry) float64 {
 		return d
 	}
 	return fgdScale(d)
+}
+
+// Depends implements ClassScorer: FGD compares free CPU and memory only
+// with the workload classes' demands.
+func (s *FGD) Depends(v *View, _ int, cpu, mem int64) NodeDeps {
+	var d NodeDeps
+	d.CPULevel, d.MemLevel = s.frag.levels(v, cpu, mem)
+	return d
 }
 
 func sigmoid(x float64) float64 { return 1 / (1 + math.Exp(-x)) }
@@ -162,7 +176,7 @@ const (
 // weights are the topo* constants. Ties go to the lowest node index.
 type TopologyLocality struct{}
 
-var _ Scorer = TopologyLocality{}
+var _ ClassScorer = TopologyLocality{}
 
 // Name implements Scorer.
 func (TopologyLocality) Name() string { return "topology" }
@@ -213,6 +227,9 @@ func (TopologyLocality) Score(v *View, c Candidate, _ *gangway.QueueEntry) float
 	return -topoDomainSpread*float64(domains-1) - topoNUMASpread*float64(numas-1) +
 		topoDomainFill*float64(used)/float64(size) + topoNodeFill*nodeUsed
 }
+
+// Depends implements ClassScorer: topology reads neither CPU nor memory.
+func (TopologyLocality) Depends(*View, int, int64, int64) NodeDeps { return NodeDeps{} }
 
 // topologyOneDomain is TopologyLocality's score on a node whose GPUs all
 // share one NVLink domain (the common NVSwitch server), without comparing
@@ -293,9 +310,9 @@ type Gangway struct {
 }
 
 var (
-	_ Scorer    = (*Gangway)(nil)
-	_ Preparer  = (*Gangway)(nil)
-	_ Committer = (*Gangway)(nil)
+	_ ClassScorer = (*Gangway)(nil)
+	_ Preparer    = (*Gangway)(nil)
+	_ Committer   = (*Gangway)(nil)
 )
 
 // Name implements Scorer.
@@ -334,6 +351,37 @@ func (s *Gangway) Score(v *View, c Candidate, j *gangway.QueueEntry) float64 {
 		x += gwTopology * TopologyLocality{}.Score(v, c, j)
 	}
 	return fgdScale(x)
+}
+
+// Depends implements ClassScorer: beyond FGD's levels, no GPU capacity
+// of node i is stranded before or after a replica needing at most cpu and
+// mem lands once the node has the workload's CPU and memory per GPU for
+// all its free GPUs, plus the replica's own.
+func (s *Gangway) Depends(v *View, i int, cpu, mem int64) NodeDeps {
+	if s.view != v || !sameWorkload(s.frag.workload, v.workload) {
+		s.Prepare(v)
+	}
+	var d NodeDeps
+	d.CPULevel, d.MemLevel = s.frag.levels(v, cpu, mem)
+	free := float64(v.FreeMilli(i))
+	if s.cpuPerGPU > 0 {
+		d.CPULevel = max(d.CPULevel, satAdd(unstranded(free, s.cpuPerGPU), max(cpu, 0)))
+	}
+	if s.memPerGPU > 0 {
+		d.MemLevel = max(d.MemLevel, satAdd(unstranded(free, s.memPerGPU), max(mem, 0)))
+	}
+	return d
+}
+
+// unstranded is an amount of CPU (or memory) that strands none of gpu
+// milli-GPU at per per milli-GPU, with a margin for rounding in stranded's
+// division.
+func unstranded(gpu, per float64) int64 {
+	x := math.Ceil(gpu*per*(1+1e-9)) + 1
+	if x >= math.MaxInt64/2 {
+		return math.MaxInt64
+	}
+	return int64(x)
 }
 
 // stranded is the GPU capacity, in milli-GPU, a node with gpu milli-GPU,

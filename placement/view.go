@@ -39,6 +39,12 @@ type View struct {
 	// scanning the fleet for one replica does not allocate per node.
 	cands   []Candidate
 	scratch []int
+
+	// dirty lists the nodes whose free capacity or reservations changed
+	// since node classes last looked (isDirty: whether a node is listed);
+	// classes.go keys them again before the next scan.
+	dirty   []int
+	isDirty []bool
 }
 
 // saved is a node's state before a transaction first touched it.
@@ -73,7 +79,7 @@ func newView(s *Snapshot, workload []WorkloadClass, rnd *rand.Rand) *View {
 	n := len(s.Nodes)
 	v := &View{nodes: s.Nodes, now: s.Now, free: make([][]int, n), cpu: make([]int64, n), mem: make([]int64, n),
 		whole: make([]int, n), oneDomain: make([]bool, n), resStart: make([][]time.Time, n), resJob: make([][]string, n),
-		workload: workload, rnd: rnd}
+		workload: workload, rnd: rnd, isDirty: make([]bool, n)}
 	for i := range s.Nodes {
 		nd := &s.Nodes[i]
 		v.free[i] = make([]int, len(nd.GPUs))
@@ -131,8 +137,10 @@ func (v *View) begin() int {
 	return len(v.undo)
 }
 
-// touch saves node i before a change, while any transaction is open.
+// touch saves node i before a change, while any transaction is open, and
+// marks it changed.
 func (v *View) touch(i int) {
+	v.changed(i)
 	if v.depth == 0 {
 		return
 	}
@@ -154,6 +162,7 @@ func (v *View) rollback(mark int) {
 	for k := len(v.undo) - 1; k >= mark; k-- {
 		s := v.undo[k]
 		v.free[s.node], v.cpu[s.node], v.mem[s.node], v.whole[s.node] = s.free, s.cpu, s.mem, s.whole
+		v.changed(s.node)
 	}
 	v.undo = v.undo[:mark]
 	v.depth--
@@ -203,6 +212,7 @@ func (v *View) usable(i, g int, end time.Time) bool {
 
 func (v *View) reserve(i, g int, start time.Time, job string) {
 	v.reserved = true
+	v.changed(i)
 	if v.resStart[i] == nil {
 		v.resStart[i] = make([]time.Time, len(v.free[i]))
 		v.resJob[i] = make([]string, len(v.free[i]))
@@ -218,7 +228,20 @@ func (v *View) clearReservations() {
 	if !v.reserved {
 		return
 	}
+	for i, s := range v.resStart {
+		if s != nil {
+			v.changed(i)
+		}
+	}
 	clear(v.resStart)
 	clear(v.resJob)
 	v.reserved = false
+}
+
+// changed records that node i changed, for node classes.
+func (v *View) changed(i int) {
+	if !v.isDirty[i] {
+		v.isDirty[i] = true
+		v.dirty = append(v.dirty, i)
+	}
 }

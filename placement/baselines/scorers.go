@@ -79,7 +79,7 @@ func (s *Random) Score(v *placement.View, c placement.Candidate, j *gangway.Queu
 // everywhere and so land at random). GPUs are taken tightest first.
 type GPUPacking struct{}
 
-var _ placement.Scorer = GPUPacking{}
+var _ placement.ClassScorer = GPUPacking{}
 
 // Name implements placement.Scorer.
 func (GPUPacking) Name() string { return "gpu-packing" }
@@ -87,6 +87,12 @@ func (GPUPacking) Name() string { return "gpu-packing" }
 // Score implements placement.Scorer.
 func (GPUPacking) Score(v *placement.View, c placement.Candidate, j *gangway.QueueEntry) float64 {
 	return float64(packingScore(v, c.Node, j)) + placement.NodeOrder(v, c.Node, placement.Tightness(v, c, j))
+}
+
+// Depends implements placement.ClassScorer: packing reads neither CPU nor
+// memory, and orders equal nodes by index.
+func (GPUPacking) Depends(*placement.View, int, int64, int64) placement.NodeDeps {
+	return placement.NodeDeps{ByIndex: true}
 }
 
 func packingScore(v *placement.View, i int, j *gangway.QueueEntry) int64 {
@@ -240,7 +246,7 @@ func (s *GPUClustering) clusterScore(v *placement.View, i int, j *gangway.QueueE
 // selection "best").
 type DotProduct struct{}
 
-var _ placement.Scorer = DotProduct{}
+var _ placement.ClassScorer = DotProduct{}
 
 // Name implements placement.Scorer.
 func (DotProduct) Name() string { return "dot-product" }
@@ -248,6 +254,12 @@ func (DotProduct) Name() string { return "dot-product" }
 // Score implements placement.Scorer.
 func (DotProduct) Score(v *placement.View, c placement.Candidate, j *gangway.QueueEntry) float64 {
 	return float64(dotProductScore(v, c.Node, j)) + placement.NodeOrder(v, c.Node, placement.Tightness(v, c, j))
+}
+
+// Depends implements placement.ClassScorer: dot-product reads the exact
+// free CPU, no memory, and orders equal nodes by index.
+func (DotProduct) Depends(*placement.View, int, int64, int64) placement.NodeDeps {
+	return placement.NodeDeps{CPULevel: math.MaxInt64, ByIndex: true}
 }
 
 func dotProductScore(v *placement.View, i int, j *gangway.QueueEntry) int64 {
