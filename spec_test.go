@@ -199,7 +199,21 @@ func TestParseJobSpec(t *testing.T) {
 		},
 		"bad YAML syntax": {
 			in:           "name: a: b\n",
-			wantProblems: []FieldError{{"", "invalid YAML: mapping values are not allowed in this context"}},
+			wantProblems: []FieldError{{"", "invalid YAML at line 1, column 7: mapping values are not allowed in this context"}},
+		},
+		// yaml.v3 alone names the line the enclosing mapping starts on
+		// (line 1); the problem is on line 3.
+		"unclosed flow sequence on line 3": {
+			in:           "name: a\nteam: b\ncommand: [python, train.py\ngang:\n  replicas: 1\n",
+			wantProblems: []FieldError{{"", "invalid YAML at line 4, column 1: did not find expected ',' or ']'"}},
+		},
+		"bad key on line 3": {
+			in:           "name: a\nteam: b\n  bad: : x\ngang: {}\n",
+			wantProblems: []FieldError{{"", "invalid YAML at line 3, column 8: mapping values are not allowed in this context"}},
+		},
+		"tab indentation on line 3": {
+			in:           "name: a\nteam: b\n\tcommand: x\n",
+			wantProblems: []FieldError{{"", "invalid YAML at line 3, column 1: found a tab character that violates indentation"}},
 		},
 		"missing required fields": {
 			in: "gang: {}\n",
