@@ -701,6 +701,11 @@ func fleet(model, pool string, gpus ...int) []FleetNode {
 	return out
 }
 
+// cloudPool is one cloud pool's instance shape.
+func cloudPool(pool, model string, gpus int, ct CapacityType) FleetNode {
+	return FleetOfOffers([]Offer{{Pool: pool, GPUModel: model, GPUsPerInstance: gpus, CapacityType: ct}})[0]
+}
+
 func TestValidateFleet(t *testing.T) {
 	gang := func(replicas, gpus int, models ...string) func(*JobSpec) {
 		return func(s *JobSpec) {
@@ -778,6 +783,36 @@ func TestValidateFleet(t *testing.T) {
 			change:       gang(1, 1),
 			nodes:        fleet("", "cpu", 0, 0),
 			wantProblems: []FieldError{{"gang", "the fleet has no GPUs"}},
+		},
+		// The case: an A100 job allowed to burst, H100-only
+		// on-prem, an A100 cloud pool configured and nothing running there.
+		"only a cloud pool holds it, bursting allowed": {
+			change: func(s *JobSpec) { gang(2, 8, "A100")(s); s.Burst.Enabled = true },
+			nodes:  append(fleet("H100", "onprem", 8, 8), cloudPool("fake-spot", "A100", 8, CapacitySpot)),
+		},
+		"a cloud pool holds it but bursting is off": {
+			change: gang(1, 8, "A100"),
+			nodes:  append(fleet("H100", "onprem", 8, 8), cloudPool("fake-spot", "A100", 8, CapacitySpot)),
+			wantProblems: []FieldError{{"gang.gpuModels", "no node in the fleet has A100 (the fleet has H100; cloud pool fake-spot (A100)); " +
+				"cloud pool fake-spot (spot, 8 × A100) could hold it with burst.enabled: true"}},
+		},
+		"a cloud pool holds it but not at an allowed capacity type": {
+			change: func(s *JobSpec) {
+				gang(1, 8, "A100")(s)
+				s.Burst = Burst{Enabled: true, CapacityTypes: []CapacityType{CapacityOnDemand}}
+			},
+			nodes: append(fleet("H100", "onprem", 8), cloudPool("fake-spot", "A100", 8, CapacitySpot)),
+			wantProblems: []FieldError{{"gang.gpuModels", "no node in the fleet has A100 (the fleet has H100; cloud pool fake-spot (A100)); " +
+				"cloud pool fake-spot (spot, 8 × A100) could hold it if burst.capacityTypes allowed spot"}},
+		},
+		"cloud instances too small for a replica": {
+			change: func(s *JobSpec) { gang(1, 8, "A100")(s); s.Burst.Enabled = true },
+			nodes:  append(fleet("H100", "onprem", 8), cloudPool("fake-small", "A100", 4, CapacityOnDemand)),
+			wantProblems: []FieldError{{"gang.gpuModels", "no node in the fleet has A100 (the fleet has H100; cloud pool fake-small (A100))"}},
+		},
+		"a gang larger than on-prem bursts whole": {
+			change: func(s *JobSpec) { gang(4, 8, "H100")(s); s.Burst.Enabled = true },
+			nodes:  append(fleet("H100", "onprem", 8), cloudPool("h100-od", "H100", 8, CapacityOnDemand)),
 		},
 	}
 	for name, tt := range tests {

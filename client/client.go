@@ -95,7 +95,8 @@ type SubmitOptions struct {
 }
 
 // Submit validates spec — on its own and, when the client has a View,
-// against the registered fleet — and starts its workflow. Nothing is
+// against the registered fleet and the cloud pools the servers publish —
+// and starts its workflow. Nothing is
 // queued when validation fails. A job whose name is already taken returns
 // ErrJobExists and changes nothing.
 func (c *Client) Submit(ctx context.Context, spec gangway.JobSpec, o SubmitOptions) (gangway.JobID, error) {
@@ -108,9 +109,17 @@ func (c *Client) Submit(ctx context.Context, spec gangway.JobSpec, o SubmitOptio
 		if err != nil {
 			return "", fmt.Errorf("read fleet: %w", err)
 		}
-		fn := make([]gangway.FleetNode, 0, len(fleet))
+		offers, err := c.view.CloudOffers(ctx)
+		if err != nil {
+			return "", fmt.Errorf("read cloud offers: %w", err)
+		}
+		// A cloud pool counts as its offer, whether or not instances of it
+		// are up now: the answer must not depend on what happens to run.
+		fn := gangway.FleetOfOffers(offers)
 		for _, n := range fleet {
-			fn = append(fn, gangway.FleetNode{Model: n.Model(), Pool: n.Pool, GPUs: len(n.GPUs)})
+			if !slices.ContainsFunc(offers, func(o gangway.Offer) bool { return o.Pool == n.Pool }) {
+				fn = append(fn, gangway.FleetOf([]gangway.Node{n})...)
+			}
 		}
 		if err := spec.ValidateFleet(fn); err != nil {
 			return "", err

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gangwayhq/gangway/internal/accounting"
+	"github.com/gangwayhq/gangway/internal/capacity"
 )
 
 func newCostCmd(a *app) *cobra.Command {
@@ -50,8 +51,13 @@ the on-demand price of a pool with spot usage is not known.`,
 			}
 			defer rdb.Close()
 			// A spot pool without an on-demand price reports its savings as
-			// unknown.
-			q.OnDemandPrices = a.cfg.Cloud.OnDemandPrices()
+			// unknown. The servers publish their pools' offers; the
+			// config's own prices win.
+			offers, err := capacity.New(rdb, capacity.Options{Prefix: a.cfg.Redis.Prefix}).CloudOffers(ctx)
+			if err != nil {
+				return err
+			}
+			q.OnDemandPrices = accounting.OnDemandPrices(offers, a.cfg.Cloud.OnDemandPrices())
 			sum, err := accounting.New(rdb, accounting.Options{Prefix: a.cfg.Redis.Prefix}).Report(ctx, q)
 			if err != nil {
 				return err

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/internal/accounting"
+	"github.com/gangwayhq/gangway/internal/capacity"
 	"github.com/gangwayhq/gangway/internal/devstack/devstacktest"
 )
 
@@ -240,6 +241,28 @@ aws-od,0,0,1,0,0,3,3,0
 		}
 		if want := "team,gpu_hours_on_prem,gpu_hours_spot,gpu_hours_on_demand,dollars_on_prem,dollars_spot,dollars_on_demand,dollars_total,spot_saved_dollars\n"; out != want {
 			t.Errorf("output %q, want only the header %q", out, want)
+		}
+	})
+
+	// A server with a cloud publishes its offers; the client's config has
+	// no cloud, as beside `gangway dev`, and spot savings are still known
+	// where a spot pool has an on-demand pool of the same instance type.
+	t.Run("spot saved from the published offers", func(t *testing.T) {
+		view := capacity.New(rdb, capacity.Options{Prefix: prefix})
+		offers := []gangway.Offer{
+			{Provider: "aws", Pool: "aws-spot", Zone: "z1", InstanceType: "p4", GPUModel: "A100", GPUsPerInstance: 8, CapacityType: gangway.CapacitySpot, PricePerHour: 10},
+			{Provider: "aws", Pool: "aws-od", Zone: "z1", InstanceType: "p4", GPUModel: "A100", GPUsPerInstance: 8, CapacityType: gangway.CapacityOnDemand, PricePerHour: 24},
+		}
+		if err := view.PublishOffers(t.Context(), offers, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		out, err := runGangway(t, append(append([]string{"cost"}, window...), "--by", "pool", "-o", "csv")...)
+		if err != nil {
+			t.Fatalf("gangway cost: %v\n%s", err, out)
+		}
+		// aws-spot: 8 GPU-h at $3 on demand = $24, less the $10 paid.
+		if want := "aws-spot,0,8,0,0,10,0,10,14\n"; !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	})
 }

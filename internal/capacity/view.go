@@ -53,7 +53,7 @@ type View struct {
 // keySet is the fixed key names under one prefix.
 type keySet struct {
 	nodes, nodeState, heartbeat, gpus, queue, allocs, lease, reasons string
-	bursting                                                         string
+	bursting, offers                                                 string
 	logPrefix                                                        string
 }
 
@@ -68,6 +68,7 @@ func newKeys(prefix string) keySet {
 		lease:     prefix + ":lease",
 		reasons:   prefix + ":reasons",
 		bursting:  prefix + ":bursting",
+		offers:    prefix + ":cloud-offers",
 		logPrefix: prefix + ":log:",
 	}
 }
