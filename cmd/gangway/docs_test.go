@@ -1,6 +1,7 @@
 package main
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -190,13 +191,15 @@ func (r *recorder) MustRegister(cs ...prometheus.Collector) {
 
 // TestDocsMatchMetrics: every gangway_* metric name the documents mention
 // is registered by internal/metrics (a histogram's _bucket, _sum and
-// _count series count as the histogram).
+// _count series count as the histogram), and every one registered is
+// mentioned.
 func TestDocsMatchMetrics(t *testing.T) {
 	names := metricNames(t)
 	if len(names) == 0 {
 		t.Fatal("internal/metrics registered no metrics")
 	}
 	metric := regexp.MustCompile(`\bgangway_[a-z0-9_]*[a-z0-9]\b`)
+	documented := map[string]bool{}
 	for _, f := range docFiles(t) {
 		data, err := os.ReadFile(f)
 		if err != nil {
@@ -212,6 +215,14 @@ func TestDocsMatchMetrics(t *testing.T) {
 			if !names[base] {
 				t.Errorf("%s mentions %s, which internal/metrics does not register", filepath.Base(f), m)
 			}
+			documented[base] = true
+		}
+	}
+	// And the other way: an operator finds every metric in the docs
+	// (deploy/README.md lists them).
+	for _, n := range slices.Sorted(maps.Keys(names)) {
+		if !documented[n] {
+			t.Errorf("internal/metrics registers %s, which no document mentions", n)
 		}
 	}
 }
