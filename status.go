@@ -2,6 +2,7 @@ package gangway
 
 import (
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -60,6 +61,18 @@ type NodeStatus struct {
 	Allocated    map[int]JobID `json:"allocated,omitempty"`
 	UsedCPUMilli int64         `json:"usedCpuMilli"`
 	UsedMemMiB   int64         `json:"usedMemMiB"`
+}
+
+// Jobs lists the jobs holding the node's GPUs, sorted, each once.
+func (s NodeStatus) Jobs() []JobID {
+	var out []JobID
+	for _, j := range s.Allocated {
+		if !slices.Contains(out, j) {
+			out = append(out, j)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // FreeGPUs returns the indices of the node's GPUs that no job holds, in

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -337,18 +336,9 @@ with the job on each and the last fault (--gpus: every GPU).`,
 				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "NODE\tPOOL\tMODEL\tGPUS\tFREE\tFENCED\tSTATE\tHEARTBEAT\tJOBS")
 				for _, n := range nodes {
-					jobs := map[string]bool{}
-					for _, j := range n.Allocated {
-						jobs[j] = true
-					}
-					names := make([]string, 0, len(jobs))
-					for j := range jobs {
-						names = append(names, j)
-					}
-					sort.Strings(names)
 					fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s ago\t%s\n", n.Node.ID, n.Node.Pool, n.Node.Model(),
 						len(n.Node.GPUs), len(n.FreeGPUs()), fencedGPUs(n), n.State, time.Since(n.LastHeartbeat).Round(time.Second),
-						strings.Join(names, ","))
+						strings.Join(n.Jobs(), ","))
 				}
 				if err := tw.Flush(); err != nil {
 					return err
