@@ -806,8 +806,8 @@ func TestValidateFleet(t *testing.T) {
 				"cloud pool fake-spot (spot, 8 × A100) could hold it if burst.capacityTypes allowed spot"}},
 		},
 		"cloud instances too small for a replica": {
-			change: func(s *JobSpec) { gang(1, 8, "A100")(s); s.Burst.Enabled = true },
-			nodes:  append(fleet("H100", "onprem", 8), cloudPool("fake-small", "A100", 4, CapacityOnDemand)),
+			change:       func(s *JobSpec) { gang(1, 8, "A100")(s); s.Burst.Enabled = true },
+			nodes:        append(fleet("H100", "onprem", 8), cloudPool("fake-small", "A100", 4, CapacityOnDemand)),
 			wantProblems: []FieldError{{"gang.gpuModels", "no node in the fleet has A100 (the fleet has H100; cloud pool fake-small (A100))"}},
 		},
 		"a gang larger than on-prem bursts whole": {
