@@ -12,6 +12,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	goyaml "github.com/goccy/go-yaml"
+	goyamlparser "github.com/goccy/go-yaml/parser"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -82,7 +84,7 @@ func parseOneDocument(data []byte) (root *yaml.Node, err error) {
 		if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
 			break
 		} else if err != nil {
-			return nil, docError("invalid YAML: %s", strings.TrimPrefix(err.Error(), "yaml: "))
+			return nil, syntaxError(data, err)
 		}
 		if isEmptyDocument(&doc) {
 			continue
@@ -99,6 +101,28 @@ func parseOneDocument(data []byte) (root *yaml.Node, err error) {
 		return nil, docError("want a YAML mapping of job spec fields, got %s", describe(root))
 	}
 	return root, nil
+}
+
+// syntaxError reports a YAML syntax error at its line and column.
+// yaml.v3 names the line where the enclosing block or flow starts (a
+// missing "]" on line 3 of a mapping begun on line 1 is "line 1"), so the
+// position comes from a second parser, goccy/go-yaml, which points at the
+// offending token; the message stays yaml.v3's. Where the two disagree
+// (goccy finds no error), yaml.v3's own line stands.
+func syntaxError(data []byte, err error) error {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	_, gerr := goyamlparser.ParseBytes(data, 0)
+	var se *goyaml.SyntaxError
+	if !errors.As(gerr, &se) || se.Token == nil || se.Token.Position == nil {
+		return docError("invalid YAML: %s", msg)
+	}
+	if rest, ok := strings.CutPrefix(msg, "line "); ok {
+		if _, m, ok := strings.Cut(rest, ": "); ok {
+			msg = m
+		}
+	}
+	pos := se.Token.Position
+	return docError("invalid YAML at line %d, column %d: %s", pos.Line, pos.Column, msg)
 }
 
 func isEmptyDocument(doc *yaml.Node) bool {

@@ -199,7 +199,21 @@ func TestParseJobSpec(t *testing.T) {
 		},
 		"bad YAML syntax": {
 			in:           "name: a: b\n",
-			wantProblems: []FieldError{{"", "invalid YAML: mapping values are not allowed in this context"}},
+			wantProblems: []FieldError{{"", "invalid YAML at line 1, column 7: mapping values are not allowed in this context"}},
+		},
+		// yaml.v3 alone names the line the enclosing mapping starts on
+		// (line 1); the problem is on line 3.
+		"unclosed flow sequence on line 3": {
+			in:           "name: a\nteam: b\ncommand: [python, train.py\ngang:\n  replicas: 1\n",
+			wantProblems: []FieldError{{"", "invalid YAML at line 4, column 1: did not find expected ',' or ']'"}},
+		},
+		"bad key on line 3": {
+			in:           "name: a\nteam: b\n  bad: : x\ngang: {}\n",
+			wantProblems: []FieldError{{"", "invalid YAML at line 3, column 8: mapping values are not allowed in this context"}},
+		},
+		"tab indentation on line 3": {
+			in:           "name: a\nteam: b\n\tcommand: x\n",
+			wantProblems: []FieldError{{"", "invalid YAML at line 3, column 1: found a tab character that violates indentation"}},
 		},
 		"missing required fields": {
 			in: "gang: {}\n",
@@ -687,6 +701,11 @@ func fleet(model, pool string, gpus ...int) []FleetNode {
 	return out
 }
 
+// cloudPool is one cloud pool's instance shape.
+func cloudPool(pool, model string, gpus int, ct CapacityType) FleetNode {
+	return FleetOfOffers([]Offer{{Pool: pool, GPUModel: model, GPUsPerInstance: gpus, CapacityType: ct}})[0]
+}
+
 func TestValidateFleet(t *testing.T) {
 	gang := func(replicas, gpus int, models ...string) func(*JobSpec) {
 		return func(s *JobSpec) {
@@ -764,6 +783,36 @@ func TestValidateFleet(t *testing.T) {
 			change:       gang(1, 1),
 			nodes:        fleet("", "cpu", 0, 0),
 			wantProblems: []FieldError{{"gang", "the fleet has no GPUs"}},
+		},
+		// The issue's case: an A100 job allowed to burst, H100-only
+		// on-prem, an A100 cloud pool configured and nothing running there.
+		"only a cloud pool holds it, bursting allowed": {
+			change: func(s *JobSpec) { gang(2, 8, "A100")(s); s.Burst.Enabled = true },
+			nodes:  append(fleet("H100", "onprem", 8, 8), cloudPool("fake-spot", "A100", 8, CapacitySpot)),
+		},
+		"a cloud pool holds it but bursting is off": {
+			change: gang(1, 8, "A100"),
+			nodes:  append(fleet("H100", "onprem", 8, 8), cloudPool("fake-spot", "A100", 8, CapacitySpot)),
+			wantProblems: []FieldError{{"gang.gpuModels", "no node in the fleet has A100 (the fleet has H100; cloud pool fake-spot (A100)); " +
+				"cloud pool fake-spot (spot, 8 × A100) could hold it with burst.enabled: true"}},
+		},
+		"a cloud pool holds it but not at an allowed capacity type": {
+			change: func(s *JobSpec) {
+				gang(1, 8, "A100")(s)
+				s.Burst = Burst{Enabled: true, CapacityTypes: []CapacityType{CapacityOnDemand}}
+			},
+			nodes: append(fleet("H100", "onprem", 8), cloudPool("fake-spot", "A100", 8, CapacitySpot)),
+			wantProblems: []FieldError{{"gang.gpuModels", "no node in the fleet has A100 (the fleet has H100; cloud pool fake-spot (A100)); " +
+				"cloud pool fake-spot (spot, 8 × A100) could hold it if burst.capacityTypes allowed spot"}},
+		},
+		"cloud instances too small for a replica": {
+			change:       func(s *JobSpec) { gang(1, 8, "A100")(s); s.Burst.Enabled = true },
+			nodes:        append(fleet("H100", "onprem", 8), cloudPool("fake-small", "A100", 4, CapacityOnDemand)),
+			wantProblems: []FieldError{{"gang.gpuModels", "no node in the fleet has A100 (the fleet has H100; cloud pool fake-small (A100))"}},
+		},
+		"a gang larger than on-prem bursts whole": {
+			change: func(s *JobSpec) { gang(4, 8, "H100")(s); s.Burst.Enabled = true },
+			nodes:  append(fleet("H100", "onprem", 8), cloudPool("h100-od", "H100", 8, CapacityOnDemand)),
 		},
 	}
 	for name, tt := range tests {
@@ -894,7 +943,7 @@ func TestSpecRoundTrip(t *testing.T) {
 	if diff := cmp.Diff(spec, fromJSON); diff != "" {
 		t.Errorf("JSON round trip (-want +got):\n%s\nJSON: %s", diff, b)
 	}
-	if !strings.Contains(string(b), `"maxRuntime":"72h"`) || !strings.Contains(string(b), `"gracePeriod":"2m"`) {
+	if !strings.Contains(string(b), `"maxRuntime":"10m"`) || !strings.Contains(string(b), `"gracePeriod":"30s"`) {
 		t.Errorf("durations are not strings in JSON: %s", b)
 	}
 
@@ -959,14 +1008,16 @@ func TestJobSpecFiles(t *testing.T) {
 	}
 }
 
-// TestExamples: every file in examples/ is a valid spec, and each appears
-// verbatim in docs/jobspec.md so the docs cannot drift from them.
+// TestExamples: every file in examples/ is a valid spec, and
+// examples/README.md names each with the command that runs it, so the
+// README cannot drift from the files. (internal/e2e's
+// TestExamplesOnDevStack runs them.)
 func TestExamples(t *testing.T) {
 	files, err := filepath.Glob("examples/*.yaml")
-	if err != nil || len(files) < 2 {
+	if err != nil || len(files) < 6 {
 		t.Fatalf("examples/*.yaml: %d files, %v", len(files), err)
 	}
-	doc, err := os.ReadFile("docs/jobspec.md")
+	readme, err := os.ReadFile("examples/README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -979,8 +1030,8 @@ func TestExamples(t *testing.T) {
 			if _, err := ParseJobSpec(data); err != nil {
 				t.Errorf("ParseJobSpec: %v", err)
 			}
-			if !strings.Contains(string(doc), string(data)) {
-				t.Errorf("docs/jobspec.md does not contain %s verbatim", file)
+			if want := "gangway submit " + file; !strings.Contains(string(readme), want) {
+				t.Errorf("examples/README.md lacks %q", want)
 			}
 		})
 	}

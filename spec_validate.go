@@ -474,11 +474,17 @@ func (s JobSpec) MemMiB() int64 {
 }
 
 // FleetNode is what the submit-time fleet check needs to know of a node:
-// its GPU model, its pool and how many GPUs it has in all.
+// its GPU model, its pool and how many GPUs it has in all. A cloud pool is
+// one FleetNode too (FleetOfOffers), with Cloud set: the shape of the
+// instances it launches, as many as a burst asks for.
 type FleetNode struct {
 	Model string
 	Pool  string
 	GPUs  int
+	// Cloud marks a cloud pool's instance shape; CapacityType is its
+	// capacity type.
+	Cloud        bool
+	CapacityType CapacityType
 }
 
 // FleetOf summarises registered nodes for ValidateFleet. It counts every
@@ -492,29 +498,75 @@ func FleetOf(nodes []Node) []FleetNode {
 	return out
 }
 
+// FleetOfOffers summarises cloud offers for ValidateFleet: one entry per
+// pool, whatever its price or availability today.
+func FleetOfOffers(offers []Offer) []FleetNode {
+	out := make([]FleetNode, 0, len(offers))
+	for _, o := range offers {
+		out = append(out, FleetNode{Model: o.GPUModel, Pool: o.Pool, GPUs: o.GPUsPerInstance, Cloud: true, CapacityType: o.CapacityType})
+	}
+	return out
+}
+
 // ValidateFleet rejects a gang that the fleet could never hold, even with
 // every GPU free, so the job fails at submit instead of waiting forever.
 // A replica needs GPUsPerReplica GPUs on one node of an allowed model and
 // pool; the fleet can host floor(GPUs/gpusPerReplica) replicas per node.
-// An empty fleet means the fleet is unknown, and nothing is rejected. It
-// assumes a valid spec; Validate reports bad gang numbers.
+// An empty on-prem fleet means the fleet is unknown, and nothing is
+// rejected. It assumes a valid spec; Validate reports bad gang numbers.
 //
-// nodes is everything the job could ever run on. A cloud pool that launches
-// nodes on demand has no registered nodes until it does: the caller lists
-// the nodes such a pool could launch, or leaves the check out for it.
+// nodes is everything the job could ever run on: the registered nodes
+// (FleetOf) and the configured cloud pools (FleetOfOffers), which launch
+// one instance per replica. A job that may burst (burst.enabled, the
+// pool and capacity type allowed by burst.pools and burst.capacityTypes)
+// fits when a cloud pool's instances hold a replica, whether or not any
+// instance runs now. A rejected job is told which cloud pool would hold
+// it, and what to change in the spec for that.
 func (s JobSpec) ValidateFleet(nodes []FleetNode) error {
 	g := s.Gang
-	if len(nodes) == 0 || g.Replicas < 1 || g.GPUsPerReplica < 1 {
+	if g.Replicas < 1 || g.GPUsPerReplica < 1 {
 		return nil
 	}
 	modelOK := func(n FleetNode) bool { return len(g.GPUModels) == 0 || slices.Contains(g.GPUModels, n.Model) }
 	poolOK := func(n FleetNode) bool { return len(s.Pools) == 0 || slices.Contains(s.Pools, n.Pool) }
 
+	var onPrem, cloud []FleetNode
+	for _, n := range nodes {
+		if n.Cloud {
+			cloud = append(cloud, n)
+		} else {
+			onPrem = append(onPrem, n)
+		}
+	}
+	// A cloud pool whose instances hold a replica of an allowed model:
+	// the job fits there if its burst policy lets it go.
+	var hint string
+	for _, n := range cloud {
+		if !modelOK(n) || n.GPUs < g.GPUsPerReplica {
+			continue
+		}
+		b := s.Burst
+		switch {
+		case b.Enabled && allowedIn(b.Pools, n.Pool) && allowedIn(b.CapacityTypes, n.CapacityType):
+			return nil
+		case hint != "":
+		case !b.Enabled:
+			hint = fmt.Sprintf("; cloud pool %s (%s, %d × %s) could hold it with burst.enabled: true", n.Pool, n.CapacityType, n.GPUs, n.Model)
+		case !allowedIn(b.Pools, n.Pool):
+			hint = fmt.Sprintf("; cloud pool %s (%s, %d × %s) could hold it if burst.pools listed it", n.Pool, n.CapacityType, n.GPUs, n.Model)
+		default:
+			hint = fmt.Sprintf("; cloud pool %s (%s, %d × %s) could hold it if burst.capacityTypes allowed %s", n.Pool, n.CapacityType, n.GPUs, n.Model, n.CapacityType)
+		}
+	}
+	if len(onPrem) == 0 {
+		return nil
+	}
+
 	var p problems
 	// withGPUs ⊇ modelMatch ⊇ matching: each narrows by one constraint, so
 	// the error can name the constraint that rules everything out.
 	var withGPUs, modelMatch, matching []FleetNode
-	for _, n := range nodes {
+	for _, n := range onPrem {
 		if n.GPUs <= 0 {
 			continue
 		}
@@ -528,16 +580,16 @@ func (s JobSpec) ValidateFleet(nodes []FleetNode) error {
 	}
 	switch {
 	case len(modelMatch) == 0 && len(g.GPUModels) > 0:
-		p.add("gang.gpuModels", "no node in the fleet has %s (the fleet has %s)",
-			oneOf(g.GPUModels), orNone(distinct(withGPUs, func(n FleetNode) string { return n.Model })))
+		p.add("gang.gpuModels", "no node in the fleet has %s (the fleet has %s%s)%s",
+			oneOf(g.GPUModels), orNone(distinct(withGPUs, func(n FleetNode) string { return n.Model })), cloudPools(cloud), hint)
 		return p.err()
 	case len(matching) == 0 && len(modelMatch) > 0:
 		in := distinct(modelMatch, func(n FleetNode) string { return n.Pool })
-		p.add("pools", "no node with a matching GPU is in %s (matching nodes are in %s)",
-			listOf(s.Pools, "pool", "pools"), listOf(in, "pool", "pools"))
+		p.add("pools", "no node with a matching GPU is in %s (matching nodes are in %s)%s",
+			listOf(s.Pools, "pool", "pools"), listOf(in, "pool", "pools"), hint)
 		return p.err()
 	case len(matching) == 0:
-		p.add("gang", "the fleet has no GPUs")
+		p.add("gang", "the fleet has no GPUs%s", hint)
 		return p.err()
 	}
 
@@ -548,13 +600,13 @@ func (s JobSpec) ValidateFleet(nodes []FleetNode) error {
 	}
 	nodesDesc := fmt.Sprintf("%d matching %s", len(matching), plural(len(matching), "node", "nodes"))
 	if largest < g.GPUsPerReplica {
-		p.add("gang.gpusPerReplica", "%d GPUs per replica can never fit: the largest matching node has %d GPUs (%s)",
-			g.GPUsPerReplica, largest, nodesDesc)
+		p.add("gang.gpusPerReplica", "%d GPUs per replica can never fit: the largest matching node has %d GPUs (%s)%s",
+			g.GPUsPerReplica, largest, nodesDesc, hint)
 		return p.err()
 	}
 	if fit < g.Replicas {
-		p.add("gang", "%d × %d GPUs (%s) can never fit: the fleet holds at most %d such %s (largest matching node has %d GPUs, %s)",
-			g.Replicas, g.GPUsPerReplica, s.constraintDesc(), fit, plural(fit, "replica", "replicas"), largest, nodesDesc)
+		p.add("gang", "%d × %d GPUs (%s) can never fit: the fleet holds at most %d such %s (largest matching node has %d GPUs, %s)%s",
+			g.Replicas, g.GPUsPerReplica, s.constraintDesc(), fit, plural(fit, "replica", "replicas"), largest, nodesDesc, hint)
 	}
 	return p.err()
 }
@@ -571,6 +623,22 @@ func (s JobSpec) constraintDesc() string {
 	}
 	return d
 }
+
+// cloudPools says which cloud pools there are and their GPUs, for the
+// "the fleet has" list: "; cloud pools fake-spot (A100), fake-od (A100)".
+func cloudPools(cloud []FleetNode) string {
+	if len(cloud) == 0 {
+		return ""
+	}
+	var names []string
+	for _, n := range cloud {
+		names = append(names, fmt.Sprintf("%s (%s)", n.Pool, n.Model))
+	}
+	slices.Sort(names)
+	return "; cloud " + listOf(names, "pool", "pools")
+}
+
+func allowedIn[S ~string](list []S, v S) bool { return len(list) == 0 || slices.Contains(list, v) }
 
 func distinct(nodes []FleetNode, key func(FleetNode) string) []string {
 	var out []string

@@ -22,8 +22,12 @@ var (
 	// ErrJobExists is jobs.ErrJobExists: a job's name is its ID, and IDs
 	// are never reused.
 	ErrJobExists = jobs.ErrJobExists
-	// ErrJobNotFound: no job with that ID exists.
+	// ErrJobNotFound: no job with that ID exists. The error that wraps it
+	// reads `no job named "ID"`.
 	ErrJobNotFound = errors.New("job not found")
+	// ErrJobEnded: the job has already ended, so there is nothing to
+	// cancel. The error that wraps it names the job and its end phase.
+	ErrJobEnded = errors.New("job has already ended")
 	// ErrNoView: the call needs the fleet view (Options.View), and the
 	// client has none.
 	ErrNoView = errors.New("client has no fleet view")
@@ -94,7 +98,8 @@ type SubmitOptions struct {
 }
 
 // Submit validates spec — on its own and, when the client has a View,
-// against the registered fleet — and starts its workflow. Nothing is
+// against the registered fleet and the cloud pools the servers publish —
+// and starts its workflow. Nothing is
 // queued when validation fails. A job whose name is already taken returns
 // ErrJobExists and changes nothing.
 func (c *Client) Submit(ctx context.Context, spec gangway.JobSpec, o SubmitOptions) (gangway.JobID, error) {
@@ -107,9 +112,17 @@ func (c *Client) Submit(ctx context.Context, spec gangway.JobSpec, o SubmitOptio
 		if err != nil {
 			return "", fmt.Errorf("read fleet: %w", err)
 		}
-		fn := make([]gangway.FleetNode, 0, len(fleet))
+		offers, err := c.view.CloudOffers(ctx)
+		if err != nil {
+			return "", fmt.Errorf("read cloud offers: %w", err)
+		}
+		// A cloud pool counts as its offer, whether or not instances of it
+		// are up now: the answer must not depend on what happens to run.
+		fn := gangway.FleetOfOffers(offers)
 		for _, n := range fleet {
-			fn = append(fn, gangway.FleetNode{Model: n.Model(), Pool: n.Pool, GPUs: len(n.GPUs)})
+			if !slices.ContainsFunc(offers, func(o gangway.Offer) bool { return o.Pool == n.Pool }) {
+				fn = append(fn, gangway.FleetOf([]gangway.Node{n})...)
+			}
 		}
 		if err := spec.ValidateFleet(fn); err != nil {
 			return "", err
@@ -161,10 +174,40 @@ func (c *Client) Result(ctx context.Context, id gangway.JobID) (workflows.Status
 }
 
 // Cancel asks the job's workflow to cancel; it frees the job's GPUs in
-// whatever phase it is.
+// whatever phase it is. A job that has already ended returns ErrJobEnded,
+// naming how it ended; an unknown one ErrJobNotFound.
 func (c *Client) Cancel(ctx context.Context, id gangway.JobID) error {
+	d, err := c.jobs.Describe(ctx, id)
+	if err != nil {
+		return notFound(id, err)
+	}
+	if !d.Running {
+		return c.ended(ctx, id)
+	}
 	return notFound(id, c.jobs.Cancel(ctx, id))
 }
+
+// ended is ErrJobEnded for a job whose workflow has closed, with the
+// phase it ended in.
+func (c *Client) ended(ctx context.Context, id gangway.JobID) error {
+	st, err := c.Result(ctx, id)
+	if err != nil {
+		return err
+	}
+	return jobEndedError{id: id, phase: st.Phase}
+}
+
+// jobEndedError reads "job ID has already ended (Phase); nothing to
+// cancel" and is ErrJobEnded.
+type jobEndedError struct {
+	id    gangway.JobID
+	phase gangway.Phase
+}
+
+func (e jobEndedError) Error() string {
+	return fmt.Sprintf("job %s has already ended (%s); nothing to cancel", e.id, e.phase)
+}
+func (e jobEndedError) Is(target error) bool { return target == ErrJobEnded }
 
 // List returns jobs known to Temporal's visibility store, newest first.
 func (c *Client) List(ctx context.Context) ([]Summary, error) {
@@ -227,12 +270,19 @@ func (c *Client) Drain(ctx context.Context, nodeID string) ([]gangway.JobID, err
 }
 
 // Logs returns the job's output lines after the given stream ID ("" = from
-// the start); block > 0 waits that long for new lines.
+// the start); block > 0 waits that long for new lines. A read from the
+// start that finds no line checks the job exists: ErrJobNotFound if not.
 func (c *Client) Logs(ctx context.Context, id gangway.JobID, after string, block time.Duration) ([]gangway.LogLine, error) {
 	if c.view == nil {
 		return nil, fmt.Errorf("logs of %s: %w", id, ErrNoView)
 	}
-	return c.view.Logs(ctx, id, after, block)
+	lines, err := c.view.Logs(ctx, id, after, block)
+	if err == nil && len(lines) == 0 && after == "" && c.jobs != nil {
+		if _, derr := c.jobs.Describe(ctx, id); errors.Is(derr, jobs.ErrJobGone) {
+			return nil, notFound(id, derr)
+		}
+	}
+	return lines, err
 }
 
 // FollowLogs passes the job's output lines, from the start, to line. With
@@ -289,7 +339,13 @@ func notFound(id gangway.JobID, err error) error {
 		return nil
 	}
 	if errors.Is(err, jobs.ErrJobGone) {
-		return fmt.Errorf("job %q: %w", id, ErrJobNotFound)
+		return noJobError(id)
 	}
 	return fmt.Errorf("job %q: %w", id, err)
 }
+
+// noJobError reads `no job named "ID"` and is ErrJobNotFound.
+type noJobError gangway.JobID
+
+func (e noJobError) Error() string        { return fmt.Sprintf("no job named %q", string(e)) }
+func (e noJobError) Is(target error) bool { return target == ErrJobNotFound }

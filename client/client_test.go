@@ -5,7 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -409,6 +408,10 @@ func TestUnknownJob(t *testing.T) {
 		{"Status", func(ctx context.Context, id string) error { _, err := s.c.Status(ctx, id); return err }},
 		{"Cancel", func(ctx context.Context, id string) error { return s.c.Cancel(ctx, id) }},
 		{"Result", func(ctx context.Context, id string) error { _, err := s.c.Result(ctx, id); return err }},
+		{"Logs", func(ctx context.Context, id string) error { _, err := s.c.Logs(ctx, id, "", 0); return err }},
+		{"FollowLogs", func(ctx context.Context, id string) error {
+			return s.c.FollowLogs(ctx, id, false, func(gangway.LogLine) {})
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -418,8 +421,8 @@ func TestUnknownJob(t *testing.T) {
 			if !errors.Is(err, client.ErrJobNotFound) {
 				t.Fatalf("%s(no-such-job) = %v, want ErrJobNotFound", tt.name, err)
 			}
-			if !strings.Contains(err.Error(), "no-such-job") {
-				t.Errorf("error %q does not name the job", err)
+			if want := `no job named "no-such-job"`; err.Error() != want {
+				t.Errorf("error %q, want %q", err, want)
 			}
 		})
 	}
@@ -548,9 +551,9 @@ func TestQueuedJob(t *testing.T) {
 	if diff := cmp.Diff(view{Phase: gangway.PhaseCancelled, Team: "ml", Attempt: 1}, status()); diff != "" {
 		t.Errorf("status after cancel mismatch (-want +got):\n%s", diff)
 	}
-	// Cancelling a finished job is a no-op, not an error.
-	if err := s.c.Cancel(ctx, id); err != nil {
-		t.Errorf("Cancel of a finished job: %v", err)
+	// Cancelling a finished job changes nothing and says it has ended.
+	if err := s.c.Cancel(ctx, id); !errors.Is(err, client.ErrJobEnded) {
+		t.Errorf("Cancel of a finished job: %v, want ErrJobEnded", err)
 	}
 
 	// The memo follows the phase, so List shows the job Cancelled.
@@ -670,6 +673,18 @@ func (endedJobs) Describe(context.Context, string) (jobs.Description, error) {
 
 func (endedJobs) Result(_ context.Context, id string) (workflows.Status, error) {
 	return workflows.Status{JobID: id, Phase: gangway.PhaseSucceeded}, nil
+}
+
+// TestCancelEnded: cancelling a job that has ended changes nothing and
+// says how it ended.
+func TestCancelEnded(t *testing.T) {
+	err := client.New(endedJobs{}, nil).Cancel(t.Context(), "done")
+	if !errors.Is(err, client.ErrJobEnded) {
+		t.Fatalf("Cancel(done) = %v, want ErrJobEnded", err)
+	}
+	if want := "job done has already ended (Succeeded); nothing to cancel"; err.Error() != want {
+		t.Errorf("error %q, want %q", err, want)
+	}
 }
 
 // TestFollowLogs: following a job reads its lines until it has ended.

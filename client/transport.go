@@ -34,6 +34,10 @@ type View interface {
 	// FleetNodes is every registered node's inventory, whatever its
 	// state: what Submit checks a job could ever fit on.
 	FleetNodes(ctx context.Context) ([]gangway.Node, error)
+	// CloudOffers is the cloud pools the servers' providers offer, one
+	// offer per pool (none without a cloud): Submit counts them as
+	// capacity a job that may burst could run on.
+	CloudOffers(ctx context.Context) ([]gangway.Offer, error)
 	// Nodes is every registered node with its state, heartbeat and
 	// allocations, sorted by ID.
 	Nodes(ctx context.Context) ([]gangway.NodeStatus, error)

@@ -105,7 +105,25 @@ func (j *job) endAttempt(ctx workflow.Context, idx int, asg gangway.Assignment, 
 	} else if end.out == outcomeUserFailure {
 		return
 	}
+	// The last run of a job that now fails redoes nothing: its work is
+	// not "lost after a restart", there is no restart. (The checkpoint is
+	// still looked up above, so the workflow's commands do not change.)
+	if j.lastAttempt(end) {
+		return
+	}
 	j.lose(rec, since)
+}
+
+// lastAttempt reports whether afterAttempt will end the job after end
+// rather than run it again.
+func (j *job) lastAttempt(end attemptEnd) bool {
+	switch end.out {
+	case outcomeUserFailure:
+		return j.st.UserRetries >= j.spec.Retries
+	case outcomeInfraFailure:
+		return j.st.InfraRestarts >= maxInfraRestarts
+	}
+	return true
 }
 
 func (j *job) lose(rec *AttemptRecord, since time.Time) {

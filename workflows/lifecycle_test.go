@@ -369,3 +369,50 @@ func TestJobWorkflowReportsLostNode(t *testing.T) {
 		t.Errorf("lost nodes reported (-want +got):\n%s", d)
 	}
 }
+
+// TestJobWorkflowLostOnlyWhenRedone: work is "lost" only when a later run
+// redoes it. A checkpointing job that fails with a retry left loses the
+// time since its checkpoint; the same failure with no retry left ends the
+// job and loses nothing.
+func TestJobWorkflowLostOnlyWhenRedone(t *testing.T) {
+	tests := map[string]struct {
+		retries   int
+		wantPhase gangway.Phase
+		wantLost  float64
+	}{
+		"retried: the time since the checkpoint is redone": {retries: 1, wantPhase: gangway.PhaseSucceeded, wantLost: 1},
+		"no retry left: nothing is redone":                 {retries: 0, wantPhase: gangway.PhaseFailed, wantLost: 0},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			var s testsuite.WorkflowTestSuite
+			env := s.NewTestWorkflowEnvironment()
+			f := &fakeActivities{}
+			f.register(env)
+			spec := testSpec(1, 1, tc.retries)
+			spec.Checkpoint.Enabled = true
+			start := env.Now()
+			f.checkpoint = CheckpointRef{ID: "ck-1", At: start.Add(2 * time.Second)}
+			placeEachAttempt(env, 1, 1, 1)
+			failNow := make(chan struct{})
+			// Placed at 1 s, checkpointed at 2 s, fails at 3 s; a retry is
+			// placed at 4 s.
+			env.RegisterDelayedCallback(func() { close(failNow) }, 3*time.Second)
+			env.RegisterDelayedCallback(func() { env.SignalWorkflow(SignalPlaced, assignment(2, 1, 1)) }, 4*time.Second)
+			f.run = func(ctx context.Context, in RunTaskInput) error {
+				if in.Attempt == 1 {
+					<-failNow
+					return temporal.NewNonRetryableApplicationError("exit 3", ErrTypeTaskFailed, nil)
+				}
+				return nil
+			}
+			st := runJob(t, env, spec)
+			if st.Phase != tc.wantPhase {
+				t.Fatalf("phase %s, want %s (%s)", st.Phase, tc.wantPhase, st.Reason)
+			}
+			if st.LostGPUSeconds != tc.wantLost || st.Attempts[0].LostGPUSeconds != tc.wantLost {
+				t.Errorf("lost %v GPU-seconds (first run %v), want %v", st.LostGPUSeconds, st.Attempts[0].LostGPUSeconds, tc.wantLost)
+			}
+		})
+	}
+}

@@ -57,13 +57,14 @@ the on-demand price of a pool with spot usage is not known.`,
 			}
 			defer ledger.Close()
 			// A spot pool without an on-demand price reports its savings as
-			// unknown.
-			q.OnDemandPrices = a.cfg.Cloud.OnDemandPrices()
-			running, err := runningSegments(ctx, a.cfg.Redis, time.Now())
+			// unknown. The servers publish their pools' offers; the
+			// config's own prices win.
+			running, offers, err := fromView(ctx, a.cfg.Redis, time.Now())
 			if err != nil {
-				fmt.Fprintf(cmd.ErrOrStderr(), "warning: runs in flight are not counted: %v\n", err)
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: runs in flight and cloud pools' on-demand prices are not counted: %v\n", err)
 			}
 			q.Running = running
+			q.OnDemandPrices = accounting.OnDemandPrices(offers, a.cfg.Cloud.OnDemandPrices())
 			sum, err := ledger.Report(ctx, q)
 			if err != nil {
 				return err
@@ -80,19 +81,25 @@ the on-demand price of a pool with spot usage is not known.`,
 	return cmd
 }
 
-// runningSegments is the cost so far of the runs that hold GPUs now: the
-// allocations in the Redis view, up to now.
-func runningSegments(ctx context.Context, rc config.RedisConfig, now time.Time) ([]gangway.UsageSegment, error) {
+// fromView reads what the Redis view adds to the ledger: the cost so far of
+// the runs that hold GPUs now (their allocations, up to now), and the cloud
+// offers the servers publish.
+func fromView(ctx context.Context, rc config.RedisConfig, now time.Time) ([]gangway.UsageSegment, []gangway.Offer, error) {
 	rdb, err := dialRedis(ctx, rc)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer rdb.Close()
-	running, err := capacity.New(rdb, capacity.Options{Prefix: rc.Prefix}).Allocations(ctx)
+	v := capacity.New(rdb, capacity.Options{Prefix: rc.Prefix})
+	running, err := v.Allocations(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return accounting.RunningSegments(running, now), nil
+	offers, err := v.CloudOffers(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return accounting.RunningSegments(running, now), offers, nil
 }
 
 // costQuery checks the window and grouping flags against now.

@@ -265,13 +265,35 @@ aws-od,0,0,1,0,0,3,3,0,0
 		}
 	})
 
+	// A server with a cloud publishes its offers; the client's config has
+	// no cloud, as beside `gangway dev`, and spot savings are still known
+	// where a spot pool has an on-demand pool of the same instance type.
+	t.Run("spot saved from the published offers", func(t *testing.T) {
+		view := capacity.New(rdb, capacity.Options{Prefix: prefix})
+		offers := []gangway.Offer{
+			{Provider: "aws", Pool: "aws-spot", Zone: "z1", InstanceType: "p4", GPUModel: "A100", GPUsPerInstance: 8, CapacityType: gangway.CapacitySpot, PricePerHour: 10},
+			{Provider: "aws", Pool: "aws-od", Zone: "z1", InstanceType: "p4", GPUModel: "A100", GPUsPerInstance: 8, CapacityType: gangway.CapacityOnDemand, PricePerHour: 24},
+		}
+		if err := view.PublishOffers(t.Context(), offers, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		out, err := runGangway(t, append(append([]string{"cost"}, window...), "--by", "pool", "-o", "csv")...)
+		if err != nil {
+			t.Fatalf("gangway cost: %v\n%s", err, out)
+		}
+		// aws-spot: 8 GPU-h at $3 on demand = $24, less the $10 paid.
+		if want := "aws-spot,0,8,0,0,10,0,10,14,0\n"; !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	})
+
 	t.Run("without redis", func(t *testing.T) {
 		out, err := runGangway(t, "cost", "--ledger", ledgerDSN, "--redis-url", "redis://127.0.0.1:1",
 			"--since", "2025-06-01", "--until", "2025-06-07T12:30:00Z", "-o", "csv")
 		if err != nil {
 			t.Fatalf("gangway cost: %v\n%s", err, out)
 		}
-		want := `warning: runs in flight are not counted: redis at redis://127.0.0.1:1: dial tcp 127.0.0.1:1: connect: connection refused
+		want := `warning: runs in flight and cloud pools' on-demand prices are not counted: redis at redis://127.0.0.1:1: dial tcp 127.0.0.1:1: connect: connection refused
 team,gpu_hours_on_prem,gpu_hours_spot,gpu_hours_on_demand,dollars_on_prem,dollars_spot,dollars_on_demand,dollars_total,spot_saved_dollars,runs_in_flight
 ml,3,8,1,12,10,3,25,,0
 vision,0,4,0,0,4,0,4,,0

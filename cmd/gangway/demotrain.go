@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
@@ -11,21 +10,6 @@ import (
 
 	"github.com/gangwayhq/gangway/internal/demotrain"
 )
-
-// validateDemoTrain checks demo-train's flags.
-func validateDemoTrain(o demotrain.Options) error {
-	switch {
-	case o.Steps < 1:
-		return fmt.Errorf("--steps: must be at least 1, got %d", o.Steps)
-	case o.CheckpointEvery < 0:
-		return fmt.Errorf("--checkpoint-every: must not be negative, got %d", o.CheckpointEvery)
-	case o.CheckpointSize < 0:
-		return fmt.Errorf("--checkpoint-size: must not be negative, got %d", o.CheckpointSize)
-	case o.StepTime <= 0:
-		return fmt.Errorf("--step-time: must be positive, got %v", o.StepTime)
-	}
-	return nil
-}
 
 func newDemoTrainCmd() *cobra.Command {
 	var o demotrain.Options
@@ -48,7 +32,7 @@ to every step exactly once. --fail-at-step makes it exit 3 at that step, to
 exercise gang failure and retries.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := validateDemoTrain(o); err != nil {
+			if err := o.Validate(); err != nil {
 				return err
 			}
 			sigs := make(chan os.Signal, 1)

@@ -54,6 +54,11 @@ terminated when its job ends. The spot pool's availability and price follow
 started at its longest stretch of availability; else a fixed price). A
 config file with cloud.providers replaces the fake cloud with those.
 
+The simulated nodes sit two to a rack, and their GPUs report 0% utilization,
+so an idle policy reclaims a job's GPUs (examples/notebook-idle.yaml). The
+jobs find this binary first on their PATH, as 'gangway': the files in
+examples/ run 'gangway demo-train' and run here as they are.
+
 --keep leaves the stack up afterwards and prints how to reach it. Ctrl-C
 stops everything and leaves no process behind.
 
@@ -110,10 +115,14 @@ func runDev(ctx context.Context, a *app, o devOptions, shapes []agent.NodeShape,
 	log := config.NewLoggerTo(gwLog, a.cfg.Log)
 
 	fmt.Fprintf(out, "gangway dev: state and logs in %s\n", dir)
-	nodes := agent.FakeFleet("node", "onprem", shapes)
+	// Jobs name `gangway demo-train` as the examples do: this binary
+	// comes first on their PATH.
+	self, _ := os.Executable()
+	os.Setenv("PATH", filepath.Dir(self)+string(os.PathListSeparator)+os.Getenv("PATH"))
+	nodes := agent.InRacks(agent.FakeFleet("node", "onprem", shapes), 2)
 	st, err := fullstack.Start(ctx, fullstack.Options{
 		Dir: dir, Headless: o.headless, Log: log, TemporalLogger: temporalLogger(log), RedisPrefix: a.cfg.Redis.Prefix,
-		Nodes: nodes, Agent: agent.Config{HeartbeatInterval: time.Second},
+		Nodes: nodes, Agent: agent.Config{HeartbeatInterval: time.Second}, IdleGPUs: true,
 		CloudAgent: agent.Config{HeartbeatInterval: time.Second},
 		Cloud: func(ctx context.Context, hooks fullstack.FakeHooks) (*fullstack.Cloud, error) {
 			return buildCloud(ctx, cc, hooks, log)
@@ -158,10 +167,10 @@ func runDev(ctx context.Context, a *app, o devOptions, shapes []agent.NodeShape,
 		}
 	}
 	if (o.keep || o.noDemo) && runCtx.Err() == nil {
-		self, _ := os.Executable()
-		fmt.Fprintf(out, "\nThe stack is up. In another terminal:\n")
-		fmt.Fprintf(out, "  export GANGWAY_TEMPORAL_ADDRESS=%s GANGWAY_REDIS_URL=%s GANGWAY_LEDGER_DSN=%s\n", st.Temporal.Addr, st.Redis.URL, st.LedgerDSN)
-		fmt.Fprintf(out, "  %s submit examples/single-gpu.yaml --wait\n  %s list\n  %s nodes\n  %s cost\n", self, self, self, self)
+		fmt.Fprintf(out, "\nThe stack is up. In another terminal, in the repository (examples/README.md says what each example shows):\n")
+		fmt.Fprintf(out, "  export PATH=%s:$PATH GANGWAY_TEMPORAL_ADDRESS=%s GANGWAY_REDIS_URL=%s GANGWAY_LEDGER_DSN=%s\n",
+			filepath.Dir(self), st.Temporal.Addr, st.Redis.URL, st.LedgerDSN)
+		fmt.Fprintf(out, "  gangway submit examples/single-gpu.yaml --wait\n  gangway list\n  gangway nodes\n  gangway cost\n")
 		if st.Temporal.UIURL != "" {
 			fmt.Fprintf(out, "Temporal Web UI: %s\n", st.Temporal.UIURL)
 		}

@@ -74,7 +74,9 @@ registered fleet — and start the job. A bad spec is rejected with every
 problem named by field, and nothing is queued. The job's name is its ID:
 submitting the same name again is refused, not a second job.
 
-With --wait, block until the job ends and exit non-zero unless it Succeeded.`,
+With --wait, block until the job ends, printing each phase change (and
+waiting reason) to stderr as it happens and the job's status to stdout at
+the end; exit non-zero unless it Succeeded.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkOutput(output); err != nil {
@@ -101,7 +103,7 @@ With --wait, block until the job ends and exit non-zero unless it Succeeded.`,
 					fmt.Fprintf(cmd.OutOrStdout(), "job %s submitted\n", id)
 					return nil
 				}
-				st, err := cl.Result(ctx, id)
+				st, err := cl.Wait(ctx, id, time.Second, func(st client.JobStatus) { printProgress(cmd.ErrOrStderr(), st, time.Now()) })
 				if err != nil {
 					return err
 				}
@@ -261,7 +263,11 @@ func newCancelCmd(a *app) *cobra.Command {
 	return &cobra.Command{
 		Use:   "cancel JOB",
 		Short: "Cancel a job in any phase; its GPUs are freed",
-		Args:  cobra.ExactArgs(1),
+		Long: `Cancel the job in whatever phase it is: its GPUs are freed and cloud
+instances launched for it terminated. A job that has already ended is left
+as it is, and the command fails saying how it ended; an unknown job fails
+with "no job named JOB".`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.withConns(cmd, "text", func(ctx context.Context, c conns) error {
 				if err := c.client().Cancel(ctx, args[0]); err != nil {
@@ -276,22 +282,31 @@ func newCancelCmd(a *app) *cobra.Command {
 
 func newLogsCmd(a *app) *cobra.Command {
 	var follow bool
+	var output string
 	cmd := &cobra.Command{
 		Use:   "logs JOB",
 		Short: "Print a job's output (all ranks, all attempts)",
 		Long: `Print the job's output lines from the Redis log stream (the newest lines,
 up to the stream cap; agents keep complete log files in their data dir).
-With --follow, keep printing until the job ends or Ctrl-C.`,
+With --follow, keep printing until the job ends or Ctrl-C. With --output
+json, one JSON object per line (time, rank, attempt, text). An unknown job
+is an error: no job named JOB.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.withConns(cmd, "text", func(ctx context.Context, c conns) error {
+			return a.withConns(cmd, output, func(ctx context.Context, c conns) error {
+				enc := json.NewEncoder(cmd.OutOrStdout())
 				return c.client().FollowLogs(ctx, args[0], follow, func(l gangway.LogLine) {
+					if output == "json" {
+						_ = enc.Encode(l)
+						return
+					}
 					fmt.Fprintf(cmd.OutOrStdout(), "[attempt %d rank %d] %s\n", l.Attempt, l.Rank, l.Text)
 				})
 			})
 		},
 	}
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new output until the job ends")
+	outputFlag(cmd, &output)
 	return cmd
 }
 
@@ -417,17 +432,6 @@ func newUncordonCmd(a *app) *cobra.Command {
 	return nodeStateCmd(a, "uncordon NODE", "Make a cordoned node schedulable again",
 		func(ctx context.Context, cl *client.Client, node string) (string, error) {
 			return "node " + node + " uncordoned", cl.Uncordon(ctx, node)
-		})
-}
-
-func newDrainCmd(a *app) *cobra.Command {
-	return nodeStateCmd(a, "drain NODE", "Cordon a node and move every job on it elsewhere",
-		func(ctx context.Context, cl *client.Client, node string) (string, error) {
-			jobs, err := cl.Drain(ctx, node)
-			if len(jobs) == 0 {
-				return "node " + node + " cordoned; no jobs were running on it", err
-			}
-			return fmt.Sprintf("node %s cordoned; asked %d jobs to stop and requeue: %s", node, len(jobs), strings.Join(jobs, ", ")), err
 		})
 }
 

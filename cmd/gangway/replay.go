@@ -36,7 +36,9 @@ Protocols:
         wait in the queue, run for their durations; GPU allocation over
         time, queue waits, fragmentation, preemptions, per policy.
   scale the cost of one full placement cycle on synthetic fleets and
-        queues, from 1,000 to 10,000 nodes and jobs.`,
+        queues, from 1,000 to 10,000 nodes and jobs.
+  spot  deadline jobs on spot against on-demand over spot availability
+        traces: cost and deadlines met per spot policy.`,
 	}
 	cmd.AddCommand(newReplayFGDCmd(), newReplayTraceCmd(), newReplayScaleCmd(), newReplaySpotCmd())
 	return cmd

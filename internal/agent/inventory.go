@@ -65,6 +65,16 @@ func FakeNode(id, pool, addr string, gpus int, model string) gangway.Node {
 	return n
 }
 
+// InRacks labels nodes, in order, with racks of perRack nodes each:
+// rack-0, rack-1, ... A simulated fleet uses it so that a gang kept
+// within a rack (gang.topology.level: rack) has racks to keep to.
+func InRacks(nodes []gangway.Node, perRack int) []gangway.Node {
+	for i := range nodes {
+		nodes[i].Rack = fmt.Sprintf("rack-%d", i/max(perRack, 1))
+	}
+	return nodes
+}
+
 // FakeFleet expands shapes into nodes named prefix-0, prefix-1, ...
 func FakeFleet(prefix, pool string, shapes []NodeShape) []gangway.Node {
 	var nodes []gangway.Node

@@ -32,6 +32,7 @@
 //	P:allocs          hash    job ID → {"cpuMilli","memMiB" per member, "assignment": gangway.Assignment JSON}
 //	P:lease           string  holder of the dispatch leader lease (SET NX PX)
 //	P:reasons         hash    job ID → Waiting JSON: why it is still pending (typed reason, detail, retry, reservation)
+//	P:cloud-offers    hash    pool → gangway.Offer JSON the servers' providers make (PublishOffers; expires)
 //	P:log:<job ID>    stream  task output lines {t: unix ms, rank, attempt, text}, capped at Options.LogMaxLen
 //	P:gpu-health      hash    "<node ID>/<GPU index>" → GPUHealth JSON (fences, flakiness, last fault)
 //	P:events          pub/sub enqueued | released | node: a change that may let a job start (events.go)

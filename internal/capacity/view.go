@@ -56,7 +56,7 @@ type View struct {
 // keySet is the fixed key names under one prefix.
 type keySet struct {
 	nodes, nodeState, heartbeat, gpus, queue, allocs, lease, reasons string
-	bursting                                                         string
+	bursting, offers                                                 string
 	logPrefix                                                        string
 	// nodeRevs (node → revision), rev (the last revision given) and epoch
 	// (when the view was first read) let Snapshot fetch only changed nodes.
@@ -78,6 +78,7 @@ func newKeys(prefix string) keySet {
 		lease:     prefix + ":lease",
 		reasons:   prefix + ":reasons",
 		bursting:  prefix + ":bursting",
+		offers:    prefix + ":cloud-offers",
 		logPrefix: prefix + ":log:",
 		nodeRevs:  prefix + ":node-revs",
 		rev:       prefix + ":rev",

@@ -23,6 +23,21 @@ type Options struct {
 	CheckpointSize                 int64
 }
 
+// Validate checks the options, naming each by its demo-train flag.
+func (o Options) Validate() error {
+	switch {
+	case o.Steps < 1:
+		return fmt.Errorf("--steps: must be at least 1, got %d", o.Steps)
+	case o.CheckpointEvery < 0:
+		return fmt.Errorf("--checkpoint-every: must not be negative, got %d", o.CheckpointEvery)
+	case o.CheckpointSize < 0:
+		return fmt.Errorf("--checkpoint-size: must not be negative, got %d", o.CheckpointSize)
+	case o.StepTime <= 0:
+		return fmt.Errorf("--step-time: must be positive, got %v", o.StepTime)
+	}
+	return nil
+}
+
 // Env is the workload contract as the process reads it.
 type Env struct {
 	JobID, Attempt, Rank, WorldSize, MasterAddr, GPUs string

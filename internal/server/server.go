@@ -214,16 +214,51 @@ func Run(ctx context.Context, o Options) error {
 		rc.Nodes, rc.Metrics, rc.Log = o.View, cloudMetrics, log
 		rec := cloud.NewReconciler(o.Cloud, cloud.TemporalJobs{Jobs: jobs.New(o.Temporal)}, rc)
 		rctx, cancel := context.WithCancel(ctx)
-		done := make(chan struct{})
+		done := make(chan struct{}, 2)
 		go func() {
-			defer close(done)
+			defer func() { done <- struct{}{} }()
 			_ = rec.Run(rctx)
 		}()
-		defer func() { cancel(); <-done }()
+		go func() {
+			defer func() { done <- struct{}{} }()
+			publishOffers(rctx, o.Cloud, o.View, log)
+		}()
+		defer func() { cancel(); <-done; <-done }()
 	}
 	if o.Dispatch.Wake == nil {
 		o.Dispatch.Wake = o.View.Changes(ctx)
 	}
 	loop := dispatch.New(o.Dispatch, o.View, jobs.New(o.Temporal))
 	return loop.Run(ctx)
+}
+
+// Offers are published every offersEvery and kept for offersTTL after the
+// last publish: a client's fleet check sees a server's cloud pools a few
+// seconds after it starts and until a few minutes after it stops.
+const (
+	offersEvery = 30 * time.Second
+	offersTTL   = 5 * time.Minute
+)
+
+// publishOffers records the providers' offers in the Redis view, at start
+// and every offersEvery, until ctx ends: clients check jobs against the
+// cloud pools through them, and price what spot saved. A failed round is
+// logged and retried at the next.
+func publishOffers(ctx context.Context, offers dispatch.Offers, view *capacity.View, log *slog.Logger) {
+	t := time.NewTicker(offersEvery)
+	defer t.Stop()
+	for {
+		list, err := offers.Offers(ctx)
+		if err == nil {
+			err = view.PublishOffers(ctx, list, offersTTL)
+		}
+		if err != nil && ctx.Err() == nil {
+			log.Warn("publish cloud offers", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }

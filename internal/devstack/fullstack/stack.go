@@ -25,6 +25,7 @@ import (
 	"github.com/gangwayhq/gangway/internal/cloud"
 	"github.com/gangwayhq/gangway/internal/devstack"
 	"github.com/gangwayhq/gangway/internal/dispatch"
+	"github.com/gangwayhq/gangway/internal/gpuinfo"
 	"github.com/gangwayhq/gangway/internal/server"
 	"github.com/gangwayhq/gangway/providers"
 )
@@ -60,6 +61,10 @@ type Options struct {
 	// Log default to the stack's). Start returns once all have registered.
 	Nodes []gangway.Node
 	Agent agent.Config
+	// IdleGPUs gives each of Nodes' agents simulated GPUs (SimulatedGPUs)
+	// unless Agent has a GPU source: they report 0% utilization, so idle
+	// policies act on them.
+	IdleGPUs bool
 
 	// Server runs the server in-process (workflow worker, dispatch loop,
 	// reconciler, /metrics on a free port); nil runs none, for callers that
@@ -183,6 +188,9 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	for _, n := range opts.Nodes {
 		cfg := opts.Agent
 		cfg.Node = n
+		if opts.IdleGPUs && cfg.GPU.Source == nil {
+			cfg = SimulatedGPUs(cfg)
+		}
 		s.StartAgent(cfg)
 	}
 	if len(opts.Nodes) > 0 {
@@ -322,6 +330,23 @@ func (s *Stack) agentDefaults(cfg agent.Config, dir string) agent.Config {
 	}
 	if cfg.Log == nil {
 		cfg.Log = s.log
+	}
+	return cfg
+}
+
+// SimulatedGPUs gives cfg.Node's agent a synthetic GPU source, sampled
+// every second, whose GPUs all report 0% utilization: a simulated GPU does
+// no work, so a job's idle policy (idle.after) releases it as it would a
+// notebook left open. Without a source utilization is unknown and idle
+// policies never act.
+func SimulatedGPUs(cfg agent.Config) agent.Config {
+	src := gpuinfo.NewSynthetic(cfg.Node.GPUs)
+	for _, g := range cfg.Node.GPUs {
+		src.SetUtilization(g.Index, 0)
+	}
+	cfg.GPU.Source = src
+	if cfg.GPU.SampleInterval <= 0 {
+		cfg.GPU.SampleInterval = time.Second
 	}
 	return cfg
 }
