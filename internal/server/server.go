@@ -152,6 +152,6 @@ func Run(ctx context.Context, o Options) error {
 		}()
 		defer func() { cancel(); <-done }()
 	}
-	loop := dispatch.New(o.Dispatch, o.View, jobs.New(o.Temporal))
+	loop := dispatch.New(o.Dispatch, o.View, routed{Workflows: jobs.New(o.Temporal), nodes: o.View})
 	return loop.Run(ctx)
 }
