@@ -79,6 +79,7 @@ and see docs/benchmarks.md for the commands behind the published ones.`,
 	f.BoolVar(&o.Sweep, "sweep", false, "step the rate up until the stack saturates")
 	f.DurationVar(&o.Duration, "duration", 30*time.Second, "how long each step submits")
 	f.StringVar(&command, "command", "sleep 0.1", "every job's task")
+	f.BoolVar(&o.FleetCheck, "fleet-check", true, "check every submit against the registered fleet, as 'gangway submit' does")
 	f.IntVar(&o.Pending, "pending", 0, "jobs kept waiting in the queue through the run")
 	f.DurationVar(&o.LatencyLimit, "latency-limit", time.Second, "p99 submit → started past which a step is saturated")
 	f.DurationVar(&o.Drain, "drain", 30*time.Second, "how long after a step to wait for its jobs to start")
@@ -128,6 +129,10 @@ func printBench(w io.Writer, r bench.Result) {
 		fmt.Fprintf(w, "%8g %6d %6d %8.3f %8.3f %8.3f %8.1f %9.1f %8.1fms %8.1fms  %.1f %.1f %.1f %.1f%s\n", s.Rate, s.Submitted, s.Started,
 			s.LatencyP50S, s.LatencyP95S, s.LatencyP99S, s.StartsPerS, s.StartsPerMax, s.CycleP50S*1000, s.CycleP99S*1000,
 			s.CPU["redis"], s.CPU["temporal"], s.CPU["gangway"], s.CPU["tasks"], satNote(s))
+	}
+	for _, s := range r.Steps {
+		fmt.Fprintf(w, "at %g/s: CPU ms per job: redis %.1f, temporal %.1f, gangway %.1f, tasks %.1f; %d history events per job\n", s.Rate,
+			s.CPUPerJob["redis"], s.CPUPerJob["temporal"], s.CPUPerJob["gangway"], s.CPUPerJob["tasks"], s.HistoryEvents)
 	}
 	if r.SaturationRate > 0 {
 		fmt.Fprintf(w, "saturated at %g submits/s (%s); busiest there: %s; peak sustained starts %.1f/s\n",

@@ -14,9 +14,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+	tclient "go.temporal.io/sdk/client"
+	tlog "go.temporal.io/sdk/log"
+
 	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/client"
 	"github.com/gangwayhq/gangway/internal/agent"
+	"github.com/gangwayhq/gangway/internal/capacity"
 	"github.com/gangwayhq/gangway/internal/devstack/fullstack"
 	"github.com/gangwayhq/gangway/internal/dispatch"
 	"github.com/gangwayhq/gangway/workflows/jobs"
@@ -51,6 +56,9 @@ type Options struct {
 	// Drain bounds how long after a step the run waits for its jobs to
 	// start; a job not started by then counts as submitted, not started.
 	Drain time.Duration
+	// FleetCheck makes every submit check the job against the registered
+	// fleet, as `gangway submit` does (it reads every node).
+	FleetCheck bool
 	// Dispatch configures the server's loop, as `gangway server` would.
 	Dispatch dispatch.Config
 	// Log is the components' log; nil discards it.
@@ -141,6 +149,13 @@ type Step struct {
 	// (redis, temporal, gangway, tasks); Busiest is the largest.
 	CPU     map[string]float64 `json:"cpu_s"`
 	Busiest string             `json:"busiest"`
+	// CPUPerJob is CPU milliseconds per job submitted in the step, by
+	// component: what a job costs, which a busy machine inflates far less
+	// than it inflates latency.
+	CPUPerJob map[string]float64 `json:"cpu_ms_per_job"`
+	// HistoryEvents is the length of the Temporal history of one of the
+	// step's finished jobs.
+	HistoryEvents int64 `json:"history_events"`
 	// Saturated: p99 over the limit, starts below 90% of the rate, or
 	// starts not growing with the rate.
 	Saturated bool   `json:"saturated"`
@@ -202,8 +217,13 @@ func Run(ctx context.Context, o Options) (res Result, _ error) {
 			return res, fmt.Errorf("cordon %s: %w", n.ID, err)
 		}
 	}
-	r := &runner{o: o, st: st, rec: rec, say: say, run: time.Now().Format("150405"),
-		c: client.New(jobs.New(st.TemporalClient), st.View), pids: pids{redis: st.Redis.Pid(), temporal: st.Temporal.Pid()}}
+	c, closeClient, err := dialClient(ctx, st, o.FleetCheck)
+	if err != nil {
+		return res, err
+	}
+	defer closeClient()
+	r := &runner{o: o, st: st, rec: rec, say: say, run: time.Now().Format("150405"), c: c,
+		pids: pids{redis: st.Redis.Pid(), temporal: st.Temporal.Pid()}}
 	if err := r.fillPending(ctx); err != nil {
 		return res, err
 	}
@@ -268,6 +288,29 @@ type runner struct {
 func (r *runner) spec(name, pool string) gangway.JobSpec {
 	return gangway.JobSpec{Name: name, Team: "bench", Command: r.o.Command, Pools: []string{pool},
 		Gang: gangway.Gang{Replicas: 1, GPUsPerReplica: 1}}
+}
+
+// dialClient connects the load generator to the stack on connections of
+// its own, as `gangway submit` processes would have: sharing the server's
+// Redis pool would make submits and dispatch cycles wait for each other's
+// connections, which no real deployment does.
+func dialClient(ctx context.Context, st *fullstack.Stack, fleetCheck bool) (*client.Client, func(), error) {
+	tc, err := tclient.DialContext(ctx, tclient.Options{HostPort: st.Temporal.Addr, Namespace: st.Temporal.Namespace,
+		Logger: tlog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
+	if err != nil {
+		return nil, nil, fmt.Errorf("load generator: temporal: %w", err)
+	}
+	if !fleetCheck {
+		return client.New(jobs.New(tc), nil), tc.Close, nil
+	}
+	ropts, err := redis.ParseURL(st.Redis.URL)
+	if err != nil {
+		tc.Close()
+		return nil, nil, fmt.Errorf("load generator: redis url: %w", err)
+	}
+	rdb := redis.NewClient(ropts)
+	view := capacity.New(rdb, capacity.Options{Prefix: st.Prefix()})
+	return client.New(jobs.New(tc), view), func() { tc.Close(); _ = rdb.Close() }, nil
 }
 
 // fillPending submits the jobs that wait through the run and waits until
@@ -411,6 +454,15 @@ func (r *runner) step(ctx context.Context, idx int, rate float64) (Step, error) 
 	s.CycleP50S, s.CycleP99S = cycles.quantile(0.5), cycles.quantile(0.99)
 	s.CPU = cpuAfter.minus(cpuBefore)
 	s.Busiest = busiest(s.CPU)
+	s.CPUPerJob = map[string]float64{}
+	for k, v := range s.CPU {
+		s.CPUPerJob[k] = math.Round(v*1000/float64(max(len(names)+len(submitErrs), 1))*10) / 10
+	}
+	if len(names) > 0 {
+		if d, err := r.st.TemporalClient.DescribeWorkflowExecution(ctx, names[0], ""); err == nil {
+			s.HistoryEvents = d.GetWorkflowExecutionInfo().GetHistoryLength()
+		}
+	}
 	switch {
 	case s.Started < s.Submitted:
 		s.Saturated, s.Why = true, fmt.Sprintf("%d of %d jobs not started %v after the step", s.Submitted-s.Started, s.Submitted, r.o.Drain)

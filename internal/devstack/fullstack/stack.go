@@ -291,6 +291,10 @@ func (s *Stack) startServer(ctx, runCtx context.Context, o ServerOptions) error 
 	}
 }
 
+// Prefix is the prefix of the view's Redis keys, for other clients of the
+// same view.
+func (s *Stack) Prefix() string { return s.prefix }
+
 // Done is closed when the in-process server stops: after Close, or early
 // when it fails (Err says why). Without a server it is closed already.
 func (s *Stack) Done() <-chan struct{} { return s.done }
