@@ -26,6 +26,16 @@
 // latency limit or starts stop growing with the rate: the saturation
 // point, with the component that used the most CPU there. Optional pending
 // jobs (Options.Pending) sit in the queue through every step, kept there
-// by a pool whose nodes are all cordoned: every cycle reads, places and
-// gives reasons for them, as it would for a backlog.
+// by a pool whose only node is cordoned: every cycle reads, places and
+// gives reasons for them, as it would for a backlog. They are written
+// straight into the queue, as their Enqueue activity would, without
+// workflows: they never run, and 10,000 workflow starts would outlast the
+// measurement.
+//
+// The load generator has its own Temporal and Redis connections, as
+// `gangway submit` processes would; Options.FleetCheck turns the
+// submit's fleet check (which reads every node) on, as the CLI has it.
+// Each step also reports CPU milliseconds per job by component and the
+// history length of one finished job: on a busy machine those move far
+// less than latencies do.
 package bench
