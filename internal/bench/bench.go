@@ -462,6 +462,7 @@ func (r *runner) step(ctx context.Context, idx int, rate float64) (Step, error) 
 	s.Started = len(lat)
 	s.LatencyP50S, s.LatencyP95S, s.LatencyP99S = quantile(lat, 0.50), quantile(lat, 0.95), quantile(lat, 0.99)
 	s.LatencyMaxS = quantile(lat, 1)
+	slices.Sort(submitTimes)
 	s.SubmitP50S, s.SubmitP99S = quantile(submitTimes, 0.5), quantile(submitTimes, 0.99)
 	inWindow := 0
 	for _, t := range starts {

@@ -2,7 +2,8 @@
 // options: a redis-server and a Temporal dev server (package devstack), the
 // clients of both and the Redis view, a shared file:// checkpoint store,
 // the server in-process (workflow worker, dispatch loop, reconciler,
-// /metrics), simulated on-prem nodes run by in-process agents, and fake
+// /metrics), simulated on-prem nodes run by in-process agents (or, by the
+// thousand, by one agent host: Options.HostedNodes), and fake
 // clouds whose instances boot into in-process agents ([FakeAgents]).
 //
 // `gangway dev` and the end-to-end tests both start their stack here, so
