@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -116,35 +115,6 @@ func runBench(cmd *cobra.Command, a *app, o bench.Options, dataDir, output strin
 	if output == "json" {
 		return printJSON(out, res)
 	}
-	printBench(out, res)
+	res.WriteText(out)
 	return nil
-}
-
-func printBench(w io.Writer, r bench.Result) {
-	fmt.Fprintf(w, "gangway bench, %s, %d cores, load %.1f → %.1f: %d nodes × %d GPUs, %d pending\n", r.At.Format(time.RFC3339),
-		r.Cores, r.LoadAvg[0], r.LoadAvg[1], r.Nodes, r.GPUs/max(r.Nodes, 1), r.Pending)
-	fmt.Fprintf(w, "%8s %6s %6s %8s %8s %8s %8s %9s %10s %10s  %s\n", "RATE/S", "SUBMIT", "START", "P50 S", "P95 S", "P99 S",
-		"STARTS/S", "MAX/5S", "CYCLE P50", "CYCLE P99", "CPU S (redis temporal gangway tasks)")
-	for _, s := range r.Steps {
-		fmt.Fprintf(w, "%8g %6d %6d %8.3f %8.3f %8.3f %8.1f %9.1f %8.1fms %8.1fms  %.1f %.1f %.1f %.1f%s\n", s.Rate, s.Submitted, s.Started,
-			s.LatencyP50S, s.LatencyP95S, s.LatencyP99S, s.StartsPerS, s.StartsPerMax, s.CycleP50S*1000, s.CycleP99S*1000,
-			s.CPU["redis"], s.CPU["temporal"], s.CPU["gangway"], s.CPU["tasks"], satNote(s))
-	}
-	for _, s := range r.Steps {
-		fmt.Fprintf(w, "at %g/s: CPU ms per job: redis %.1f, temporal %.1f, gangway %.1f, tasks %.1f; %d history events per job\n", s.Rate,
-			s.CPUPerJob["redis"], s.CPUPerJob["temporal"], s.CPUPerJob["gangway"], s.CPUPerJob["tasks"], s.HistoryEvents)
-	}
-	if r.SaturationRate > 0 {
-		fmt.Fprintf(w, "saturated at %g submits/s (%s); busiest there: %s; peak sustained starts %.1f/s\n",
-			r.SaturationRate, r.Why, r.Busiest, r.StartsPerSPeak)
-	} else {
-		fmt.Fprintf(w, "not saturated; peak sustained starts %.1f/s\n", r.StartsPerSPeak)
-	}
-}
-
-func satNote(s bench.Step) string {
-	if !s.Saturated {
-		return ""
-	}
-	return "  saturated, busiest " + s.Busiest
 }
