@@ -61,6 +61,9 @@ type Member struct {
 	Milli int `json:"milli,omitempty"`
 	// Addr is the node's address, used as the rank-0 master address.
 	Addr string `json:"addr,omitempty"`
+	// TaskQueue is where the member's task goes: the node's
+	// Node.TaskQueue; "" means the node's own queue, node/<NodeID>.
+	TaskQueue string `json:"taskQueue,omitempty"`
 	// CapacityType ("on-prem", "spot", "on-demand") and PricePerGPUHour
 	// are what the member's GPUs cost, for the ledger.
 	CapacityType    CapacityType `json:"capacityType,omitempty"`
@@ -153,6 +156,11 @@ type Node struct {
 	GPUs          []GPU  `json:"gpus"`
 	CPUMilli      int64  `json:"cpuMilli"`
 	MemMiB        int64  `json:"memMiB"`
+	// TaskQueue is the Temporal task queue the node's tasks are sent to;
+	// "" means the node's own, node/<ID>, polled by its agent. Simulated
+	// nodes hosted many to one process share their host's queue
+	// (internal/agent.Host).
+	TaskQueue string `json:"taskQueue,omitempty"`
 }
 
 // Model is the GPU model of the node's GPUs ("" when it has none). Nodes are

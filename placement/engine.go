@@ -348,7 +348,7 @@ func (se *Session) placeIn(j *gangway.QueueEntry, g *group) ([]gangway.Member, b
 		}
 		v.take(c, j.CPUMilli, j.MemMiB)
 		n := &v.nodes[c.Node]
-		m := gangway.Member{Rank: rank, NodeID: n.ID, Pool: n.Pool, Addr: n.Addr, GPUs: c.GPUs,
+		m := gangway.Member{Rank: rank, NodeID: n.ID, Pool: n.Pool, Addr: n.Addr, TaskQueue: n.TaskQueue, GPUs: c.GPUs,
 			PricePerGPUHour: n.PricePerGPUHour}
 		if n.CapacityType != gangway.CapacityOnPrem {
 			m.CapacityType = n.CapacityType // "" means on-prem

@@ -41,6 +41,9 @@ type Node struct {
 	// Owner is the job a cloud node was launched for; only that job is
 	// placed on it. "" for shared nodes.
 	Owner gangway.JobID
+	// TaskQueue is where tasks placed on the node go (gangway.Node's); ""
+	// means the node's own queue. Placement only copies it to members.
+	TaskQueue string
 
 	CPUMilli, MemMiB         int64 // capacity
 	UsedCPUMilli, UsedMemMiB int64

@@ -12,6 +12,20 @@ const TaskQueue = "gangway"
 // NodeTaskQueue is the task queue a node's agent polls for RunTask.
 func NodeTaskQueue(nodeID string) string { return "node/" + nodeID }
 
+// HostTaskQueue is the task queue one process hosting many simulated nodes
+// polls for all of them (internal/agent.Host); their Node.TaskQueue names it.
+func HostTaskQueue(hostID string) string { return "host/" + hostID }
+
+// MemberTaskQueue is where a gang member's RunTask goes: the task queue its
+// assignment names, else its node's own. Assignments made before members
+// named a queue replay to the same queue they were sent to.
+func MemberTaskQueue(m gangway.Member) string {
+	if m.TaskQueue != "" {
+		return m.TaskQueue
+	}
+	return NodeTaskQueue(m.NodeID)
+}
+
 // WorkflowName is the registered name of JobWorkflow.
 const WorkflowName = "JobWorkflow"
 

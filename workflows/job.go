@@ -262,7 +262,7 @@ func (j *job) waitPlacement(ctx workflow.Context, attempt int) (gangway.Assignme
 	}
 }
 
-// runGang starts one RunTask per member on its node's task queue and waits
+// runGang starts one RunTask per member on its task queue and waits
 // for all of them. The first failure cancels the rest; because activities
 // wait for cancellation, every process is gone when runGang returns (or its
 // node is lost), so the GPUs can be released. A preempt request (the
@@ -290,7 +290,7 @@ func (j *job) runGang(ctx workflow.Context, asg gangway.Assignment) attemptEnd {
 	})
 	for _, m := range asg.Members {
 		actx := workflow.WithActivityOptions(gctx, workflow.ActivityOptions{
-			TaskQueue:              NodeTaskQueue(m.NodeID),
+			TaskQueue:              MemberTaskQueue(m),
 			ScheduleToStartTimeout: j.timing.StartTimeout,
 			StartToCloseTimeout:    j.spec.MaxRuntime.Duration + runGrace,
 			HeartbeatTimeout:       j.timing.HeartbeatTimeout,

@@ -58,7 +58,7 @@ Start everything on one machine with 'gangway dev'; run 'gangway server' and
 		newSubmitCmd(a), newStatusCmd(a), newWhyCmd(a), newListCmd(a), newCancelCmd(a), newLogsCmd(a), newNodesCmd(a), newCordonCmd(a), newUncordonCmd(a), newDrainCmd(a),
 		newDemoTrainCmd(),
 	)
-	root.AddCommand(newReplayCmd())
+	root.AddCommand(newReplayCmd(), newBenchCmd(a))
 	root.AddCommand(newCostCmd(a))
 	return root
 }

@@ -124,7 +124,7 @@ func (a *Agent) Run(ctx context.Context, tc client.Client) error {
 	if err := a.cap.RegisterNode(ctx, a.nodeView(), time.Now()); err != nil {
 		return fmt.Errorf("register node %s: %w", a.cfg.Node.ID, err)
 	}
-	w := worker.New(tc, workflows.NodeTaskQueue(a.cfg.Node.ID), worker.Options{
+	w := worker.New(tc, nodeTaskQueue(a.cfg.Node), worker.Options{
 		MaxConcurrentActivityExecutionSize: max(len(a.cfg.Node.GPUs), 1) * 2,
 		// On shutdown each task gets its stop signal and grace period
 		// (at most maxGrace) before SIGKILL; the worker waits for that.
@@ -155,6 +155,15 @@ func (a *Agent) Run(ctx context.Context, tc client.Client) error {
 			a.heartbeat(ctx)
 		}
 	}
+}
+
+// nodeTaskQueue is the queue the node's tasks are sent to: the one its
+// registration names, else its own.
+func nodeTaskQueue(n gangway.Node) string {
+	if n.TaskQueue != "" {
+		return n.TaskQueue
+	}
+	return workflows.NodeTaskQueue(n.ID)
 }
 
 // heartbeat refreshes the node in Redis, re-registering it if the view lost

@@ -24,4 +24,19 @@
 // them (reclaim.go): processes holding a GPU without a task and tasks whose
 // workflow is gone are killed after a grace period, and jobs idle past their
 // idle policy are released.
+//
+// A Host (host.go) runs many simulated nodes in one process, so a test or
+// `gangway bench` can register thousands on two cores: a Temporal worker
+// per node (its own pollers, and task queue partitions on the server)
+// would not fit. Every hosted node registers with the host's task queue,
+// host/<id>, as its Node.TaskQueue; the server copies it into the members
+// of an assignment before signalling it (internal/server), and JobWorkflow
+// sends a member's RunTask to the queue its member names, else to
+// node/<id> as before. The host's one worker polls that queue with a few
+// pollers and hands each RunTask to the hosted node it names
+// (RunTaskInput.NodeID), where it runs exactly as under that node's own
+// agent. The host heartbeats all its nodes to Redis in one script call per
+// 500 nodes per interval, and registers again the ones the view lost.
+// Hosted nodes watch no GPUs and no cloud notices. A node with its own
+// agent is unchanged: its TaskQueue is empty and it polls node/<id>.
 package agent

@@ -26,7 +26,7 @@ func placementSnapshot(s capacity.Snapshot, nodeTTL time.Duration, onPremPrices 
 		pn := placement.Node{
 			ID: n.Node.ID, Addr: n.Node.Addr, Pool: n.Node.Pool, Model: n.Node.Model(),
 			CapacityType: gangway.CapacityOnPrem, PricePerGPUHour: onPremPrices[n.Node.Pool], Owner: n.Node.Owner,
-			Rack: n.Node.Rack, Block: n.Node.Block,
+			Rack: n.Node.Rack, Block: n.Node.Block, TaskQueue: n.Node.TaskQueue,
 			CPUMilli: n.Node.CPUMilli, MemMiB: n.Node.MemMiB, UsedCPUMilli: n.UsedCPUMilli, UsedMemMiB: n.UsedMemMiB,
 			Schedulable: n.State == gangway.NodeReady && s.Now.Sub(n.LastHeartbeat) <= nodeTTL,
 		}

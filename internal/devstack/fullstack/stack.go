@@ -65,6 +65,12 @@ type Options struct {
 	// unless Agent has a GPU source: they report 0% utilization, so idle
 	// policies act on them.
 	IdleGPUs bool
+	// HostedNodes are simulated nodes run by one in-process agent host
+	// (agent.Host, one Temporal worker for all of them) with Agent as
+	// their base config and DataDir defaulting to Dir/hosted: how a test
+	// or `gangway bench` registers thousands of nodes. Start returns once
+	// they, too, have registered.
+	HostedNodes []gangway.Node
 
 	// Server runs the server in-process (workflow worker, dispatch loop,
 	// reconciler, /metrics on a free port); nil runs none, for callers that
@@ -112,6 +118,8 @@ type Stack struct {
 	// MetricsAddr is the in-process server's /metrics address ("" without
 	// one).
 	MetricsAddr string
+	// Host runs Options.HostedNodes; nil without them.
+	Host *agent.Host
 
 	log        *slog.Logger
 	prefix     string
@@ -193,10 +201,15 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		}
 		s.StartAgent(cfg)
 	}
-	if len(opts.Nodes) > 0 {
+	if len(opts.HostedNodes) > 0 {
+		if s.Host, err = s.StartHost(agent.HostConfig{ID: "fullstack", Nodes: opts.HostedNodes, Agent: opts.Agent}); err != nil {
+			return nil, err
+		}
+	}
+	if want := len(opts.Nodes) + len(opts.HostedNodes); want > 0 {
 		wctx, cancel := context.WithTimeout(ctx, nodesTimeout)
 		defer cancel()
-		if err := s.WaitForNodes(wctx, len(opts.Nodes)); err != nil {
+		if err := s.WaitForNodes(wctx, want); err != nil {
 			return nil, err
 		}
 	}
@@ -305,6 +318,10 @@ func (s *Stack) startServer(ctx, runCtx context.Context, o ServerOptions) error 
 	}
 }
 
+// Prefix is the prefix of the view's Redis keys, for other clients of the
+// same view.
+func (s *Stack) Prefix() string { return s.prefix }
+
 // Done is closed when the in-process server stops: after Close, or early
 // when it fails (Err says why). Without a server it is closed already.
 func (s *Stack) Done() <-chan struct{} { return s.done }
@@ -364,19 +381,36 @@ type Agent struct {
 // the stack's.
 func (s *Stack) StartAgent(cfg agent.Config) *Agent {
 	cfg = s.agentDefaults(cfg, filepath.Join("nodes", cfg.Node.ID))
+	ag := agent.New(cfg, s.View)
+	return s.run(func(ctx context.Context) error { return ag.Run(ctx, s.TemporalClient) }, "node", cfg.Node.ID)
+}
+
+// run runs an agent (or agent host) until Stop or Close.
+func (s *Stack) run(f func(ctx context.Context) error, key, id string) *Agent {
 	ctx, cancel := context.WithCancel(context.Background())
 	a := &Agent{s: s, cancel: cancel, done: make(chan struct{})}
 	s.mu.Lock()
 	s.agents[a] = true
 	s.mu.Unlock()
-	ag := agent.New(cfg, s.View)
 	go func() {
 		defer close(a.done)
-		if a.err = ag.Run(ctx, s.TemporalClient); a.err != nil {
-			s.log.Error("agent stopped", "node", cfg.Node.ID, "error", a.err)
+		if a.err = f(ctx); a.err != nil {
+			s.log.Error("agent stopped", key, id, "error", a.err)
 		}
 	}()
 	return a
+}
+
+// StartHost runs an agent host for cfg.Nodes until Stop or Close.
+// Agent.DataDir defaults to Dir/hosted, Checkpoints and Log to the stack's.
+func (s *Stack) StartHost(cfg agent.HostConfig) (*agent.Host, error) {
+	cfg.Agent = s.agentDefaults(cfg.Agent, "hosted")
+	h, err := agent.NewHost(cfg, s.View)
+	if err != nil {
+		return nil, err
+	}
+	s.run(func(ctx context.Context) error { return h.Run(ctx, s.TemporalClient) }, "host", cfg.ID)
+	return h, nil
 }
 
 // Stop stops the agent (killing its tasks) and returns the error it

@@ -1,0 +1,195 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/gangwayhq/gangway"
+	"github.com/gangwayhq/gangway/workflows"
+)
+
+// HostCapacity is the part of the Redis view a Host uses: the agent's, and
+// registration and heartbeats of many nodes at once.
+type HostCapacity interface {
+	Capacity
+	RegisterNodes(ctx context.Context, nodes []gangway.Node, now time.Time) error
+	// HeartbeatNodes returns the IDs the view does not know.
+	HeartbeatNodes(ctx context.Context, ids []string, now time.Time) ([]string, error)
+}
+
+// HostConfig configures a Host.
+type HostConfig struct {
+	// ID names the host; its nodes' tasks go to workflows.HostTaskQueue(ID).
+	ID string
+	// Nodes are the simulated nodes it runs; their TaskQueue is set to the
+	// host's.
+	Nodes []gangway.Node
+	// Agent is every node's config, as an Agent's (Node is set per node,
+	// DataDir to Agent.DataDir/<node>). GPU health and notices are not
+	// watched on hosted nodes: GPU and Notices must be unset.
+	Agent Config
+	// MaxConcurrentTasks caps the tasks running at once across all nodes
+	// (default: two per GPU, at most 4,096).
+	MaxConcurrentTasks int
+	// Pollers is how many long polls the host keeps on its task queue
+	// (default 4).
+	Pollers int
+}
+
+// Host runs many simulated nodes in one process, as one Temporal worker:
+// every node registers with the host's task queue as its Node.TaskQueue,
+// the dispatch loop's assignments carry that queue, and the host routes
+// each RunTask to the node it names (RunTaskInput.NodeID), where it runs
+// as it would under that node's own agent: same GPU claims, process, logs,
+// checkpoints and Temporal heartbeats. Node heartbeats to Redis go out for
+// all nodes in one batched script call per 500 nodes per interval.
+type Host struct {
+	cfg    HostConfig
+	cap    HostCapacity
+	queue  string
+	ids    []string
+	agents map[string]*Agent
+	log    *slog.Logger
+}
+
+// NewHost checks cfg and returns a host for its nodes.
+func NewHost(cfg HostConfig, c HostCapacity) (*Host, error) {
+	switch {
+	case cfg.ID == "":
+		return nil, errors.New("agent host: empty ID")
+	case len(cfg.Nodes) == 0:
+		return nil, fmt.Errorf("agent host %s: no nodes", cfg.ID)
+	case cfg.Agent.GPU.Source != nil || cfg.Agent.Notices != nil:
+		return nil, fmt.Errorf("agent host %s: hosted nodes watch no GPUs and no cloud notices (Agent.GPU and Agent.Notices must be unset)", cfg.ID)
+	}
+	if cfg.Agent.Log == nil {
+		cfg.Agent.Log = slog.New(slog.DiscardHandler)
+	}
+	h := &Host{cfg: cfg, cap: c, queue: workflows.HostTaskQueue(cfg.ID), agents: make(map[string]*Agent, len(cfg.Nodes)),
+		log: cfg.Agent.Log.With("host", cfg.ID)}
+	gpus := 0
+	for _, n := range cfg.Nodes {
+		if n.ID == "" {
+			return nil, fmt.Errorf("agent host %s: a node has an empty ID", cfg.ID)
+		}
+		if h.agents[n.ID] != nil {
+			return nil, fmt.Errorf("agent host %s: node %s listed twice", cfg.ID, n.ID)
+		}
+		n.TaskQueue = h.queue
+		ac := cfg.Agent
+		ac.Node = n
+		ac.DataDir = filepath.Join(cfg.Agent.DataDir, n.ID)
+		h.agents[n.ID] = New(ac, c)
+		h.ids = append(h.ids, n.ID)
+		gpus += max(len(n.GPUs), 1)
+	}
+	if h.cfg.MaxConcurrentTasks <= 0 {
+		h.cfg.MaxConcurrentTasks = min(gpus*2, 4096)
+	}
+	if h.cfg.Pollers <= 0 {
+		h.cfg.Pollers = 4
+	}
+	return h, nil
+}
+
+// TaskQueue is the queue the host's nodes' tasks go to.
+func (h *Host) TaskQueue() string { return h.queue }
+
+// Run registers every node, serves RunTask for all of them and heartbeats
+// until ctx is done. Running tasks are killed when it returns.
+func (h *Host) Run(ctx context.Context, tc client.Client) error {
+	if err := os.MkdirAll(h.cfg.Agent.DataDir, 0o755); err != nil {
+		return fmt.Errorf("agent host data dir: %w", err)
+	}
+	if err := h.cap.RegisterNodes(ctx, h.views(h.ids), time.Now()); err != nil {
+		return fmt.Errorf("agent host %s: %w", h.cfg.ID, err)
+	}
+	w := worker.New(tc, h.queue, worker.Options{
+		MaxConcurrentActivityExecutionSize: h.cfg.MaxConcurrentTasks,
+		MaxConcurrentActivityTaskPollers:   h.cfg.Pollers,
+		WorkerStopTimeout:                  maxGrace + 5*time.Second,
+		MaxHeartbeatThrottleInterval:       time.Second,
+	})
+	w.RegisterActivityWithOptions(h.runTask, activity.RegisterOptions{Name: workflows.ActivityRunTask})
+	if err := w.Start(); err != nil {
+		return fmt.Errorf("start worker for agent host %s: %w", h.cfg.ID, err)
+	}
+	defer w.Stop()
+	h.log.Info("agent host up", "nodes", len(h.ids), "task_queue", h.queue)
+
+	interval := h.cfg.Agent.HeartbeatInterval
+	if interval <= 0 {
+		interval = 2 * time.Second
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			h.heartbeat(ctx)
+		}
+	}
+}
+
+// runTask hands the task to the hosted node it is for.
+func (h *Host) runTask(ctx context.Context, in workflows.RunTaskInput) (workflows.RunTaskResult, error) {
+	a := h.agents[in.NodeID]
+	if a == nil {
+		// Not the user's fault: the job is requeued without a retry spent.
+		return workflows.RunTaskResult{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("task for node %s reached agent host %s, which does not run it", in.NodeID, h.cfg.ID),
+			workflows.ErrTypeGPUBusy, nil)
+	}
+	return a.runTaskTracked(ctx, in)
+}
+
+// heartbeat refreshes every node in Redis, registering again the ones the
+// view lost.
+func (h *Host) heartbeat(ctx context.Context) {
+	now := time.Now()
+	missing, err := h.cap.HeartbeatNodes(ctx, h.ids, now)
+	if err == nil && len(missing) > 0 {
+		h.log.Warn("nodes missing from the view; registering again", "nodes", len(missing))
+		err = h.cap.RegisterNodes(ctx, h.views(missing), now)
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			h.log.Warn("heartbeat failed", "nodes", len(h.ids), "error", err)
+		}
+		return
+	}
+	for _, a := range h.agents {
+		a.heartbeatDone(now)
+	}
+}
+
+// views are the registrations of ids, in their order.
+func (h *Host) views(ids []string) []gangway.Node {
+	out := make([]gangway.Node, 0, len(ids))
+	for _, id := range ids {
+		if a := h.agents[id]; a != nil {
+			out = append(out, a.nodeView())
+		}
+	}
+	return out
+}
+
+// Node returns the agent of a hosted node, nil if the host does not run it
+// (tests stop its tasks or list them through it).
+func (h *Host) Node(id string) *Agent { return h.agents[id] }
+
+// NodeIDs lists the hosted nodes in the order they were given.
+func (h *Host) NodeIDs() []string { return slices.Clone(h.ids) }

@@ -1,0 +1,81 @@
+package capacity
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/gangwayhq/gangway"
+)
+
+// TestHostedNodes registers more nodes than one batch holds, heartbeats
+// them in batches (time only moving forward), reports the ones the view
+// lost, and reads back the task queue hosted nodes name.
+func TestHostedNodes(t *testing.T) {
+	ctx := context.Background()
+	v := newView(startRedis(t), Options{})
+	const count = hostedBatch*2 + 7
+	var nodes []gangway.Node
+	var ids []string
+	for i := range count {
+		n := node(fmt.Sprintf("sim-%04d", i), 8)
+		n.TaskQueue = "host/h1"
+		nodes = append(nodes, n)
+		ids = append(ids, n.ID)
+	}
+	if err := v.RegisterNodes(ctx, nodes, t0); err != nil {
+		t.Fatal(err)
+	}
+	got, err := v.Nodes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != count || got[0].State != gangway.NodeReady || !got[count-1].LastHeartbeat.Equal(t0) {
+		t.Fatalf("registered %d nodes, first %+v", len(got), got[0])
+	}
+
+	if err := v.RemoveNode(ctx, "sim-0003"); err != nil {
+		t.Fatal(err)
+	}
+	missing, err := v.HeartbeatNodes(ctx, append(ids, "never-registered"), t0.Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"sim-0003", "never-registered"}, missing); diff != "" {
+		t.Errorf("missing (-want +got):\n%s", diff)
+	}
+	// An older heartbeat does not move time back.
+	if _, err := v.HeartbeatNodes(ctx, ids, t0); err != nil {
+		t.Fatal(err)
+	}
+	got, err = v.Nodes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range got {
+		if !n.LastHeartbeat.Equal(t0.Add(time.Minute)) {
+			t.Fatalf("node %s heartbeat %v, want %v", n.Node.ID, n.LastHeartbeat, t0.Add(time.Minute))
+		}
+	}
+
+	if err := v.RegisterNode(ctx, node("own", 2), t0); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := v.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	queues := map[string]string{}
+	for _, n := range snap.Nodes {
+		if n.Node.ID == "own" || n.Node.ID == "sim-0001" || n.Node.ID == "sim-1000" {
+			queues[n.Node.ID] = n.Node.TaskQueue
+		}
+	}
+	// Placement copies them to the members it places (placement.Node.TaskQueue).
+	if diff := cmp.Diff(map[string]string{"sim-0001": "host/h1", "sim-1000": "host/h1", "own": ""}, queues); diff != "" {
+		t.Errorf("task queues (-want +got):\n%s", diff)
+	}
+}
