@@ -1,6 +1,10 @@
 package gangway
 
-import "time"
+import (
+	"fmt"
+	"strings"
+	"time"
+)
 
 // JobID identifies a job; it is also the ID of the job's Temporal workflow,
 // so submitting the same ID twice never creates a second job.
@@ -91,6 +95,16 @@ type Assignment struct {
 	// LastCheckpoint bounds the work lost if the job is preempted now
 	// (zero: everything since At).
 	LastCheckpoint time.Time `json:"lastCheckpoint,omitzero"`
+}
+
+// Where says where the assignment put each rank, as `gangway status`
+// shows it: "rank 0 → n1 GPUs [0 1]; rank 1 → n2 GPUs [0 1]".
+func (a Assignment) Where() string {
+	parts := make([]string, len(a.Members))
+	for i, m := range a.Members {
+		parts[i] = fmt.Sprintf("rank %d → %s GPUs %v", m.Rank, m.NodeID, m.GPUs)
+	}
+	return strings.Join(parts, "; ")
 }
 
 // GPUCount is the number of GPUs the assignment holds across all members.

@@ -157,7 +157,7 @@ func TestDevCloud(t *testing.T) {
 	if p.TraceOffset.Duration != 4*time.Minute || p.Pools[0].Trace != trace {
 		t.Errorf("trace offset %v, trace %q; want 4m, %q", p.TraceOffset.Duration, p.Pools[0].Trace, trace)
 	}
-	if diff := cmp.Diff(map[string]float64{"onprem": devOnPremPrice}, c.OnPremPricePerGPUHour); diff != "" {
+	if diff := cmp.Diff(map[string]float64{"onprem": config.DevOnPremPrice}, c.OnPremPricePerGPUHour); diff != "" {
 		t.Errorf("on-prem prices (-want +got):\n%s", diff)
 	}
 	if err := c.Validate(); err != nil {

@@ -1,14 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/csv"
 	"fmt"
 	"io"
-	"strconv"
-	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -146,70 +141,7 @@ func printCost(w io.Writer, output string, sum accounting.Summary) error {
 	case "json":
 		return printJSON(w, sum)
 	case "csv":
-		return printCostCSV(w, sum)
+		return sum.WriteCSV(w)
 	}
-	fmt.Fprintf(w, "Usage by %s from %s to %s\n\n", sum.By, sum.Since.Format(time.RFC3339), sum.Until.Format(time.RFC3339))
-	groups := make([]string, len(sum.Rows))
-	width := max(len(sum.By), len("TOTAL"))
-	for i, r := range sum.Rows {
-		groups[i] = r.Group
-		if groups[i] == "" {
-			groups[i] = "(none)"
-		}
-		width = max(width, len(groups[i]))
-	}
-	// Numbers align right; the group column is padded so it reads left,
-	// and the padding tabwriter puts before it is cut off.
-	var buf bytes.Buffer
-	tw := tabwriter.NewWriter(&buf, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "%-*s\tGPU-H ON-PREM\tGPU-H SPOT\tGPU-H ON-DEMAND\t$ ON-PREM\t$ SPOT\t$ ON-DEMAND\t$ TOTAL\tSPOT SAVED\tIN FLIGHT\t\n", width, strings.ToUpper(string(sum.By)))
-	row := func(group string, r accounting.Row) {
-		saved := "-"
-		if r.SpotSavedDollars != nil {
-			saved = fmt.Sprintf("%.2f", *r.SpotSavedDollars)
-		}
-		fmt.Fprintf(tw, "%-*s\t%.1f\t%.1f\t%.1f\t%.2f\t%.2f\t%.2f\t%.2f\t%s\t%d\t\n", width, group,
-			r.GPUHours.OnPrem, r.GPUHours.Spot, r.GPUHours.OnDemand,
-			r.Dollars.OnPrem, r.Dollars.Spot, r.Dollars.OnDemand, r.TotalDollars, saved, r.InFlight)
-	}
-	unknown := false
-	for i, r := range sum.Rows {
-		row(groups[i], r)
-		unknown = unknown || r.SpotSavedDollars == nil
-	}
-	row("TOTAL", sum.Total)
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	for line := range strings.Lines(buf.String()) {
-		if _, err := io.WriteString(w, strings.TrimPrefix(line, "  ")); err != nil {
-			return err
-		}
-	}
-	if unknown {
-		fmt.Fprintln(w, "\nSPOT SAVED is - where the on-demand price of a pool with spot usage is unknown.")
-	}
-	if sum.Total.InFlight > 0 {
-		fmt.Fprintf(w, "\nIN FLIGHT counts runs still going (%d in all): their GPU-hours and dollars are the cost so far.\n", sum.Total.InFlight)
-	}
-	return nil
-}
-
-// printCostCSV writes one line per group, full precision, savings empty
-// where unknown. There is no total line: a spreadsheet adds the rows.
-func printCostCSV(w io.Writer, sum accounting.Summary) error {
-	cw := csv.NewWriter(w)
-	_ = cw.Write([]string{string(sum.By), "gpu_hours_on_prem", "gpu_hours_spot", "gpu_hours_on_demand",
-		"dollars_on_prem", "dollars_spot", "dollars_on_demand", "dollars_total", "spot_saved_dollars", "runs_in_flight"})
-	f := func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
-	for _, r := range sum.Rows {
-		saved := ""
-		if r.SpotSavedDollars != nil {
-			saved = f(*r.SpotSavedDollars)
-		}
-		_ = cw.Write([]string{r.Group, f(r.GPUHours.OnPrem), f(r.GPUHours.Spot), f(r.GPUHours.OnDemand),
-			f(r.Dollars.OnPrem), f(r.Dollars.Spot), f(r.Dollars.OnDemand), f(r.TotalDollars), saved, strconv.Itoa(r.InFlight)})
-	}
-	cw.Flush()
-	return cw.Error()
+	return sum.WriteText(w)
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/client"
 	"github.com/gangwayhq/gangway/internal/capacity"
-	"github.com/gangwayhq/gangway/workflows"
 	"github.com/gangwayhq/gangway/workflows/jobs"
 )
 
@@ -157,76 +156,7 @@ func printStatus(w io.Writer, output string, st client.JobStatus) error {
 	if output == "json" {
 		return printJSON(w, st)
 	}
-	fmt.Fprintf(w, "Job:       %s (team %s)\n", st.JobID, st.Team)
-	fmt.Fprintf(w, "Phase:     %s\n", st.Phase)
-	if st.Reason != "" {
-		fmt.Fprintf(w, "Reason:    %s\n", st.Reason)
-	}
-	if st.Waiting != nil {
-		fmt.Fprintf(w, "Waiting:   %s\n", st.Waiting)
-	}
-	fmt.Fprintf(w, "Attempts:  %d (user retries %d, infrastructure restarts %d)\n", st.Attempt, st.UserRetries, st.InfraRestarts)
-	if st.Assignment != nil {
-		fmt.Fprintf(w, "Placement: %s\n", formatAssignment(*st.Assignment))
-	}
-	fmt.Fprintf(w, "Wait:      %s   Run: %s   GPU-seconds: %.0f   Cost: $%.2f\n", round(st.WaitTime), round(st.RunTime), st.GPUSeconds, st.Dollars)
-	if st.LostGPUSeconds > 0 {
-		fmt.Fprintf(w, "Lost:      %.0f GPU-seconds of work redone after restarts\n", st.LostGPUSeconds)
-	}
-	printAttempts(w, st.Attempts)
-	if len(st.Phases) > 0 {
-		fmt.Fprintln(w, "History:")
-		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		for _, p := range st.Phases {
-			fmt.Fprintf(tw, "  %s\t%s\tattempt %d\t%s\n", p.At.Local().Format("15:04:05.000"), p.Phase, p.Attempt, p.Reason)
-		}
-		tw.Flush()
-	}
-	return nil
-}
-
-// printAttempts shows where each run went, how it ended and what it
-// resumed from.
-func printAttempts(w io.Writer, attempts []workflows.AttemptRecord) {
-	if len(attempts) == 0 {
-		return
-	}
-	fmt.Fprintln(w, "Runs:")
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "  #	POOL	CAPACITY	NODES	RAN	ENDED	RESUMED FROM	LOST GPU-S	COST\n")
-	for _, a := range attempts {
-		ran, ended := "", a.Ended
-		if !a.EndedAt.IsZero() {
-			ran = round(a.EndedAt.Sub(a.StartedAt)).String()
-		}
-		if ended == "" {
-			ended = "running"
-		}
-		if a.By != "" {
-			ended += " by " + a.By
-		}
-		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\t%.0f\t$%.2f\n", a.Attempt, a.Pool, a.CapacityType,
-			strings.Join(a.Nodes, ","), ran, ended, checkpointName(a.ResumedFrom), a.LostGPUSeconds, a.Dollars)
-	}
-	tw.Flush()
-}
-
-func checkpointName(r *workflows.CheckpointRef) string {
-	switch {
-	case r == nil:
-		return "-"
-	case r.Step != nil:
-		return fmt.Sprintf("step %d (%s)", *r.Step, r.ID)
-	}
-	return r.ID
-}
-
-func formatAssignment(asg gangway.Assignment) string {
-	parts := make([]string, len(asg.Members))
-	for i, m := range asg.Members {
-		parts[i] = fmt.Sprintf("rank %d → %s GPUs %v", m.Rank, m.NodeID, m.GPUs)
-	}
-	return strings.Join(parts, "; ")
+	return st.WriteText(w)
 }
 
 func round(d time.Duration) time.Duration { return d.Round(100 * time.Millisecond) }
@@ -401,7 +331,7 @@ func printWhy(w io.Writer, output string, st client.JobStatus, now time.Time) er
 			printWaiting(w, *st.Waiting, now)
 		}
 	case st.Assignment != nil && !st.Phase.Terminal():
-		fmt.Fprintf(w, "Where: %s\n", formatAssignment(*st.Assignment))
+		fmt.Fprintf(w, "Where: %s\n", st.Assignment.Where())
 	default:
 		fmt.Fprintf(w, "Reason: %s\n", st.Reason)
 	}
