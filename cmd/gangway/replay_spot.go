@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"slices"
 	"strings"
 	"time"
 
@@ -123,41 +122,21 @@ func runReplaySpot(cmd *cobra.Command, f replaySpotFlags) error {
 			return fmt.Errorf("%w (or csv, table)", err)
 		}
 	}
-	switch {
-	case f.duration <= 0:
-		return fmt.Errorf("--duration %v: want a positive duration", f.duration)
-	case f.overhead < 0:
-		return fmt.Errorf("--overhead %v: want 0 or more", f.overhead)
-	case f.deadline < f.duration+f.overhead:
-		return fmt.Errorf("--deadline %v: shorter than --duration %v plus one --overhead %v, so no policy can meet it", f.deadline, f.duration, f.overhead)
-	case f.jobs < 1:
-		return fmt.Errorf("--jobs %d: want 1 or more", f.jobs)
-	case f.instances < 0:
-		return fmt.Errorf("--instances %d: want 1 or more, or 0 for each trace's pool size", f.instances)
-	case f.zoneMove < 0:
-		return fmt.Errorf("--zone-move %v: want 0 or more", f.zoneMove)
-	case !(f.onDemandPrice > 0):
-		return fmt.Errorf("--on-demand-price %g: want a positive price", f.onDemandPrice)
-	case !(f.spotFraction > 0):
-		return fmt.Errorf("--spot-fraction %g: want a positive share of the on-demand price", f.spotFraction)
-	}
 	policies, err := spotpolicy.ByNames(f.policies)
 	if err != nil {
 		return fmt.Errorf("--policies: %w", err)
 	}
-	var zonePolicies []spotpolicy.ZonePolicy
-	for _, name := range f.zonePolicies {
-		if name == "none" && len(f.zonePolicies) == 1 {
-			break
-		}
-		p, err := spotpolicy.ZoneByName(name)
-		if err != nil {
-			return fmt.Errorf("--zone-policies: %w", err)
-		}
-		if slices.ContainsFunc(zonePolicies, func(q spotpolicy.ZonePolicy) bool { return q.Name() == name }) {
-			return fmt.Errorf("--zone-policies: %q given twice", name)
-		}
-		zonePolicies = append(zonePolicies, p)
+	zonePolicies, err := spotpolicy.ZonesByNames(f.zonePolicies)
+	if err != nil {
+		return fmt.Errorf("--zone-policies: %w", err)
+	}
+	stderr := cmd.ErrOrStderr()
+	cfg := sim.SpotConfig{
+		Job:      spotpolicy.Job{Work: f.duration, Deadline: f.deadline, Overhead: f.overhead, Instances: f.instances},
+		Policies: policies, ZonePolicies: zonePolicies, ZoneMove: f.zoneMove, Jobs: f.jobs, Seed: f.seed,
+		OnDemandPrice: f.onDemandPrice, SpotFraction: f.spotFraction, Log: slog.New(slog.NewTextHandler(stderr, nil))}
+	if err := cfg.Validate(); err != nil {
+		return flagErrors(err)
 	}
 	dir := sim.FlagTracePath(f.trace, !cmd.Flags().Changed("trace"))
 	traces, err := sim.LoadSpotTraces(dir)
@@ -165,12 +144,8 @@ func runReplaySpot(cmd *cobra.Command, f replaySpotFlags) error {
 		return fmt.Errorf("--trace: %w", err)
 	}
 
-	stderr := cmd.ErrOrStderr()
 	start := time.Now()
-	cfg := sim.SpotConfig{Source: dir, Traces: traces,
-		Job:      spotpolicy.Job{Work: f.duration, Deadline: f.deadline, Overhead: f.overhead, Instances: f.instances},
-		Policies: policies, ZonePolicies: zonePolicies, ZoneMove: f.zoneMove, Jobs: f.jobs, Seed: f.seed,
-		OnDemandPrice: f.onDemandPrice, SpotFraction: f.spotFraction, Log: slog.New(slog.NewTextHandler(stderr, nil))}
+	cfg.Source, cfg.Traces = dir, traces
 	res, err := sim.RunSpot(cfg)
 	var short *spotpolicy.ShortTraceError
 	switch {

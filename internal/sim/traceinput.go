@@ -52,7 +52,7 @@ func (e *InputError) Unwrap() error { return e.Err }
 // LoadTraceJobs reads the input's jobs.
 func LoadTraceJobs(in TraceInput) (TraceJobs, error) {
 	if in.Limit < 0 {
-		return TraceJobs{}, &InputError{"limit", fmt.Errorf("%d: want 0 (all) or more", in.Limit)}
+		return TraceJobs{}, &InputError{"limit", fmt.Errorf("want 0 (all) or more, got %d", in.Limit)}
 	}
 	if in.Jobs != "" {
 		jobs, err := LoadGangJobs(in.Jobs)

@@ -16,13 +16,13 @@ import (
 func (c FGDConfig) Validate() error {
 	var errs []error
 	if c.TuneRatio < 0 || !finite(c.TuneRatio) {
-		errs = append(errs, &InputError{"tune", fmt.Errorf("%g: want a positive multiple of GPU capacity", c.TuneRatio)})
+		errs = append(errs, &InputError{"tune", fmt.Errorf("want a positive multiple of GPU capacity, got %g", c.TuneRatio)})
 	}
 	if c.Workload != "" && c.Workload != WorkloadTypical && c.Workload != WorkloadAll {
-		errs = append(errs, &InputError{"workload", fmt.Errorf("%q: want %q or %q", c.Workload, WorkloadTypical, WorkloadAll)})
+		errs = append(errs, &InputError{"workload", fmt.Errorf("want %q or %q, got %q", WorkloadTypical, WorkloadAll, c.Workload)})
 	}
 	if c.Parallel < 0 {
-		errs = append(errs, &InputError{"parallel", fmt.Errorf("%d: want 0 (GOMAXPROCS) or more", c.Parallel)})
+		errs = append(errs, &InputError{"parallel", fmt.Errorf("want 0 (GOMAXPROCS) or more, got %d", c.Parallel)})
 	}
 	return errors.Join(append(errs, validatePolicies(c.Policies, c.NewScorer))...)
 }
@@ -31,13 +31,13 @@ func (c FGDConfig) Validate() error {
 func (c TraceConfig) Validate() error {
 	var errs []error
 	if c.Speedup < 0 || !finite(c.Speedup) {
-		errs = append(errs, &InputError{"speedup", fmt.Errorf("%g: want a positive factor", c.Speedup)})
+		errs = append(errs, &InputError{"speedup", fmt.Errorf("want a positive factor, got %g", c.Speedup)})
 	}
 	if c.CheckpointEvery < 0 {
-		errs = append(errs, &InputError{"checkpoint", fmt.Errorf("%s: want 0 (none) or more", c.CheckpointEvery)})
+		errs = append(errs, &InputError{"checkpoint", fmt.Errorf("want 0 (none) or more, got %s", c.CheckpointEvery)})
 	}
 	if c.Parallel < 0 {
-		errs = append(errs, &InputError{"parallel", fmt.Errorf("%d: want 0 (GOMAXPROCS) or more", c.Parallel)})
+		errs = append(errs, &InputError{"parallel", fmt.Errorf("want 0 (GOMAXPROCS) or more, got %d", c.Parallel)})
 	}
 	return errors.Join(append(append(errs, validateOptions(c.Options)...), validatePolicies(c.Policies, c.NewScorer))...)
 }
@@ -46,25 +46,61 @@ func (c TraceConfig) Validate() error {
 func (c ScaleConfig) Validate() error {
 	var errs []error
 	if c.Busy < 0 || c.Busy >= 1 || math.IsNaN(c.Busy) {
-		errs = append(errs, &InputError{"busy", fmt.Errorf("%g: want a share from 0 to below 1", c.Busy)})
+		errs = append(errs, &InputError{"busy", fmt.Errorf("want a share from 0 to below 1, got %g", c.Busy)})
 	}
 	if c.Repeat < 0 {
-		errs = append(errs, &InputError{"repeat", fmt.Errorf("%d: want 1 or more", c.Repeat)})
+		errs = append(errs, &InputError{"repeat", fmt.Errorf("want 1 or more, got %d", c.Repeat)})
 	}
 	return errors.Join(append(append(errs, validateOptions(c.Options)...), validatePolicies(c.Policies, c.NewScorer))...)
+}
+
+// Validate checks the spot replay's settings (not its traces).
+func (c SpotConfig) Validate() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, &InputError{field, fmt.Errorf(format, args...)})
+	}
+	j := c.Job
+	switch {
+	case j.Work <= 0:
+		bad("duration", "want a positive duration, got %v", j.Work)
+	case j.Overhead < 0:
+		bad("overhead", "want 0 or more, got %v", j.Overhead)
+	case j.Deadline < j.Work+j.Overhead:
+		bad("deadline", "%v is shorter than --duration %v plus one --overhead %v, so no policy can meet it", j.Deadline, j.Work, j.Overhead)
+	}
+	if c.Jobs < 1 {
+		bad("jobs", "want 1 or more, got %d", c.Jobs)
+	}
+	if j.Instances < 0 {
+		bad("instances", "want 1 or more, or 0 for each trace's pool size, got %d", j.Instances)
+	}
+	if c.ZoneMove < 0 {
+		bad("zone-move", "want 0 or more, got %v", c.ZoneMove)
+	}
+	if !(c.OnDemandPrice > 0) || !finite(c.OnDemandPrice) {
+		bad("on-demand-price", "want a positive price, got %g", c.OnDemandPrice)
+	}
+	if !(c.SpotFraction > 0) || !finite(c.SpotFraction) {
+		bad("spot-fraction", "want a positive share of the on-demand price, got %g", c.SpotFraction)
+	}
+	if len(c.Policies) == 0 {
+		bad("policies", "want at least one policy")
+	}
+	return errors.Join(errs...)
 }
 
 // validateOptions checks the engine options a replay takes from its flags.
 func validateOptions(o placement.Options) []error {
 	var errs []error
 	if o.Reservations < 0 {
-		errs = append(errs, &InputError{"reservations", fmt.Errorf("%d: want 0 (off) or more", o.Reservations)})
+		errs = append(errs, &InputError{"reservations", fmt.Errorf("want 0 (off) or more, got %d", o.Reservations)})
 	}
 	if o.SampleNodes < 0 {
-		errs = append(errs, &InputError{"sample-nodes", fmt.Errorf("%d: want 0 (all) or more", o.SampleNodes)})
+		errs = append(errs, &InputError{"sample-nodes", fmt.Errorf("want 0 (all) or more, got %d", o.SampleNodes)})
 	}
 	if o.MinRuntime < 0 {
-		errs = append(errs, &InputError{"min-runtime", fmt.Errorf("%s: want 0 or more", o.MinRuntime)})
+		errs = append(errs, &InputError{"min-runtime", fmt.Errorf("want 0 or more, got %s", o.MinRuntime)})
 	}
 	return errs
 }

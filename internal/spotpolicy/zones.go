@@ -3,6 +3,7 @@ package spotpolicy
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -66,6 +67,26 @@ func ZoneByName(name string) (ZonePolicy, error) {
 		return MultiZone(), nil
 	}
 	return nil, fmt.Errorf("unknown multi-zone spot policy %q (valid: %s)", name, strings.Join(ZoneNames(), ", "))
+}
+
+// ZonesByNames returns the multi-zone policies names lists, in order; the
+// one name "none" means none.
+func ZonesByNames(names []string) ([]ZonePolicy, error) {
+	if len(names) == 1 && names[0] == "none" {
+		return nil, nil
+	}
+	out := make([]ZonePolicy, 0, len(names))
+	for _, name := range names {
+		p, err := ZoneByName(name)
+		if err != nil {
+			return nil, err
+		}
+		if slices.ContainsFunc(out, func(q ZonePolicy) bool { return q.Name() == name }) {
+			return nil, fmt.Errorf("%q given twice", name)
+		}
+		out = append(out, p)
+	}
+	return out, nil
 }
 
 // ZoneFollow runs a single-zone Policy across zones: each tick it picks
