@@ -7,15 +7,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sort"
-	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/gangwayhq/gangway"
-	"github.com/gangwayhq/gangway/client"
 	"github.com/gangwayhq/gangway/internal/agent"
 	"github.com/gangwayhq/gangway/internal/cloud"
 	"github.com/gangwayhq/gangway/internal/config"
@@ -200,56 +195,16 @@ func runDemo(ctx context.Context, c conns, o devOptions, events <-chan string, o
 	if err != nil {
 		return false, fmt.Errorf("find own binary for demo-train: %w", err)
 	}
-	res, err := fullstack.Demo{
+	d := fullstack.Demo{
 		Client: c.client(),
 		Specs:  fullstack.DemoSpecs(self, o.stepTime, time.Now().Format("150405")),
 		GPUUse: func(ctx context.Context) (int, int, int) { return fullstack.GPUUse(ctx, c.view) },
 		Events: events,
-		OnSubmitted: func(ids []string) {
-			fmt.Fprintf(out, "gangway dev: submitted %d demo jobs\n\n", len(ids))
-		},
-		OnEvent: func(d time.Duration, e string) { fmt.Fprintf(out, "[%5.1fs] %s\n", d.Seconds(), e) },
-		OnWaiting: func(id string, w gangway.Waiting) {
-			fmt.Fprintf(out, "          %s waits: %s\n", id, w)
-		},
-		OnProgress: func(d time.Duration, p fullstack.DemoProgress) {
-			fmt.Fprintf(out, "[%5.1fs] queued %2d  provisioning %d  running %2d  succeeded %2d  failed %d  cancelled %d | GPUs busy %2d/%d | cloud nodes %d\n",
-				d.Seconds(), p.Queued, p.Provisioning, p.Running, p.Succeeded, p.Failed, p.Cancelled, p.BusyGPUs, p.TotalGPUs, p.CloudNodes)
-		},
-	}.Run(ctx)
+	}
+	d.PrintTo(out)
+	res, err := d.Run(ctx)
 	if err != nil {
 		return false, err
 	}
-	fmt.Fprintf(out, "\nAll %d demo jobs finished in %s.\n\n", len(res.IDs), res.Elapsed.Round(100*time.Millisecond))
-	return printSummary(out, res.IDs, res.Statuses), nil
-}
-
-func printSummary(out io.Writer, ids []string, statuses map[string]client.JobStatus) bool {
-	sort.Strings(ids)
-	ok := true
-	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "JOB\tTEAM\tGANG\tPHASE\tWAIT\tRUN\tGPU-S\tCOST\tATTEMPTS\tPOOL\tNODES")
-	for _, id := range ids {
-		st := statuses[id]
-		gang, nodes, pool := "", "", ""
-		if st.Assignment != nil && len(st.Assignment.Members) > 0 {
-			var ns []string
-			for _, m := range st.Assignment.Members {
-				ns = append(ns, m.NodeID)
-			}
-			nodes = strings.Join(ns, ",")
-			gang = fmt.Sprintf("%dx%d", len(st.Assignment.Members), len(st.Assignment.Members[0].GPUs))
-			pool = st.Assignment.Members[0].Pool
-		}
-		if n := len(st.Attempts); n > 0 && st.Attempts[n-1].Pool != "" {
-			pool = st.Attempts[n-1].Pool
-		}
-		if st.Phase != gangway.PhaseSucceeded {
-			ok = false
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%.0f\t$%.4f\t%d\t%s\t%s\n", id, st.Team, gang, st.Phase,
-			round(st.WaitTime), round(st.RunTime), st.GPUSeconds, st.Dollars, st.Attempt, pool, nodes)
-	}
-	tw.Flush()
-	return ok
+	return res.WriteSummary(out), nil
 }

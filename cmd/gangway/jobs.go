@@ -159,8 +159,6 @@ func printStatus(w io.Writer, output string, st client.JobStatus) error {
 	return st.WriteText(w)
 }
 
-func round(d time.Duration) time.Duration { return d.Round(100 * time.Millisecond) }
-
 func newListCmd(a *app) *cobra.Command {
 	var output string
 	cmd := &cobra.Command{

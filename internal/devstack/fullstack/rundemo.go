@@ -3,6 +3,10 @@ package fullstack
 import (
 	"context"
 	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/gangwayhq/gangway"
@@ -52,6 +56,51 @@ type DemoResult struct {
 	IDs      []gangway.JobID
 	Statuses map[gangway.JobID]client.JobStatus
 	Elapsed  time.Duration
+}
+
+// PrintTo sets every On func to print a line to w, as `gangway dev` shows
+// the demo.
+func (d *Demo) PrintTo(w io.Writer) {
+	d.OnSubmitted = func(ids []gangway.JobID) { fmt.Fprintf(w, "gangway dev: submitted %d demo jobs\n\n", len(ids)) }
+	d.OnEvent = func(e time.Duration, event string) { fmt.Fprintf(w, "[%5.1fs] %s\n", e.Seconds(), event) }
+	d.OnWaiting = func(id gangway.JobID, wt gangway.Waiting) { fmt.Fprintf(w, "          %s waits: %s\n", id, wt) }
+	d.OnProgress = func(e time.Duration, p DemoProgress) {
+		fmt.Fprintf(w, "[%5.1fs] queued %2d  provisioning %d  running %2d  succeeded %2d  failed %d  cancelled %d | GPUs busy %2d/%d | cloud nodes %d\n",
+			e.Seconds(), p.Queued, p.Provisioning, p.Running, p.Succeeded, p.Failed, p.Cancelled, p.BusyGPUs, p.TotalGPUs, p.CloudNodes)
+	}
+}
+
+// WriteSummary writes how long the demo took and one line per job (team,
+// gang shape, phase, wait, run, GPU-seconds, cost, attempts, pool, nodes),
+// and reports whether every job succeeded.
+func (r DemoResult) WriteSummary(w io.Writer) bool {
+	fmt.Fprintf(w, "\nAll %d demo jobs finished in %s.\n\n", len(r.IDs), r.Elapsed.Round(100*time.Millisecond))
+	ids := slices.Sorted(slices.Values(r.IDs))
+	ok := true
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "JOB\tTEAM\tGANG\tPHASE\tWAIT\tRUN\tGPU-S\tCOST\tATTEMPTS\tPOOL\tNODES")
+	for _, id := range ids {
+		st := r.Statuses[id]
+		gang, nodes, pool := "", "", ""
+		if a := st.Assignment; a != nil && len(a.Members) > 0 {
+			ns := make([]string, len(a.Members))
+			for i, m := range a.Members {
+				ns[i] = m.NodeID
+			}
+			nodes = strings.Join(ns, ",")
+			gang = fmt.Sprintf("%dx%d", len(a.Members), len(a.Members[0].GPUs))
+			pool = a.Members[0].Pool
+		}
+		if n := len(st.Attempts); n > 0 && st.Attempts[n-1].Pool != "" {
+			pool = st.Attempts[n-1].Pool
+		}
+		ok = ok && st.Phase == gangway.PhaseSucceeded
+		round := func(d time.Duration) time.Duration { return d.Round(100 * time.Millisecond) }
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%.0f\t$%.4f\t%d\t%s\t%s\n", id, st.Team, gang, st.Phase,
+			round(st.WaitTime), round(st.RunTime), st.GPUSeconds, st.Dollars, st.Attempt, pool, nodes)
+	}
+	_ = tw.Flush()
+	return ok
 }
 
 // Run submits the specs and follows the jobs until every one has ended or
