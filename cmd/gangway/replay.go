@@ -36,9 +36,11 @@ Protocols:
         wait in the queue, run for their durations; GPU allocation over
         time, queue waits, fragmentation, preemptions, per policy.
   scale the cost of one full placement cycle on synthetic fleets and
-        queues, from 1,000 to 10,000 nodes and jobs.`,
+        queues, from 1,000 to 10,000 nodes and jobs.
+  sweep the fgd protocol over generated workload mixes (more GPU sharing,
+        multi-GPU, model-constrained or CPU-only tasks), per policy.`,
 	}
-	cmd.AddCommand(newReplayFGDCmd(), newReplayTraceCmd(), newReplayScaleCmd(), newReplaySpotCmd())
+	cmd.AddCommand(newReplayFGDCmd(), newReplayTraceCmd(), newReplayScaleCmd(), newReplaySpotCmd(), newReplaySweepCmd())
 	return cmd
 }
 
