@@ -101,9 +101,22 @@ func runReplaySweep(cmd *cobra.Command, f replaySweepFlags) error {
 
 	stderr := cmd.ErrOrStderr()
 	start := time.Now()
-	bar := sim.NewProgressBar(stderr, fmt.Sprintf("sweep: %d points x %d policies x %d seeds", len(points), len(f.policies), len(seeds)), "arrivals")
-	res, err := sim.RunSweep(cmd.Context(), cfg, func(_, done, total int) { bar.Update(done, total) })
-	bar.Done()
+	var bar *sim.ProgressBar // one per point
+	at := -1
+	res, err := sim.RunSweep(cmd.Context(), cfg, func(i, done, total int) {
+		if i != at {
+			if bar != nil {
+				bar.Done()
+			}
+			bar = sim.NewProgressBar(stderr, fmt.Sprintf("sweep %d/%d %s: %d policies x %d seeds", i+1, len(points), points[i],
+				len(f.policies), len(seeds)), "arrivals")
+			at = i
+		}
+		bar.Update(done, total)
+	})
+	if bar != nil {
+		bar.Done()
+	}
 	if err != nil {
 		return err
 	}
