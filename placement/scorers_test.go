@@ -534,3 +534,53 @@ func BenchmarkFGDScore(b *testing.B) {
 		})
 	}
 }
+
+func TestGangwayModelShortfall(t *testing.T) {
+	// Half the workload's GPU demand runs only on T4; the fleet has 2 T4
+	// and 6 G2 GPUs free, 8000 milli in all: T4's constrained need is
+	// 0.5 × 8000 = 4000 > its 2000 free, so T4 has no slack.
+	tight := []WorkloadClass{
+		{GPUs: 1, Milli: Whole, CPUMilli: 1000, Models: []string{"T4"}, Weight: 0.5},
+		{GPUs: 1, Milli: Whole, CPUMilli: 1000, Weight: 0.5},
+	}
+	// A tenth on T4: need 800 of its 2000 free, slack 1200.
+	loose := []WorkloadClass{
+		{GPUs: 1, Milli: Whole, CPUMilli: 1000, Models: []string{"T4"}, Weight: 0.1},
+		{GPUs: 1, Milli: Whole, CPUMilli: 1000, Weight: 0.9},
+	}
+	nodes := []Node{scNode("t4", "T4", 1000, 1000), scNode("g2", "G2", 1000, 1000, 1000, 1000, 1000, 1000)}
+	t4Only := scWhole(1)
+	t4Only.GPUModels = []string{"T4"}
+	share := scShare(500)
+	tests := []struct {
+		name     string
+		workload []WorkloadClass
+		job      gangway.QueueEntry
+		node     int
+		want     float64
+	}{
+		{"an unconstrained GPU on a model without slack is lost to it", tight, scWhole(1), 0, 1000},
+		{"so is a share of one", tight, share, 0, 500},
+		{"a task constrained to the model pays nothing", tight, t4Only, 0, 0},
+		{"nor does one on a model no class is constrained to", tight, scWhole(1), 1, 0},
+		{"within the model's slack nothing is lost", loose, scWhole(1), 0, 0},
+		{"past the slack, only what exceeds it", loose, scWhole(2), 0, 800},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v := scView(nodes, tt.workload)
+			var ms modelSupply
+			ms.prepare(v)
+			got := ms.shortfall(v, tt.node, &tt.job, ReplicaGPUMilli(&tt.job))
+			if math.Abs(got-tt.want) > 1e-9 {
+				t.Errorf("shortfall = %g, want %g", got, tt.want)
+			}
+		})
+	}
+	t.Run("gangway sends the unconstrained task to the other model", func(t *testing.T) {
+		got := scPlace(t, &Gangway{}, nodes, tight, scWhole(1))
+		if got[0].Node != "g2" {
+			t.Errorf("placed on %q, want g2", got[0].Node)
+		}
+	})
+}

@@ -37,10 +37,12 @@ Protocols:
         time, queue waits, fragmentation, preemptions, per policy.
   scale the cost of one full placement cycle on synthetic fleets and
         queues, from 1,000 to 10,000 nodes and jobs.
+  sweep the fgd protocol over generated workload mixes (more GPU sharing,
+        multi-GPU, model-constrained or CPU-only tasks), per policy.
   spot  deadline jobs on spot against on-demand over spot availability
         traces: cost and deadlines met per spot policy.`,
 	}
-	cmd.AddCommand(newReplayFGDCmd(), newReplayTraceCmd(), newReplayScaleCmd(), newReplaySpotCmd())
+	cmd.AddCommand(newReplayFGDCmd(), newReplayTraceCmd(), newReplayScaleCmd(), newReplaySpotCmd(), newReplaySweepCmd())
 	return cmd
 }
 

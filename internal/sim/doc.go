@@ -16,6 +16,13 @@
 //
 // Runs (policy × seed) are independent and run in parallel.
 //
+// GenerateMix derives workload variants of a pod list, seeded, one knob
+// at a time as the artifact's gpushare, multigpu, gpuspec and cpu
+// variants relate to its default list (GPU-sharing and multi-GPU shares
+// of GPU demand, model-constrained share of GPU tasks, CPU-only demand),
+// and RunSweep (gangway replay sweep) runs the FGD protocol on each point
+// of a sweep of them.
+//
 // RunTrace is the dynamic replay (gangway replay trace): a discrete-event
 // simulation in virtual time over TraceJobs (from an openb pod list,
 // OpenBTraceJobs, or a gang-job CSV, LoadGangJobs; LoadTraceJobs picks and

@@ -123,3 +123,13 @@ func validatePolicies(policies []string, newScorer func(string) (placement.Score
 }
 
 func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
+
+// Validate checks a sweep's settings: the FGD protocol's and every
+// point's mix.
+func (c SweepConfig) Validate() error {
+	errs := []error{c.FGDConfig.Validate()}
+	for _, p := range c.Points {
+		errs = append(errs, p.Mix().Validate())
+	}
+	return errors.Join(errs...)
+}
