@@ -329,9 +329,10 @@ func TestOneLeader(t *testing.T) {
 	}
 }
 
-// TestPreemptionSignalsVictims: a high-priority job that fits only if a
-// low-priority preemptible job stops gets it stopped (once), and waits.
-func TestPreemptionSignalsVictims(t *testing.T) {
+// preemptionScene is one node held whole by a preemptible low-priority job
+// and a high-priority job queued that fits only if it stops, with a loop
+// that may preempt.
+func preemptionScene() (*fakeCapacity, *fakeWorkflows, *Loop) {
 	n := node("n0", 8, 0, gangway.NodeReady, 0, 1, 2, 3, 4, 5, 6, 7)
 	low := gangway.Assignment{JobID: "low", Attempt: 3, Team: "a", Priority: 0, Preemptible: true, MaxRuntime: time.Hour,
 		At: t0.Add(-time.Hour), Members: []gangway.Member{{NodeID: "n0", GPUs: []int{0, 1, 2, 3, 4, 5, 6, 7}}}}
@@ -340,7 +341,13 @@ func TestPreemptionSignalsVictims(t *testing.T) {
 	fc := &fakeCapacity{snap: capacity.Snapshot{Now: t0, Nodes: []gangway.NodeStatus{n},
 		Queue: []gangway.QueueEntry{high}, Allocations: []gangway.Assignment{low}}}
 	fw := &fakeWorkflows{}
-	l := New(Config{Holder: "me", Placement: placement.Options{Preempt: true}}, fc, fw)
+	return fc, fw, New(Config{Holder: "me", Placement: placement.Options{Preempt: true}}, fc, fw)
+}
+
+// TestPreemptionSignalsVictims: a high-priority job that fits only if a
+// low-priority preemptible job stops gets it stopped (once), and waits.
+func TestPreemptionSignalsVictims(t *testing.T) {
+	fc, fw, l := preemptionScene()
 	for range 2 {
 		if _, err := l.Cycle(t.Context()); err != nil {
 			t.Fatal(err)
@@ -359,15 +366,7 @@ func TestPreemptionSignalsVictims(t *testing.T) {
 // while it planned (paused past its TTL, then resumed) sends no preemption
 // signal from that plan, and steps down.
 func TestStaleLeaderPreemptsNobody(t *testing.T) {
-	n := node("n0", 8, 0, gangway.NodeReady, 0, 1, 2, 3, 4, 5, 6, 7)
-	low := gangway.Assignment{JobID: "low", Attempt: 3, Team: "a", Priority: 0, Preemptible: true, MaxRuntime: time.Hour,
-		At: t0.Add(-time.Hour), Members: []gangway.Member{{NodeID: "n0", GPUs: []int{0, 1, 2, 3, 4, 5, 6, 7}}}}
-	high := entry("high", 1, 8)
-	high.Priority = 200
-	fc := &fakeCapacity{snap: capacity.Snapshot{Now: t0, Nodes: []gangway.NodeStatus{n},
-		Queue: []gangway.QueueEntry{high}, Allocations: []gangway.Assignment{low}}}
-	fw := &fakeWorkflows{}
-	l := New(Config{Holder: "me", Placement: placement.Options{Preempt: true}}, fc, fw)
+	fc, fw, l := preemptionScene()
 	if err := l.Tick(t.Context()); err != nil || !l.leading {
 		t.Fatalf("first turn: leading %v, %v", l.leading, err)
 	}
