@@ -81,7 +81,23 @@ type Gang struct {
 	Memory string `yaml:"memory,omitempty" json:"memory,omitempty"`
 	// Topology keeps the gang's replicas together.
 	Topology Topology `yaml:"topology,omitempty" json:"topology,omitzero"`
+	// GPUShare makes each replica a share of one GPU rather than whole
+	// GPUs: a fraction ("0.5") or milli-GPU ("500m"), less than one GPU,
+	// with GPUsPerReplica 1. Sharing says how the share is enforced on the
+	// GPU: SharingTimeSlicing (the default: processes take turns) or
+	// SharingMPS (NVIDIA MPS with an SM and memory limit per process).
+	GPUShare string  `yaml:"gpuShare,omitempty" json:"gpuShare,omitempty"`
+	Sharing  Sharing `yaml:"sharing,omitempty" json:"sharing,omitempty"`
 }
+
+// Sharing is how replicas that share one GPU share it.
+type Sharing string
+
+// Sharing modes.
+const (
+	SharingTimeSlicing Sharing = "time-slicing"
+	SharingMPS         Sharing = "mps"
+)
 
 // Topology is a gang's locality constraint: all replicas within one group
 // of Level. Required waits until that is possible; otherwise it is a

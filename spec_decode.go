@@ -177,7 +177,7 @@ var durationType = reflect.TypeFor[Duration]()
 
 // quantityPaths are string fields that also take a bare YAML number, as
 // Kubernetes quantities do: "cpu: 16" is as natural as "cpu: \"16\"".
-var quantityPaths = map[string]bool{"gang.cpu": true, "gang.memory": true}
+var quantityPaths = map[string]bool{"gang.cpu": true, "gang.memory": true, "gang.gpuShare": true}
 
 // decode stores n into v. A YAML null (or an absent field) leaves a struct
 // field at its zero value; elsewhere null is a type error.

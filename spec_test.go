@@ -408,8 +408,8 @@ func TestValidate(t *testing.T) {
 		"reserved env names": {
 			change: func(s *JobSpec) { s.Env = map[string]string{"GANGWAY_RANK": "0", "CUDA_VISIBLE_DEVICES": "0"} },
 			wantProblems: []FieldError{
-				{"env.CUDA_VISIBLE_DEVICES", "reserved: the agent sets GANGWAY_* and CUDA_VISIBLE_DEVICES for every task"},
-				{"env.GANGWAY_RANK", "reserved: the agent sets GANGWAY_* and CUDA_VISIBLE_DEVICES for every task"},
+				{"env.CUDA_VISIBLE_DEVICES", "reserved: the agent sets GANGWAY_* and CUDA_VISIBLE_DEVICES for every task, and the CUDA_MPS_* limits for GPU shares"},
+				{"env.GANGWAY_RANK", "reserved: the agent sets GANGWAY_* and CUDA_VISIBLE_DEVICES for every task, and the CUDA_MPS_* limits for GPU shares"},
 			},
 		},
 		"zero replicas": {

@@ -36,7 +36,7 @@ var checkpointSignals = []string{"SIGTERM", "SIGINT", "SIGUSR1", "SIGUSR2"}
 
 // reservedEnv are variables the agent sets for every task (the workload
 // contract in DESIGN.md); a spec that set them would be silently overridden.
-var reservedEnv = []string{"CUDA_VISIBLE_DEVICES"}
+var reservedEnv = []string{"CUDA_VISIBLE_DEVICES", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"}
 
 const reservedEnvPrefix = "GANGWAY_"
 
@@ -127,6 +127,9 @@ func (s *JobSpec) Default() {
 	if s.Gang.Memory == "" {
 		s.Gang.Memory = DefaultMemory
 	}
+	if s.Gang.GPUShare != "" && s.Gang.Sharing == "" {
+		s.Gang.Sharing = SharingTimeSlicing
+	}
 	if s.Checkpoint.Signal == "" {
 		s.Checkpoint.Signal = DefaultSignal
 	}
@@ -182,7 +185,7 @@ func (s JobSpec) Validate(opts ...ValidateOption) error {
 		case !isEnvName(k):
 			p.add(keyPath("env", k), "not a valid environment variable name: letters, digits and '_', not starting with a digit")
 		case strings.HasPrefix(k, reservedEnvPrefix) || slices.Contains(reservedEnv, k):
-			p.add(keyPath("env", k), "reserved: the agent sets %s* and %s for every task", reservedEnvPrefix, strings.Join(reservedEnv, ", "))
+			p.add(keyPath("env", k), "reserved: the agent sets %s* and CUDA_VISIBLE_DEVICES for every task, and the CUDA_MPS_* limits for GPU shares", reservedEnvPrefix)
 		}
 	}
 	s.validateLimits(&p, o)
@@ -206,6 +209,22 @@ func (s JobSpec) Validate(opts ...ValidateOption) error {
 	}
 	if g.Topology.Required && g.Topology.Level == "" {
 		p.add("gang.topology.required", "needs gang.topology.level")
+	}
+	if g.GPUShare != "" {
+		switch milli, err := ParseGPUShare(g.GPUShare); {
+		case err != nil:
+			p.add("gang.gpuShare", "must be a fraction of one GPU such as \"0.5\" or milli-GPU such as \"500m\", got %q", g.GPUShare)
+		case milli <= 0 || milli >= MilliPerGPU:
+			p.add("gang.gpuShare", "must be more than 0 and less than one GPU (%dm), got %q (for whole GPUs leave it out)", MilliPerGPU, g.GPUShare)
+		case g.GPUsPerReplica != 1:
+			p.add("gang.gpuShare", "is a share of one GPU: needs gang.gpusPerReplica 1, got %d", g.GPUsPerReplica)
+		}
+	}
+	switch {
+	case g.Sharing != "" && g.GPUShare == "":
+		p.add("gang.sharing", "applies to GPU shares only: set gang.gpuShare too, or leave it out")
+	case g.Sharing != "" && g.Sharing != SharingTimeSlicing && g.Sharing != SharingMPS:
+		p.add("gang.sharing", "must be %s or %s, got %q", SharingTimeSlicing, SharingMPS, string(g.Sharing))
 	}
 	if milli, err := ParseCPU(g.CPU); err != nil {
 		p.add("gang.cpu", "must be a CPU quantity such as \"16\", \"2.5\" or \"500m\", got %q", g.CPU)
@@ -391,6 +410,17 @@ func ParseCPU(s string) (int64, error) {
 	return v, nil
 }
 
+// ParseGPUShare parses a GPU share as a fraction of one GPU ("0.5") or in
+// milli-GPU ("500m") and returns milli-GPU, rounding a fraction of a
+// milli-GPU up. It reads the quantity as ParseCPU reads cores.
+func ParseGPUShare(s string) (int64, error) {
+	v, err := ParseCPU(s)
+	if err != nil {
+		return 0, fmt.Errorf("gpu share %q: want a fraction of one GPU such as \"0.5\" or milli-GPU such as \"500m\"", s)
+	}
+	return v, nil
+}
+
 var memoryUnits = map[string]*big.Int{
 	"":   big.NewInt(1),
 	"k":  big.NewInt(1e3),
@@ -462,6 +492,19 @@ func (s JobSpec) CPUMilli() int64 {
 		return 0
 	}
 	return v
+}
+
+// GPUMilli is each replica's share of one GPU in milli-GPU, 0 for whole
+// GPUs (or an invalid share).
+func (s JobSpec) GPUMilli() int {
+	if s.Gang.GPUShare == "" {
+		return 0
+	}
+	v, err := ParseGPUShare(s.Gang.GPUShare)
+	if err != nil || v <= 0 || v >= MilliPerGPU {
+		return 0
+	}
+	return int(v)
 }
 
 // MemMiB is the gang's memory per replica in MiB, 0 if invalid.
@@ -691,6 +734,7 @@ func (s JobSpec) QueueEntry(attempt int, submittedAt, enqueuedAt time.Time) Queu
 		Attempt:            attempt,
 		Replicas:           s.Gang.Replicas,
 		GPUsPerReplica:     s.Gang.GPUsPerReplica,
+		GPUMilli:           s.GPUMilli(),
 		GPUModels:          slices.Clone(s.Gang.GPUModels),
 		CPUMilli:           s.CPUMilli(),
 		MemMiB:             s.MemMiB(),

@@ -273,15 +273,19 @@ type ReleaseInput struct {
 
 // RunTaskInput is one gang member's task, sent to its node's task queue.
 type RunTaskInput struct {
-	JobID      gangway.JobID     `json:"jobId"`
-	Team       string            `json:"team"`
-	Project    string            `json:"project,omitempty"`
-	Attempt    int               `json:"attempt"`
-	Rank       int               `json:"rank"`
-	WorldSize  int               `json:"worldSize"`
-	MasterAddr string            `json:"masterAddr"`
-	NodeID     string            `json:"nodeId"`
-	GPUs       []int             `json:"gpus"`
+	JobID      gangway.JobID `json:"jobId"`
+	Team       string        `json:"team"`
+	Project    string        `json:"project,omitempty"`
+	Attempt    int           `json:"attempt"`
+	Rank       int           `json:"rank"`
+	WorldSize  int           `json:"worldSize"`
+	MasterAddr string        `json:"masterAddr"`
+	NodeID     string        `json:"nodeId"`
+	GPUs       []int         `json:"gpus"`
+	// GPUMilli is the member's share of each of its GPUs (0: whole GPUs),
+	// enforced as Sharing says.
+	GPUMilli   int               `json:"gpuMilli,omitempty"`
+	Sharing    gangway.Sharing   `json:"sharing,omitempty"`
 	Command    []string          `json:"command"`
 	Args       []string          `json:"args,omitempty"`
 	Env        map[string]string `json:"env,omitempty"`

@@ -393,6 +393,8 @@ func (j *job) taskInput(asg gangway.Assignment, m gangway.Member) RunTaskInput {
 		MasterAddr:  asg.MasterAddr(),
 		NodeID:      m.NodeID,
 		GPUs:        m.GPUs,
+		GPUMilli:    m.Milli,
+		Sharing:     j.spec.Gang.Sharing,
 		Command:     j.spec.Command,
 		Args:        j.spec.Args,
 		Env:         j.spec.Env,

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -83,8 +86,11 @@ type Agent struct {
 	cap Capacity
 	log *slog.Logger
 
-	mu   sync.Mutex
-	busy map[int]string // GPU index → "job/attempt/rank" running on it
+	mu sync.Mutex
+	// busy is what runs on each GPU: tasks ("job/attempt/rank") and the
+	// milli-GPU each holds, MilliPerGPU for a whole GPU. Shares of one GPU
+	// sum to at most MilliPerGPU; a whole GPU has one task.
+	busy map[int]map[string]int
 
 	tasks   taskTable   // running tasks, for StopTasks and notices
 	notices noticeState // notices seen, preempt signals sent
@@ -111,7 +117,7 @@ func New(cfg Config, c Capacity) *Agent {
 	if cfg.TaskHeartbeat <= 0 {
 		cfg.TaskHeartbeat = 2 * time.Second
 	}
-	return &Agent{cfg: cfg, cap: c, log: cfg.Log.With("node", cfg.Node.ID), busy: map[int]string{}}
+	return &Agent{cfg: cfg, cap: c, log: cfg.Log.With("node", cfg.Node.ID), busy: map[int]map[string]int{}}
 }
 
 // Run registers the node, serves RunTask on the node's task queue and
@@ -183,32 +189,49 @@ func (a *Agent) heartbeat(ctx context.Context) {
 	}
 }
 
-// claim marks gpus busy for task, or reports which one is already busy.
-func (a *Agent) claim(gpus []int, task string) error {
+// claim marks gpus busy for task, each whole or, with 0 < milli <
+// MilliPerGPU, a share of it; it reports the first GPU that cannot take
+// the task. Every task on a GPU is refused the moment its shares would pass
+// one GPU: the view never commits that, so it is a stale or forged
+// assignment.
+func (a *Agent) claim(gpus []int, milli int, task string) error {
+	if milli <= 0 || milli >= gangway.MilliPerGPU {
+		milli = gangway.MilliPerGPU
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, g := range gpus {
 		if g < 0 || g >= len(a.cfg.Node.GPUs) {
 			return fmt.Errorf("GPU %d does not exist on node %s (%d GPUs)", g, a.cfg.Node.ID, len(a.cfg.Node.GPUs))
 		}
-		if other, ok := a.busy[g]; ok {
-			return fmt.Errorf("GPU %d on node %s is already running %s", g, a.cfg.Node.ID, other)
+		held := 0
+		for _, m := range a.busy[g] {
+			held += m
+		}
+		if held+milli > gangway.MilliPerGPU {
+			return fmt.Errorf("GPU %d on node %s is already running %s", g, a.cfg.Node.ID, strings.Join(slices.Sorted(maps.Keys(a.busy[g])), ", "))
 		}
 		if why := a.fencedReason(g); why != "" {
 			return fmt.Errorf("GPU %d on node %s is fenced: %s", g, a.cfg.Node.ID, why)
 		}
 	}
 	for _, g := range gpus {
-		a.busy[g] = task
+		if a.busy[g] == nil {
+			a.busy[g] = map[string]int{}
+		}
+		a.busy[g][task] = milli
 	}
 	return nil
 }
 
-func (a *Agent) unclaim(gpus []int) {
+func (a *Agent) unclaim(gpus []int, task string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, g := range gpus {
-		delete(a.busy, g)
+		delete(a.busy[g], task)
+		if len(a.busy[g]) == 0 {
+			delete(a.busy, g)
+		}
 	}
 }
 

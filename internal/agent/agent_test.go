@@ -663,3 +663,58 @@ func TestHeartbeat(t *testing.T) {
 		})
 	}
 }
+
+// TestClaimShares: shares of one GPU run side by side up to one GPU; a
+// whole claim needs the GPU free; a released share makes room again.
+func TestClaimShares(t *testing.T) {
+	a := New(Config{Node: FakeNode("n", "p", "h", 2, "H100")}, nil)
+	steps := []struct {
+		gpus    []int
+		milli   int
+		task    string
+		wantErr bool
+	}{
+		{[]int{0}, 500, "a", false},
+		{[]int{0}, 500, "b", false},
+		{[]int{0}, 1, "c", true},   // full
+		{[]int{0}, 0, "d", true},   // whole on a shared GPU
+		{[]int{1}, 0, "e", false},  // whole
+		{[]int{1}, 250, "f", true}, // share on a whole GPU
+	}
+	for _, s := range steps {
+		err := a.claim(s.gpus, s.milli, s.task)
+		if (err != nil) != s.wantErr {
+			t.Fatalf("claim %v %dm for %s: %v, want error %v", s.gpus, s.milli, s.task, err, s.wantErr)
+		}
+	}
+	a.unclaim([]int{0}, "a")
+	if err := a.claim([]int{0}, 500, "c"); err != nil {
+		t.Errorf("a freed half-GPU was not reusable: %v", err)
+	}
+	if err := a.claim([]int{0}, 250, "x"); err == nil || !strings.Contains(err.Error(), "already running b, c") {
+		t.Errorf("over-full claim: %v, want it to name b, c", err)
+	}
+}
+
+// TestShareEnv: a share is told its milli-GPU and mode; MPS gets its SM
+// and memory limits.
+func TestShareEnv(t *testing.T) {
+	a := New(Config{Node: FakeNode("n", "p", "h", 1, "H100")}, nil)
+	mem := a.cfg.Node.GPUs[0].MemMiB
+	tests := map[string]struct {
+		in   workflows.RunTaskInput
+		want []string
+	}{
+		"whole":        {in: workflows.RunTaskInput{GPUs: []int{0}}},
+		"time-slicing": {in: workflows.RunTaskInput{GPUs: []int{0}, GPUMilli: 250, Sharing: gangway.SharingTimeSlicing}, want: []string{"GANGWAY_GPU_MILLI=250", "GANGWAY_GPU_SHARING=time-slicing"}},
+		"mps": {in: workflows.RunTaskInput{GPUs: []int{0}, GPUMilli: 333, Sharing: gangway.SharingMPS}, want: []string{"GANGWAY_GPU_MILLI=333", "GANGWAY_GPU_SHARING=mps",
+			"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=34", fmt.Sprintf("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=%dM", mem*333/1000)}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, a.shareEnv(tc.in)); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}

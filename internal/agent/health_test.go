@@ -187,7 +187,7 @@ func TestGPUFaultsOnNVMLMock(t *testing.T) {
 		t.Errorf("GPU 5's record: %+v", r)
 	}
 	// The agent refuses new work on a fenced GPU even if it is sent some.
-	if err := h.a.claim([]int{2}, "late/attempt-1/rank-0"); err == nil || !strings.Contains(err.Error(), "fenced") {
+	if err := h.a.claim([]int{2}, 0, "late/attempt-1/rank-0"); err == nil || !strings.Contains(err.Error(), "fenced") {
 		t.Errorf("claim on a fenced GPU: %v", err)
 	}
 	// A re-registration (after Redis lost the node) keeps the fences.

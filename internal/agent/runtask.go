@@ -45,11 +45,11 @@ func (a *Agent) RunTask(ctx context.Context, in workflows.RunTaskInput) (workflo
 			fmt.Sprintf("task for node %s reached node %s", in.NodeID, a.cfg.Node.ID), workflows.ErrTypeGPUBusy, nil)
 	}
 	task := fmt.Sprintf("%s/attempt-%d/rank-%d", in.JobID, in.Attempt, in.Rank)
-	if err := a.claim(in.GPUs, task); err != nil {
+	if err := a.claim(in.GPUs, in.GPUMilli, task); err != nil {
 		log.Error("refusing task", "error", err)
 		return workflows.RunTaskResult{}, temporal.NewNonRetryableApplicationError(err.Error(), workflows.ErrTypeGPUBusy, err)
 	}
-	defer a.unclaim(in.GPUs)
+	defer a.unclaim(in.GPUs, task)
 	rt := a.tasks.add(in)
 	defer a.tasks.remove(rt)
 
@@ -270,7 +270,7 @@ func (a *Agent) command(in workflows.RunTaskInput, logPath, ckptDir, resumeDir s
 	// runtime keeps its threads for the life of the process, so in practice
 	// this is "when the agent dies".
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	cmd.Env = append(os.Environ(), taskEnv(in, a.visibleDevices(in.GPUs), ckptDir, resumeDir)...)
+	cmd.Env = append(append(os.Environ(), taskEnv(in, a.visibleDevices(in.GPUs), ckptDir, resumeDir)...), a.shareEnv(in)...)
 	return cmd, out, nil
 }
 
@@ -286,6 +286,29 @@ func (a *Agent) visibleDevices(gpus []int) []string {
 		}
 	}
 	return out
+}
+
+// shareEnv is what a member holding a share of a GPU is told, and for MPS
+// the limits the MPS server enforces on it: its share of the GPU's SMs
+// (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE) and of its memory
+// (CUDA_MPS_PINNED_DEVICE_MEM_LIMIT, per device as CUDA numbers them in
+// the process: 0). Time-slicing needs nothing beyond CUDA_VISIBLE_DEVICES;
+// the processes take turns on the GPU.
+func (a *Agent) shareEnv(in workflows.RunTaskInput) []string {
+	if in.GPUMilli <= 0 || in.GPUMilli >= gangway.MilliPerGPU {
+		return nil
+	}
+	env := []string{"GANGWAY_GPU_MILLI=" + strconv.Itoa(in.GPUMilli), "GANGWAY_GPU_SHARING=" + string(in.Sharing)}
+	if in.Sharing != gangway.SharingMPS {
+		return env
+	}
+	env = append(env, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE="+strconv.Itoa((in.GPUMilli+9)/10))
+	if len(in.GPUs) == 1 && in.GPUs[0] >= 0 && in.GPUs[0] < len(a.cfg.Node.GPUs) {
+		if mem := a.cfg.Node.GPUs[in.GPUs[0]].MemMiB; mem > 0 {
+			env = append(env, fmt.Sprintf("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=%dM", mem*in.GPUMilli/gangway.MilliPerGPU))
+		}
+	}
+	return env
 }
 
 // taskEnv is the workload contract of DESIGN.md, plus the user's env. The
