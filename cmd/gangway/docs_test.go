@@ -155,6 +155,7 @@ func metricNames(t *testing.T) map[string]bool {
 	metrics.NewCloud(rec)
 	metrics.NewLifecycle(rec)
 	metrics.NewCheckpoints(rec)
+	metrics.NewTaskLogs(rec)
 	metrics.NewGPU(rec)
 	names := map[string]bool{}
 	fq := regexp.MustCompile(`fqName: "([^"]+)"`)

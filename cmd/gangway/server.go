@@ -157,7 +157,7 @@ prints the inventory and topology as JSON and exits.`,
 			}
 			ag := agent.New(agent.Config{Node: node, DataDir: ac.DataDir,
 				HeartbeatInterval: ac.HeartbeatInterval.Duration, Log: a.log,
-				Checkpoints: store, Notices: notices, CheckpointObserver: agent.CheckpointMetrics(metrics.NewCheckpoints(reg)),
+				Checkpoints: store, Notices: notices, CheckpointObserver: agent.CheckpointMetrics(metrics.NewCheckpoints(reg)), LogDrops: metrics.NewTaskLogs(reg),
 				GPU: agentGPUConfig(ac, gpus, reg)}, c.view)
 			return ag.Run(cmd.Context(), c.temporal)
 		},

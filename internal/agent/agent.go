@@ -70,6 +70,9 @@ type Config struct {
 	// activity's heartbeat timeout).
 	TaskHeartbeat      time.Duration
 	CheckpointObserver CheckpointObserver // optional
+	// LogDrops is told how many task output lines were not shipped to the
+	// view's log stream (optional; see logShipper).
+	LogDrops interface{ Dropped(lines int) }
 	// Notices are the cloud's warnings that this node goes away (see the
 	// notice package); nil: none. An interruption or maintenance notice
 	// signals the workflow of every task running here to preempt it.

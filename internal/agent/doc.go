@@ -2,11 +2,15 @@
 // inventory in the Redis view and heartbeats, polls the node's Temporal task
 // queue (node/<id>) and runs RunTask: the gang member's command as a child
 // process group with CUDA_VISIBLE_DEVICES and the GANGWAY_* variables set,
-// output to a log file and to the job's log stream, heartbeating to Temporal,
-// and the whole group killed on cancel.
+// output to a log file at once and to the job's log stream in the view from
+// a bounded buffer (a hung Redis never holds up the task; lines it cannot
+// take are counted, gangway_task_log_lines_dropped_total), heartbeating to
+// Temporal, and the whole group killed on cancel.
 //
 // The agent checks invariant 1 at the edge: it refuses to start a task on a
-// GPU it is already running something on.
+// GPU it is already running something on, unless both hold shares of it
+// that add up to at most one GPU (gang.gpuShare; MPS tasks get their SM and
+// memory limits in the environment).
 //
 // It keeps the agent's side of the checkpoint contract (docs/checkpointing.md):
 // it restores the checkpoint a task resumes from into GANGWAY_RESUME_DIR,

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -368,6 +369,88 @@ type taskOutput struct {
 
 const tailLines = 3
 
+// logShipper sends a task's output lines to the view's log stream from its
+// own goroutine, through a bounded buffer, so a slow or unreachable Redis
+// never holds up the task: the line is in the log file first, and when the
+// buffer is full it is dropped from the stream and counted
+// (Config.LogDrops) rather than waited for. Each append has
+// logAppendTimeout; what is still buffered logCloseWait after the task's
+// output ends is dropped too.
+type logShipper struct {
+	a       *Agent
+	jobID   gangway.JobID
+	lines   chan gangway.LogLine
+	done    chan struct{}
+	dropped atomic.Int64
+	// abandon: the task has ended and the buffer did not drain in time;
+	// run drops what is left instead of sending it.
+	abandon atomic.Bool
+}
+
+const (
+	logBuffer        = 4096
+	logAppendTimeout = 5 * time.Second
+	logCloseWait     = 2 * time.Second
+)
+
+func (a *Agent) newLogShipper(in workflows.RunTaskInput) *logShipper {
+	s := &logShipper{a: a, jobID: in.JobID, lines: make(chan gangway.LogLine, logBuffer), done: make(chan struct{})}
+	go s.run()
+	return s
+}
+
+// send queues a line, or drops it if the buffer is full.
+func (s *logShipper) send(l gangway.LogLine) {
+	select {
+	case s.lines <- l:
+	default:
+		s.drop(1)
+	}
+}
+
+func (s *logShipper) drop(n int) {
+	if s.dropped.Add(int64(n)) == int64(n) {
+		s.a.log.Warn("task output is not keeping up with the log stream; dropping lines from it (the log file has them)", "job_id", s.jobID)
+	}
+	if s.a.cfg.LogDrops != nil {
+		s.a.cfg.LogDrops.Dropped(n)
+	}
+}
+
+func (s *logShipper) run() {
+	defer close(s.done)
+	warned := false
+	for l := range s.lines {
+		if s.abandon.Load() {
+			s.drop(1)
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), logAppendTimeout)
+		err := s.a.cap.AppendLog(ctx, s.jobID, l)
+		cancel()
+		if err != nil {
+			s.drop(1)
+			if !warned {
+				s.a.log.Warn("log stream append failed; the log file still has everything", "job_id", s.jobID, "error", err)
+				warned = true
+			}
+		}
+	}
+}
+
+// close ends the stream: it waits up to logCloseWait for the buffer to
+// drain, then drops what is left.
+func (s *logShipper) close() {
+	close(s.lines)
+	select {
+	case <-s.done:
+	case <-time.After(logCloseWait):
+		// run is blocked on Redis: it drops what it has not sent and ends
+		// when its append times out.
+		s.abandon.Store(true)
+	}
+}
+
 // drainTimeout bounds how long Close waits for the task's output to end
 // after its group is killed: a process that left the group can hold the
 // pipe open forever.
@@ -384,11 +467,12 @@ func newTaskOutput(path string, a *Agent, in workflows.RunTaskInput) (*taskOutpu
 		return nil, fmt.Errorf("task output pipe: %w", err)
 	}
 	o := &taskOutput{file: f, r: pr, w: pw, done: make(chan struct{})}
+	ship := a.newLogShipper(in)
 	go func() {
 		defer close(o.done)
+		defer ship.close()
 		sc := bufio.NewScanner(pr)
 		sc.Buffer(make([]byte, 64*1024), 1024*1024)
-		warned := false
 		for sc.Scan() {
 			line := sc.Text()
 			fmt.Fprintln(f, line)
@@ -398,12 +482,7 @@ func newTaskOutput(path string, a *Agent, in workflows.RunTaskInput) (*taskOutpu
 				o.last = o.last[1:]
 			}
 			o.mu.Unlock()
-			err := a.cap.AppendLog(context.Background(), in.JobID, gangway.LogLine{
-				Time: time.Now(), Rank: in.Rank, Attempt: in.Attempt, Text: line})
-			if err != nil && !warned {
-				a.log.Warn("log stream append failed; the log file still has everything", "job_id", in.JobID, "error", err)
-				warned = true
-			}
+			ship.send(gangway.LogLine{Time: time.Now(), Rank: in.Rank, Attempt: in.Attempt, Text: line})
 		}
 		_, _ = io.Copy(io.Discard, pr)
 	}()

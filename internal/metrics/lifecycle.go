@@ -125,3 +125,20 @@ func (c *Checkpoints) Transfer(op string, final bool, bytes int64, d time.Durati
 	c.duration.WithLabelValues(op, kind).Observe(d.Seconds())
 	c.size.WithLabelValues(op, kind).Observe(float64(bytes))
 }
+
+// TaskLogs counts the task output lines the agent could not ship to the
+// view's log stream (their log file on the node still has them).
+type TaskLogs struct{ dropped prometheus.Counter }
+
+// NewTaskLogs registers the agent's task-log metric on reg.
+func NewTaskLogs(reg prometheus.Registerer) *TaskLogs {
+	l := &TaskLogs{dropped: prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: namespace, Name: "task_log_lines_dropped_total",
+		Help: "Task output lines not sent to the Redis log stream because its buffer was full or Redis too slow; the node's log file has them.",
+	})}
+	reg.MustRegister(l.dropped)
+	return l
+}
+
+// Dropped counts lines that were not shipped.
+func (l *TaskLogs) Dropped(lines int) { l.dropped.Add(float64(lines)) }
