@@ -116,13 +116,9 @@ func runReplayFGD(cmd *cobra.Command, f replayFGDFlags) error {
 	}
 	nodesFile := sim.FlagTracePath(f.nodes, !cmd.Flags().Changed("nodes"))
 	tasksFile := sim.FlagTracePath(f.tasks, !cmd.Flags().Changed("tasks"))
-	nodes, err := sim.LoadOpenBNodes(nodesFile)
+	nodes, tasks, err := sim.LoadOpenB(nodesFile, tasksFile)
 	if err != nil {
-		return fmt.Errorf("--nodes: %w", err)
-	}
-	tasks, err := sim.LoadOpenBTasks(tasksFile)
-	if err != nil {
-		return fmt.Errorf("--tasks: %w", err)
+		return flagErrors(err)
 	}
 
 	stderr := cmd.ErrOrStderr()

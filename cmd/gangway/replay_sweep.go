@@ -90,13 +90,11 @@ func runReplaySweep(cmd *cobra.Command, f replaySweepFlags) error {
 	}
 	nodesFile := sim.FlagTracePath(f.nodes, !cmd.Flags().Changed("nodes"))
 	tasksFile := sim.FlagTracePath(f.tasks, !cmd.Flags().Changed("tasks"))
-	nodes, err := sim.LoadOpenBNodes(nodesFile)
+	nodes, tasks, err := sim.LoadOpenB(nodesFile, tasksFile)
 	if err != nil {
-		return fmt.Errorf("--nodes: %w", err)
+		return flagErrors(err)
 	}
-	if cfg.Tasks, err = sim.LoadOpenBTasks(tasksFile); err != nil {
-		return fmt.Errorf("--tasks: %w", err)
-	}
+	cfg.Tasks = tasks
 	cfg.Nodes = sim.SweepNodes(nodes, f.everyNode)
 
 	stderr := cmd.ErrOrStderr()

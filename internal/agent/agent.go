@@ -154,14 +154,20 @@ func (a *Agent) Run(ctx context.Context, tc client.Client) error {
 	}
 	a.log.Info("agent up", "gpus", len(a.cfg.Node.GPUs), "model", a.cfg.Node.Model(), "pool", a.cfg.Node.Pool)
 
-	t := time.NewTicker(a.cfg.HeartbeatInterval)
+	every(ctx, a.cfg.HeartbeatInterval, a.heartbeat)
+	return nil
+}
+
+// every calls f every d until ctx is done.
+func every(ctx context.Context, d time.Duration, f func(context.Context)) {
+	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return nil
+			return
 		case <-t.C:
-			a.heartbeat(ctx)
+			f(ctx)
 		}
 	}
 }

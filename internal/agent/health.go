@@ -246,16 +246,7 @@ func (a *Agent) startGPUWatch(ctx context.Context, tc client.Client, lifted []in
 		if interval <= 0 {
 			interval = DefaultSampleInterval
 		}
-		t := time.NewTicker(interval)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				a.gpuTick(ctx, alive)
-			}
-		}
+		every(ctx, interval, func(ctx context.Context) { a.gpuTick(ctx, alive) })
 	})
 	return func() { cancel(); wg.Wait() }
 }

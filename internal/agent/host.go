@@ -132,16 +132,8 @@ func (h *Host) Run(ctx context.Context, tc client.Client) error {
 	if interval <= 0 {
 		interval = 2 * time.Second
 	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-			h.heartbeat(ctx)
-		}
-	}
+	every(ctx, interval, h.heartbeat)
+	return nil
 }
 
 // runTask hands the task to the hosted node it is for.

@@ -129,6 +129,21 @@ func ReadOpenBNodes(r io.Reader, name string) ([]placement.Node, error) {
 	return nodes, nil
 }
 
+// LoadOpenB reads an openb node list and pod list, as the FGD protocol and
+// the sweep take them; an error is an *InputError naming "nodes" or "tasks",
+// as `gangway replay` spells those flags.
+func LoadOpenB(nodesPath, tasksPath string) ([]placement.Node, []Task, error) {
+	nodes, err := LoadOpenBNodes(nodesPath)
+	if err != nil {
+		return nil, nil, &InputError{"nodes", err}
+	}
+	tasks, err := LoadOpenBTasks(tasksPath)
+	if err != nil {
+		return nil, nil, &InputError{"tasks", err}
+	}
+	return nodes, tasks, nil
+}
+
 // LoadOpenBTasks reads an openb pod list (openb_pod_list_*.csv). Columns
 // are found by header name: name, cpu_milli, memory_mib, num_gpu and
 // gpu_milli are required; gpu_spec, qos, pod_phase, creation_time,
