@@ -33,7 +33,7 @@ type inventoryJSON struct {
 
 func TestAgentInventoryWithoutDriver(t *testing.T) {
 	noDriver := &mock.Interface{InitFunc: func() nvml.Return { return nvml.ERROR_LIBRARY_NOT_FOUND }}
-	_, err := openAgentGPUs(config.AgentConfig{NodeID: "n1"}, noDriver, slog.New(slog.DiscardHandler))
+	_, err := config.AgentConfig{NodeID: "n1"}.OpenGPUs(noDriver, slog.New(slog.DiscardHandler))
 	if err == nil {
 		t.Fatal("no error without a driver")
 	}
@@ -68,7 +68,7 @@ func TestAgentInventoryOnlyFake(t *testing.T) {
 }
 
 func TestAgentInventoryNVML(t *testing.T) {
-	g, err := openAgentGPUs(config.AgentConfig{NodeID: "dgx-1", Pool: "onprem", Addr: "dgx-1.lab"}, gpuinfotest.NewDGXH100(), slog.New(slog.DiscardHandler))
+	g, err := config.AgentConfig{NodeID: "dgx-1", Pool: "onprem", Addr: "dgx-1.lab"}.OpenGPUs(gpuinfotest.NewDGXH100(), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -109,9 +109,9 @@ func TestCloudConfigLoadsValidatesAndBuilds(t *testing.T) {
 		t.Errorf("durations: burstAfter %v, reconcileInterval %v", c.BurstAfter, c.ReconcileInterval)
 	}
 
-	s, err := buildCloud(t.Context(), c, fullstack.FakeHooks{}, slog.New(slog.DiscardHandler))
+	s, err := fullstack.BuildConfiguredCloud(t.Context(), c, fullstack.FakeHooks{}, slog.New(slog.DiscardHandler))
 	if err != nil {
-		t.Fatalf("buildCloud: %v", err)
+		t.Fatalf("BuildConfiguredCloud: %v", err)
 	}
 	defer s.Close()
 	if diff := cmp.Diff([]string{"aws", "fake", "gcp-central"}, s.Registry.Names()); diff != "" {

@@ -35,9 +35,9 @@ the on-demand price of a pool with spot usage is not known.`,
   gangway cost --by pool --since 2025-06-01 --until 2025-07-01 --output csv`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			q, err := costQuery(by, since, until, time.Now())
+			q, err := accounting.ParseQuery(by, since, until, time.Now())
 			if err != nil {
-				return err
+				return fmt.Errorf("--%w", err)
 			}
 			if err := checkCostOutput(output); err != nil {
 				return err
@@ -80,7 +80,7 @@ the on-demand price of a pool with spot usage is not known.`,
 // the runs that hold GPUs now (their allocations, up to now), and the cloud
 // offers the servers publish.
 func fromView(ctx context.Context, rc config.RedisConfig, now time.Time) ([]gangway.UsageSegment, []gangway.Offer, error) {
-	rdb, err := dialRedis(ctx, rc)
+	rdb, err := rc.Dial(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -95,37 +95,6 @@ func fromView(ctx context.Context, rc config.RedisConfig, now time.Time) ([]gang
 		return nil, nil, err
 	}
 	return accounting.RunningSegments(running, now), offers, nil
-}
-
-// costQuery checks the window and grouping flags against now.
-func costQuery(by, since, until string, now time.Time) (accounting.Query, error) {
-	g, err := accounting.ParseGroupBy(by)
-	if err != nil {
-		return accounting.Query{}, fmt.Errorf("--by: %w", err)
-	}
-	q := accounting.Query{By: g, Until: now.UTC()}
-	if q.Since, err = parseWhen("--since", since, now); err != nil {
-		return accounting.Query{}, err
-	}
-	if until != "" {
-		if q.Until, err = parseWhen("--until", until, now); err != nil {
-			return accounting.Query{}, err
-		}
-	}
-	if !q.Since.Before(q.Until) {
-		return accounting.Query{}, fmt.Errorf("--since %s is not before --until %s",
-			q.Since.Format(time.RFC3339), q.Until.Format(time.RFC3339))
-	}
-	return q, nil
-}
-
-// parseWhen reads a --since or --until value (accounting.ParseWhen).
-func parseWhen(flag, v string, now time.Time) (time.Time, error) {
-	t, err := accounting.ParseWhen(v, now)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("%s: %w", flag, err)
-	}
-	return t, nil
 }
 
 func checkCostOutput(v string) error {

@@ -116,11 +116,11 @@ func runDev(ctx context.Context, a *app, o devOptions, shapes []agent.NodeShape,
 	os.Setenv("PATH", filepath.Dir(self)+string(os.PathListSeparator)+os.Getenv("PATH"))
 	nodes := agent.InRacks(agent.FakeFleet("node", "onprem", shapes), 2)
 	st, err := fullstack.Start(ctx, fullstack.Options{
-		Dir: dir, Headless: o.headless, Log: log, TemporalLogger: temporalLogger(log), RedisPrefix: a.cfg.Redis.Prefix,
+		Dir: dir, Headless: o.headless, Log: log, TemporalLogger: config.TemporalLogger(log), RedisPrefix: a.cfg.Redis.Prefix,
 		Nodes: nodes, Agent: agent.Config{HeartbeatInterval: time.Second}, IdleGPUs: true,
 		CloudAgent: agent.Config{HeartbeatInterval: time.Second},
 		Cloud: func(ctx context.Context, hooks fullstack.FakeHooks) (*fullstack.Cloud, error) {
-			return buildCloud(ctx, cc, hooks, log)
+			return fullstack.BuildConfiguredCloud(ctx, cc, hooks, log)
 		},
 		Server: &fullstack.ServerOptions{
 			Dispatch: dispatch.Config{Interval: 250 * time.Millisecond, LeaseTTL: 2 * time.Second, Placement: popts,

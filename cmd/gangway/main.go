@@ -8,12 +8,9 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/gangwayhq/gangway/internal/redact"
-
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 	tclient "go.temporal.io/sdk/client"
-	tlog "go.temporal.io/sdk/log"
 
 	"github.com/gangwayhq/gangway/internal/capacity"
 	"github.com/gangwayhq/gangway/internal/config"
@@ -91,62 +88,15 @@ func (c conns) Close() {
 	}
 }
 
-// connect dials Temporal and Redis with the loaded config.
 func (a *app) connect(ctx context.Context) (conns, error) {
-	return dial(ctx, a.cfg.Temporal, a.cfg.Redis, a.log)
-}
-
-func dial(ctx context.Context, tc config.TemporalConfig, rc config.RedisConfig, log *slog.Logger) (conns, error) {
-	rdb, err := dialRedis(ctx, rc)
+	rdb, err := a.cfg.Redis.Dial(ctx)
 	if err != nil {
 		return conns{}, err
 	}
-	t, err := tclient.DialContext(ctx, tclient.Options{
-		HostPort:  tc.Address,
-		Namespace: tc.Namespace,
-		Logger:    temporalLogger(log),
-	})
+	t, err := a.cfg.Temporal.Dial(ctx, a.log)
 	if err != nil {
 		rdb.Close()
-		return conns{}, fmt.Errorf("temporal at %s: %w", tc.Address, err)
+		return conns{}, err
 	}
-	return conns{temporal: t, redis: rdb, view: capacity.New(rdb, capacity.Options{Prefix: rc.Prefix})}, nil
-}
-
-// dialRedis connects to the Redis view and checks it answers.
-func dialRedis(ctx context.Context, rc config.RedisConfig) (*redis.Client, error) {
-	opts, err := redis.ParseURL(rc.URL)
-	if err != nil {
-		return nil, fmt.Errorf("redis url: %w", redact.Error(err))
-	}
-	rdb := redis.NewClient(opts)
-	if err := rdb.Ping(ctx).Err(); err != nil {
-		_ = rdb.Close()
-		return nil, fmt.Errorf("redis at %s: %w", redact.URL(rc.URL), err)
-	}
-	return rdb, nil
-}
-
-// temporalLogger keeps the SDK's chatty info logs out of the way: only its
-// warnings and errors reach the log.
-func temporalLogger(log *slog.Logger) tlog.Logger {
-	h := log.Handler()
-	return tlog.NewStructuredLogger(slog.New(minLevel{h, slog.LevelWarn}))
-}
-
-type minLevel struct {
-	slog.Handler
-	min slog.Level
-}
-
-func (m minLevel) Enabled(ctx context.Context, l slog.Level) bool {
-	return l >= m.min && m.Handler.Enabled(ctx, l)
-}
-
-func (m minLevel) WithAttrs(attrs []slog.Attr) slog.Handler {
-	return minLevel{m.Handler.WithAttrs(attrs), m.min}
-}
-
-func (m minLevel) WithGroup(name string) slog.Handler {
-	return minLevel{m.Handler.WithGroup(name), m.min}
+	return conns{temporal: t, redis: rdb, view: capacity.New(rdb, capacity.Options{Prefix: a.cfg.Redis.Prefix})}, nil
 }

@@ -30,9 +30,9 @@ func TestRedisErrorsHidePassword(t *testing.T) {
 	}
 
 	for _, url := range []string{closed, "redis://:s3cret%zz-pw@127.0.0.1:6379/0", "redis://:s3cret/-pw@127.0.0.1:6379/0"} {
-		_, err := dialRedis(context.Background(), config.RedisConfig{URL: url})
+		_, err := config.RedisConfig{URL: url}.Dial(context.Background())
 		if err == nil || strings.Contains(err.Error(), "s3cret") || strings.Contains(err.Error(), "-pw") {
-			t.Errorf("dialRedis(%q) = %v, want an error without the password", url, err)
+			t.Errorf("RedisConfig.Dial(%q) = %v, want an error without the password", url, err)
 		}
 	}
 }

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"time"
 
@@ -102,7 +100,7 @@ paper's number where it has one (default trace, GPU node list).`,
 }
 
 func runReplayFGD(cmd *cobra.Command, f replayFGDFlags) error {
-	if err := checkOutput(f.output); err != nil {
+	if err := sim.CheckFormat(f.output); err != nil {
 		return err
 	}
 	seeds, err := sim.ParseSeeds(f.seeds)
@@ -112,13 +110,13 @@ func runReplayFGD(cmd *cobra.Command, f replayFGDFlags) error {
 	cfg := sim.FGDConfig{Policies: f.policies, Seeds: seeds, NewScorer: baselines.ScorerByName,
 		TuneRatio: f.tune, Workload: sim.WorkloadMode(f.workload), Parallel: f.parallel}
 	if err := cfg.Validate(); err != nil {
-		return flagErrors(err)
+		return sim.FlagErrors(err)
 	}
 	nodesFile := sim.FlagTracePath(f.nodes, !cmd.Flags().Changed("nodes"))
 	tasksFile := sim.FlagTracePath(f.tasks, !cmd.Flags().Changed("tasks"))
 	nodes, tasks, err := sim.LoadOpenB(nodesFile, tasksFile)
 	if err != nil {
-		return flagErrors(err)
+		return sim.FlagErrors(err)
 	}
 
 	stderr := cmd.ErrOrStderr()
@@ -136,7 +134,7 @@ func runReplayFGD(cmd *cobra.Command, f replayFGDFlags) error {
 	}
 	fmt.Fprintf(stderr, "fgd: %d runs in %s\n", len(f.policies)*len(seeds), time.Since(start).Round(time.Millisecond))
 
-	return writeResult(cmd.OutOrStdout(), stderr, "fgd", res, f.output, f.csvDir, f.plot)
+	return sim.Output{Format: f.output, CSVDir: f.csvDir, Plot: f.plot, Out: cmd.OutOrStdout(), Log: stderr}.Write("fgd", res)
 }
 
 type replayTraceFlags struct {
@@ -232,7 +230,7 @@ policy but gangway) measured in the same run.`,
 }
 
 func runReplayTrace(cmd *cobra.Command, f replayTraceFlags) error {
-	if err := checkOutput(f.output); err != nil {
+	if err := sim.CheckFormat(f.output); err != nil {
 		return err
 	}
 	if f.jobs != "" && cmd.Flags().Changed("tasks") {
@@ -242,7 +240,7 @@ func runReplayTrace(cmd *cobra.Command, f replayTraceFlags) error {
 		Options:         placement.Options{Reservations: f.reservations, Preempt: f.preempt, MinRuntime: f.minRuntime, SampleNodes: f.sampleNodes},
 		CheckpointEvery: f.checkpoint, ExactRuntimes: f.exactRuntimes, Speedup: f.speedup, Parallel: f.parallel}
 	if err := cfg.Validate(); err != nil {
-		return flagErrors(err)
+		return sim.FlagErrors(err)
 	}
 	nodesFile := sim.FlagTracePath(f.nodes, !cmd.Flags().Changed("nodes"))
 	nodes, err := sim.LoadNodes(nodesFile, f.seed)
@@ -252,7 +250,7 @@ func runReplayTrace(cmd *cobra.Command, f replayTraceFlags) error {
 	in, err := sim.LoadTraceJobs(sim.TraceInput{Jobs: f.jobs, Tasks: sim.FlagTracePath(f.tasks, !cmd.Flags().Changed("tasks")),
 		TimesFrom: sim.FlagTracePath(f.timesFrom, !cmd.Flags().Changed("times-from")), Limit: f.limit, Seed: f.seed})
 	if err != nil {
-		return flagErrors(err)
+		return sim.FlagErrors(err)
 	}
 
 	stderr := cmd.ErrOrStderr()
@@ -267,7 +265,7 @@ func runReplayTrace(cmd *cobra.Command, f replayTraceFlags) error {
 	res.NodesFile, res.JobsFile, res.Timing = nodesFile, in.File, in.Timing
 	fmt.Fprintf(stderr, "trace: %d runs in %s\n", len(f.policies), time.Since(start).Round(time.Millisecond))
 
-	return writeResult(cmd.OutOrStdout(), stderr, "trace", res, f.output, f.csvDir, f.plot)
+	return sim.Output{Format: f.output, CSVDir: f.csvDir, Plot: f.plot, Out: cmd.OutOrStdout(), Log: stderr}.Write("trace", res)
 }
 
 type replayScaleFlags struct {
@@ -329,7 +327,7 @@ and fits ms/cycle ~ nodes^a x queue^b per policy.`,
 }
 
 func runReplayScale(cmd *cobra.Command, f replayScaleFlags) error {
-	if err := checkOutput(f.output); err != nil {
+	if err := sim.CheckFormat(f.output); err != nil {
 		return err
 	}
 	fleets, err := sim.ParseFleetSpecs(f.nodes)
@@ -344,7 +342,7 @@ func runReplayScale(cmd *cobra.Command, f replayScaleFlags) error {
 		Seed: f.seed, Repeat: f.repeat,
 		Options: placement.Options{Reservations: f.reservations, Preempt: f.preempt, MinRuntime: f.minRuntime, SampleNodes: f.sampleNodes}}
 	if err := cfg.Validate(); err != nil {
-		return flagErrors(err)
+		return sim.FlagErrors(err)
 	}
 	stderr := cmd.ErrOrStderr()
 	start := time.Now()
@@ -360,56 +358,4 @@ func runReplayScale(cmd *cobra.Command, f replayScaleFlags) error {
 		return res.WriteJSON(cmd.OutOrStdout())
 	}
 	return res.WriteText(cmd.OutOrStdout())
-}
-
-// flagErrors names each of a replay's bad settings by its flag: an
-// *sim.InputError's Field is the flag's name.
-func flagErrors(err error) error {
-	if joined, ok := err.(interface{ Unwrap() []error }); ok {
-		var errs []error
-		for _, e := range joined.Unwrap() {
-			errs = append(errs, flagErrors(e))
-		}
-		return errors.Join(errs...)
-	}
-	if ie := (*sim.InputError)(nil); errors.As(err, &ie) {
-		return fmt.Errorf("--%s: %w", ie.Field, ie.Err)
-	}
-	return err
-}
-
-// replayResult is what both replay protocols can write.
-type replayResult interface {
-	WriteJSON(io.Writer) error
-	WriteText(io.Writer) error
-	WriteCSV(dir string) ([]string, error)
-	WritePlot(path string) error
-}
-
-// writeResult prints a protocol's result as text or JSON and writes the
-// --csv series and --plot chart when asked.
-func writeResult(out, stderr io.Writer, proto string, res replayResult, output, csvDir, plot string) error {
-	var err error
-	if output == "json" {
-		err = res.WriteJSON(out)
-	} else {
-		err = res.WriteText(out)
-	}
-	if err != nil {
-		return err
-	}
-	if csvDir != "" {
-		files, err := res.WriteCSV(csvDir)
-		if err != nil {
-			return fmt.Errorf("--csv: %w", err)
-		}
-		fmt.Fprintf(stderr, "%s: wrote %d files to %s\n", proto, len(files), csvDir)
-	}
-	if plot != "" {
-		if err := res.WritePlot(plot); err != nil {
-			return fmt.Errorf("--plot: %w", err)
-		}
-		fmt.Fprintf(stderr, "%s: wrote %s\n", proto, plot)
-	}
-	return nil
 }

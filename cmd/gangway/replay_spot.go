@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"strings"
 	"time"
@@ -118,7 +117,7 @@ func runReplaySpot(cmd *cobra.Command, f replaySpotFlags) error {
 		output = "text"
 	case "csv":
 	default:
-		if err := checkOutput(output); err != nil {
+		if err := sim.CheckFormat(output); err != nil {
 			return fmt.Errorf("%w (or csv, table)", err)
 		}
 	}
@@ -136,7 +135,7 @@ func runReplaySpot(cmd *cobra.Command, f replaySpotFlags) error {
 		Policies: policies, ZonePolicies: zonePolicies, ZoneMove: f.zoneMove, Jobs: f.jobs, Seed: f.seed,
 		OnDemandPrice: f.onDemandPrice, SpotFraction: f.spotFraction, Log: slog.New(slog.NewTextHandler(stderr, nil))}
 	if err := cfg.Validate(); err != nil {
-		return flagErrors(err)
+		return sim.FlagErrors(err)
 	}
 	dir := sim.FlagTracePath(f.trace, !cmd.Flags().Changed("trace"))
 	traces, err := sim.LoadSpotTraces(dir)
@@ -157,15 +156,9 @@ func runReplaySpot(cmd *cobra.Command, f replaySpotFlags) error {
 	fmt.Fprintf(stderr, "spot: %d traces x %d jobs x %d policies in %s\n", len(traces), f.jobs, len(policies),
 		time.Since(start).Round(time.Millisecond))
 
-	var out replayResult = res
+	var rep sim.Report = res
 	if output == "csv" {
-		out, output = spotCSVText{res}, "text"
+		rep, output = res.SummaryCSV(), "text"
 	}
-	return writeResult(cmd.OutOrStdout(), stderr, "spot", out, output, f.csvDir, f.plot)
+	return sim.Output{Format: output, CSVDir: f.csvDir, Plot: f.plot, Out: cmd.OutOrStdout(), Log: stderr}.Write("spot", rep)
 }
-
-// spotCSVText makes --output csv print the per-trace CSV where the other
-// formats print text.
-type spotCSVText struct{ *sim.SpotResult }
-
-func (c spotCSVText) WriteText(w io.Writer) error { return c.WriteSummaryCSV(w) }

@@ -86,35 +86,22 @@ func runReplaySweep(cmd *cobra.Command, f replaySweepFlags) error {
 	cfg := sim.SweepConfig{FGDConfig: sim.FGDConfig{Policies: f.policies, Seeds: seeds, NewScorer: baselines.ScorerByName,
 		Parallel: f.parallel}, Points: points, GenSeed: f.genSeed}
 	if err := cfg.Validate(); err != nil {
-		return flagErrors(err)
+		return sim.FlagErrors(err)
 	}
 	nodesFile := sim.FlagTracePath(f.nodes, !cmd.Flags().Changed("nodes"))
 	tasksFile := sim.FlagTracePath(f.tasks, !cmd.Flags().Changed("tasks"))
 	nodes, tasks, err := sim.LoadOpenB(nodesFile, tasksFile)
 	if err != nil {
-		return flagErrors(err)
+		return sim.FlagErrors(err)
 	}
 	cfg.Tasks = tasks
 	cfg.Nodes = sim.SweepNodes(nodes, f.everyNode)
 
 	stderr := cmd.ErrOrStderr()
 	start := time.Now()
-	var bar *sim.ProgressBar // one per point
-	at := -1
-	res, err := sim.RunSweep(cmd.Context(), cfg, func(i, done, total int) {
-		if i != at {
-			if bar != nil {
-				bar.Done()
-			}
-			bar = sim.NewProgressBar(stderr, fmt.Sprintf("sweep %d/%d %s: %d policies x %d seeds", i+1, len(points), points[i],
-				len(f.policies), len(seeds)), "arrivals")
-			at = i
-		}
-		bar.Update(done, total)
-	})
-	if bar != nil {
-		bar.Done()
-	}
+	progress, finish := sim.SweepProgress(stderr, cfg)
+	res, err := sim.RunSweep(cmd.Context(), cfg, progress)
+	finish()
 	if err != nil {
 		return err
 	}
@@ -130,12 +117,8 @@ func runReplaySweep(cmd *cobra.Command, f replaySweepFlags) error {
 		fmt.Fprintf(stderr, "sweep: wrote %s\n", f.plot)
 	}
 	if f.check > 0 {
-		if bad := res.Worse(sim.GangwayPolicy, "fgd", f.check); len(bad) > 0 {
-			var lines []string
-			for _, v := range bad {
-				lines = append(lines, "  "+v.String())
-			}
-			return fmt.Errorf("--check %g: gangway above %g x fgd's unallocated GPU on %d run(s):\n%s", f.check, f.check, len(bad), strings.Join(lines, "\n"))
+		if err := res.Check(f.check); err != nil {
+			return fmt.Errorf("--check %g: %w", f.check, err)
 		}
 		fmt.Fprintf(stderr, "sweep: gangway within %g x fgd on every point and seed\n", f.check)
 	}

@@ -82,7 +82,7 @@ within the lease TTL when it dies.`,
 				// Fake providers' instances become in-process agents.
 				agent.Config{DataDir: filepath.Join(os.TempDir(), "gangway-fake-cloud"), Checkpoints: ckstore, Log: a.log},
 				func(ctx context.Context, hooks fullstack.FakeHooks) (*fullstack.Cloud, error) {
-					return buildCloud(ctx, cl, hooks, a.log)
+					return fullstack.BuildConfiguredCloud(ctx, cl, hooks, a.log)
 				})
 		},
 	}
@@ -124,7 +124,7 @@ prints the inventory and topology as JSON and exits.`,
 				return err
 			}
 			ac := a.cfg.Agent
-			gpus, err := openAgentGPUs(ac, nvmlLibrary(), a.log)
+			gpus, err := ac.OpenGPUs(nvmlLibrary(), a.log)
 			if err != nil {
 				return err
 			}
@@ -158,7 +158,7 @@ prints the inventory and topology as JSON and exits.`,
 			ag := agent.New(agent.Config{Node: node, DataDir: ac.DataDir,
 				HeartbeatInterval: ac.HeartbeatInterval.Duration, Log: a.log,
 				Checkpoints: store, Notices: notices, CheckpointObserver: agent.CheckpointMetrics(metrics.NewCheckpoints(reg)), LogDrops: metrics.NewTaskLogs(reg),
-				GPU: agentGPUConfig(ac, gpus, reg)}, c.view)
+				GPU: ac.GPUConfig(gpus, metrics.NewGPU(reg))}, c.view)
 			return ag.Run(cmd.Context(), c.temporal)
 		},
 	}

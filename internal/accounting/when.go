@@ -42,3 +42,27 @@ func ParseWhen(v string, now time.Time) (time.Time, error) {
 	}
 	return now.Add(-ago).UTC(), nil
 }
+
+// ParseQuery reads a report's grouping and window as users give them (the
+// --by, --since and --until of `gangway cost`): since and until by
+// ParseWhen, until "" for now. An error begins with the name of the value
+// that is wrong ("since: want ...").
+func ParseQuery(by, since, until string, now time.Time) (Query, error) {
+	g, err := ParseGroupBy(by)
+	if err != nil {
+		return Query{}, fmt.Errorf("by: %w", err)
+	}
+	q := Query{By: g, Until: now.UTC()}
+	if q.Since, err = ParseWhen(since, now); err != nil {
+		return Query{}, fmt.Errorf("since: %w", err)
+	}
+	if until != "" {
+		if q.Until, err = ParseWhen(until, now); err != nil {
+			return Query{}, fmt.Errorf("until: %w", err)
+		}
+	}
+	if !q.Since.Before(q.Until) {
+		return Query{}, fmt.Errorf("since %s is not before until %s", q.Since.Format(time.RFC3339), q.Until.Format(time.RFC3339))
+	}
+	return q, nil
+}

@@ -20,6 +20,8 @@ import (
 	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/internal/accounting"
 	"github.com/gangwayhq/gangway/internal/agent"
+	"github.com/gangwayhq/gangway/internal/gpuinfo"
+	"github.com/gangwayhq/gangway/internal/metrics"
 	"github.com/gangwayhq/gangway/internal/redact"
 	"github.com/gangwayhq/gangway/placement"
 	"github.com/gangwayhq/gangway/placement/baselines"
@@ -406,4 +408,30 @@ func NewLoggerTo(w io.Writer, c LogConfig) *slog.Logger {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// OpenGPUs reads the agent's GPUs: the synthetic inventory of FakeGPUs
+// when it is set, else lib's (NVML). Without FakeGPUs on a machine with no
+// NVIDIA driver it fails saying how to get a synthetic one.
+func (c AgentConfig) OpenGPUs(lib gpuinfo.Library, log *slog.Logger) (agent.NodeGPUs, error) {
+	o := agent.NodeGPUOptions{NodeID: c.NodeID, Pool: c.Pool, Addr: c.Addr}
+	if c.FakeGPUs != "" {
+		gpus, model, err := ParseFakeGPUs(c.FakeGPUs)
+		if err != nil {
+			return agent.NodeGPUs{}, fmt.Errorf("--fake-gpus: %w", err)
+		}
+		o.FakeGPUs, o.FakeModel = gpus, model
+	}
+	g, err := agent.OpenNodeGPUs(lib, o, log)
+	if errors.Is(err, gpuinfo.ErrNoDriver) {
+		return g, fmt.Errorf("%w; on a machine without NVIDIA GPUs use --fake-gpus 8xH100 for a synthetic inventory", err)
+	}
+	return g, err
+}
+
+// GPUConfig turns the agent's GPU health watch and reclaim on with the
+// configured periods, exporting per-GPU readings to m.
+func (c AgentConfig) GPUConfig(g agent.NodeGPUs, m *metrics.GPU) agent.GPUConfig {
+	return agent.GPUConfig{Source: g.Source, Metrics: m, SampleInterval: c.SampleInterval.Duration,
+		ZombieGrace: c.ZombieGrace.Duration, IdleReport: c.IdleReport.Duration}
 }

@@ -207,6 +207,42 @@ func (r *SweepResult) Worse(policy, base string, limit float64) []Violation {
 	return out
 }
 
+// Check is nil when Gangway's default leaves at most limit × FGD's
+// unallocated GPU on every point and seed, else an error listing each run
+// where it leaves more.
+func (r *SweepResult) Check(limit float64) error {
+	bad := r.Worse(GangwayPolicy, "fgd", limit)
+	if len(bad) == 0 {
+		return nil
+	}
+	lines := make([]string, len(bad))
+	for i, v := range bad {
+		lines[i] = "  " + v.String()
+	}
+	return fmt.Errorf("gangway above %g x fgd's unallocated GPU on %d run(s):\n%s", limit, len(bad), strings.Join(lines, "\n"))
+}
+
+// SweepProgress is a RunSweep progress function drawing one progress bar
+// per point on w.
+func SweepProgress(w io.Writer, cfg SweepConfig) (progress func(point, done, total int), finish func()) {
+	var bar *ProgressBar
+	at := -1
+	finish = func() {
+		if bar != nil {
+			bar.Done()
+		}
+	}
+	return func(i, done, total int) {
+		if i != at {
+			finish()
+			bar = NewProgressBar(w, fmt.Sprintf("sweep %d/%d %s: %d policies x %d seeds", i+1, len(cfg.Points), cfg.Points[i],
+				len(cfg.Policies), len(cfg.Seeds)), "arrivals")
+			at = i
+		}
+		bar.Update(done, total)
+	}, finish
+}
+
 // WriteText writes the sweep table: per point, the mix generated, each
 // policy's unallocated GPU % at 100% (mean ± sd over seeds), and
 // Gangway's ratio to FGD (of the means, and the worst seed's) with the

@@ -2,7 +2,10 @@ package fullstack
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
+	"time"
 
 	compute "cloud.google.com/go/compute/apiv1"
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
@@ -11,6 +14,7 @@ import (
 	"google.golang.org/api/option"
 
 	"github.com/gangwayhq/gangway/internal/cloud"
+	"github.com/gangwayhq/gangway/internal/config"
 	"github.com/gangwayhq/gangway/internal/spotpolicy"
 	"github.com/gangwayhq/gangway/providers"
 	"github.com/gangwayhq/gangway/providers/aws"
@@ -129,4 +133,34 @@ func (c *Cloud) build(ctx context.Context, s ProviderSpec, hooks FakeHooks) (pro
 		return f, nil
 	}
 	return nil, fmt.Errorf("no provider type set")
+}
+
+// BuildConfiguredCloud builds the providers of a config's cloud section
+// (BuildCloud over one ProviderSpec per cloud.providers entry); a provider
+// that fails is named by its place in the config.
+func BuildConfiguredCloud(ctx context.Context, c config.CloudConfig, hooks FakeHooks, log *slog.Logger) (*Cloud, error) {
+	specs := make([]ProviderSpec, len(c.Providers))
+	for i, pc := range c.Providers {
+		plog := log.With("provider", pc.EffectiveName())
+		specs[i].Endpoint = pc.Endpoint
+		switch pc.Type {
+		case config.ProviderAWS:
+			o := pc.AWSOptions(plog)
+			specs[i].AWS = &o
+		case config.ProviderGCP:
+			o := pc.GCPOptions(plog)
+			specs[i].GCP = &o
+		case config.ProviderFake:
+			specs[i].Fake = &fake.Options{Name: pc.EffectiveName(), BootDelay: pc.BootDelay.Duration, NoticeLead: pc.NoticeLead.Duration,
+				TraceStart: time.Now().Add(-pc.TraceOffset.Duration), Log: plog, Pools: pc.FakePools()}
+			for _, pl := range pc.Pools {
+				specs[i].FakeTraces = append(specs[i].FakeTraces, pl.Trace)
+			}
+		}
+	}
+	s, err := BuildCloud(ctx, specs, cloud.RegistryOptions{OffersTTL: c.OffersTTL.Duration, Log: log}, hooks)
+	if pe := (*ProviderError)(nil); errors.As(err, &pe) {
+		return nil, fmt.Errorf("cloud.providers[%d] (%s): %w", pe.Index, pe.Name, pe.Err)
+	}
+	return s, err
 }
