@@ -2,8 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -11,6 +9,7 @@ import (
 
 	"github.com/gangwayhq/gangway/internal/bench"
 	"github.com/gangwayhq/gangway/internal/config"
+	"github.com/gangwayhq/gangway/internal/devstack"
 	"github.com/gangwayhq/gangway/internal/dispatch"
 )
 
@@ -89,21 +88,12 @@ and see docs/benchmarks.md for the commands behind the published ones.`,
 
 func runBench(cmd *cobra.Command, a *app, o bench.Options, dataDir, output string) error {
 	out, errOut := cmd.OutOrStdout(), cmd.ErrOrStderr()
-	o.Dir = dataDir
-	if o.Dir == "" {
-		dir, err := os.MkdirTemp("", "gangway-bench-")
-		if err != nil {
-			return fmt.Errorf("state dir: %w", err)
-		}
-		defer os.RemoveAll(dir)
-		o.Dir = dir
-	}
-	gwLog, err := os.Create(filepath.Join(o.Dir, "gangway.log"))
+	dir, logFile, cleanup, err := devstack.StateDir(dataDir, "gangway-bench-")
 	if err != nil {
-		return fmt.Errorf("gangway log: %w", err)
+		return err
 	}
-	defer gwLog.Close()
-	o.Log = config.NewLoggerTo(gwLog, a.cfg.Log)
+	defer cleanup()
+	o.Dir, o.Log = dir, config.NewLoggerTo(logFile, a.cfg.Log)
 	// Progress goes to stderr, so --output json stays one object on stdout.
 	o.Progress = func(line string) {
 		fmt.Fprintf(errOut, "[%s] gangway bench: %s\n", time.Now().Format(time.TimeOnly), line)

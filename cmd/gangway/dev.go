@@ -14,6 +14,7 @@ import (
 	"github.com/gangwayhq/gangway/internal/agent"
 	"github.com/gangwayhq/gangway/internal/cloud"
 	"github.com/gangwayhq/gangway/internal/config"
+	"github.com/gangwayhq/gangway/internal/devstack"
 	"github.com/gangwayhq/gangway/internal/devstack/fullstack"
 	"github.com/gangwayhq/gangway/internal/dispatch"
 )
@@ -93,21 +94,12 @@ func runDev(ctx context.Context, a *app, o devOptions, shapes []agent.NodeShape,
 	if err != nil {
 		return err
 	}
-	dir := o.dataDir
-	if dir == "" {
-		if dir, err = os.MkdirTemp("", "gangway-dev-"); err != nil {
-			return fmt.Errorf("state dir: %w", err)
-		}
-		defer os.RemoveAll(dir)
-	}
-	// The terminal shows progress; the components log to a file beside the
-	// servers' output.
-	gwLog, err := os.Create(filepath.Join(dir, "gangway.log"))
+	dir, logFile, cleanup, err := devstack.StateDir(o.dataDir, "gangway-dev-")
 	if err != nil {
-		return fmt.Errorf("gangway log: %w", err)
+		return err
 	}
-	defer gwLog.Close()
-	log := config.NewLoggerTo(gwLog, a.cfg.Log)
+	defer cleanup()
+	log := config.NewLoggerTo(logFile, a.cfg.Log)
 
 	fmt.Fprintf(out, "gangway dev: state and logs in %s\n", dir)
 	// Jobs name `gangway demo-train` as the examples do: this binary
@@ -158,7 +150,7 @@ func runDev(ctx context.Context, a *app, o devOptions, shapes []agent.NodeShape,
 			return err
 		}
 		if runCtx.Err() == nil {
-			reportLeftovers(runCtx, st.Cloud, out)
+			st.Cloud.ReportLeftovers(runCtx, out)
 		}
 	}
 	if (o.keep || o.noDemo) && runCtx.Err() == nil {

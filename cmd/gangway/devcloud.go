@@ -1,14 +1,9 @@
 package main
 
 import (
-	"context"
-	"fmt"
-	"io"
-	"strings"
 	"time"
 
 	"github.com/gangwayhq/gangway/internal/config"
-	"github.com/gangwayhq/gangway/internal/devstack/fullstack"
 	"github.com/gangwayhq/gangway/internal/sim"
 )
 
@@ -30,19 +25,4 @@ func devCloud(c config.CloudConfig, o devOptions) (config.CloudConfig, error) {
 		trace = sim.LocateTrace(devSpotTrace)
 	}
 	return config.DevCloud(c, o.cloud, trace)
-}
-
-// reportLeftovers says whether any cloud instance outlived the demo,
-// giving terminations a few seconds to land.
-func reportLeftovers(ctx context.Context, c *fullstack.Cloud, out io.Writer) {
-	if len(c.Registry.Names()) == 0 {
-		return
-	}
-	left := c.WaitNoLeftovers(ctx, 15*time.Second)
-	if len(left) == 0 {
-		fmt.Fprintln(out, "\ncloud: no instance left running")
-		return
-	}
-	fmt.Fprintf(out, "\ncloud: %d instances still running: %s (the reconciler terminates orphans after a minute)\n",
-		len(left), strings.Join(left, ", "))
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"strings"
 	"sync"
 	"time"
 
@@ -72,6 +74,22 @@ func (c *Cloud) Leftovers(ctx context.Context) []string {
 		}
 	}
 	return left
+}
+
+// ReportLeftovers says on out, after a demo, whether any instance is
+// still running (waiting up to 15 s for the last terminations); nothing
+// when the stack has no cloud.
+func (c *Cloud) ReportLeftovers(ctx context.Context, out io.Writer) {
+	if len(c.Registry.Names()) == 0 {
+		return
+	}
+	left := c.WaitNoLeftovers(ctx, 15*time.Second)
+	if len(left) == 0 {
+		fmt.Fprintln(out, "\ncloud: no instance left running")
+		return
+	}
+	fmt.Fprintf(out, "\ncloud: %d instances still running: %s (the reconciler terminates orphans after a minute)\n",
+		len(left), strings.Join(left, ", "))
 }
 
 // WaitNoLeftovers waits up to wait for every instance to be gone, as
