@@ -22,6 +22,11 @@ type Options struct {
 	// Workload is the typical workload fragmentation is measured against;
 	// nil derives it from the queue.
 	Workload []WorkloadClass
+	// Demand is the whole job mix, when Workload keeps only part of it (the
+	// FGD protocol's typical workload drops the rarest classes): the
+	// default policy's model-scarcity term reads what share of the demand
+	// is bound to which GPU models from it. nil: Workload.
+	Demand []WorkloadClass
 	// Fairness weighs teams within a priority class.
 	Fairness Fairness
 	// Quotas limit teams per GPU model, with borrowing within cohorts.
@@ -133,6 +138,9 @@ func NewSession(s Snapshot, o Options) *Session {
 		sc = FirstFit{}
 	}
 	v := newView(&s, o.Workload, rand.New(rand.NewPCG(o.Seed, o.Seed^0x9e3779b97f4a7c15)))
+	if o.Demand != nil {
+		v.demand = o.Demand
+	}
 	if p, ok := sc.(Preparer); ok {
 		p.Prepare(v)
 	}

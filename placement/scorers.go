@@ -275,16 +275,15 @@ const (
 	// fifth of FGD's unallocated GPUs; anywhere in 0.1–3 does about as well.
 	gwStrand = 0.3
 	// gwScarcity weighs the model-scarcity cost, in milli-GPU per
-	// milli-GPU: the GPU capacity that model-constrained work of the
-	// typical workload will miss because a task that could run elsewhere
-	// took a GPU of a model that work depends on (see modelShortfall). 1
-	// counts each such milli-GPU as one lost, as FGD counts fragments.
-	// It sees only the classes of the workload it is given: the FGD
-	// protocol's typical workload (the popular classes up to 95% of tasks)
-	// drops many small constrained classes — on openb gpuspec10 it holds
-	// 6.7% of GPU demand as constrained against 10.9% in the task list —
-	// so there the need is undercounted (issue 16; docs/benchmarks.md,
-	// workload sweep).
+	// milli-GPU: the GPU capacity that model-constrained work of the job
+	// mix will miss because a task that could run elsewhere took a GPU of
+	// a model that work depends on (see modelSupply.shortfall). 1 counts
+	// each such milli-GPU as one lost, as FGD counts fragments. The mix is
+	// Options.Demand, every class: the FGD protocol's typical workload
+	// (the popular classes up to 95% of tasks) drops many small
+	// constrained classes — on openb gpuspec10 it holds 6.7% of GPU demand
+	// as constrained against 10.9% in the task list — and undercounted the
+	// need when the term read it (docs/benchmarks.md, workload sweep).
 	gwScarcity = 1.0
 	// gwTopology weighs the TopologyLocality score (−10 per extra NVLink
 	// domain a replica spans, …) for whole-GPU gangs on nodes whose GPUs
@@ -432,7 +431,7 @@ func hasDomains(n *Node, gpus []int) bool {
 }
 
 // modelSupply follows, per GPU model, the fleet's free GPU capacity and
-// the share of the typical workload's GPU demand that may run only on a
+// the share of the job mix's GPU demand that may run only on a
 // set of models including it (spread over the set by capacity).
 type modelSupply struct {
 	constrained bool               // some class has a model constraint
@@ -469,7 +468,7 @@ func (ms *modelSupply) refresh(v *View, i int) {
 // shortfall is the GPU capacity, in milli-GPU, that constrained work
 // will miss if a replica of j takes gpu milli-GPU on node i when it could
 // run on another model: the remaining arrivals are taken to fill the
-// fleet's free capacity at the typical mix, so model m's constrained
+// fleet's free capacity at the job mix, so model m's constrained
 // classes will need share(m) × the fleet's free capacity of m's; what the
 // replica takes beyond m's slack over that need is lost to them. 0 for a
 // replica that may run only on m, and while m has slack.
@@ -484,10 +483,10 @@ func (ms *modelSupply) shortfall(v *View, i int, j *gangway.QueueEntry, gpu int)
 	return min(max(float64(gpu)-slack, 0), float64(gpu))
 }
 
-// modelDemandShare is, per GPU model, the share of the workload's GPU
-// demand that may run only on a set of models including it, spread over
-// the set by the models' GPU capacity; models no constrained class names
-// are absent.
+// modelDemandShare is, per GPU model, the share of the job mix's GPU
+// demand (Options.Demand) that may run only on a set of models including
+// it, spread over the set by the models' GPU capacity; models no
+// constrained class names are absent.
 func modelDemandShare(v *View) map[string]float64 {
 	capacity := map[string]float64{}
 	for i := range v.nodes {
@@ -496,7 +495,7 @@ func modelDemandShare(v *View) map[string]float64 {
 		}
 	}
 	demand, all := map[string]float64{}, 0.0
-	for _, w := range v.workload {
+	for _, w := range v.demand {
 		d := w.Weight * float64(max(w.GPUs, 0)) * float64(classMilli(w)) / Whole
 		all += d
 		if len(w.Models) == 0 || d == 0 {

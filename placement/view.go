@@ -30,6 +30,7 @@ type View struct {
 	reserved bool // some resStart is set
 
 	workload []WorkloadClass
+	demand   []WorkloadClass // the whole mix (Options.Demand)
 	rnd      *rand.Rand
 
 	undo  []saved // node states saved by open transactions, oldest first
@@ -79,7 +80,7 @@ func newView(s *Snapshot, workload []WorkloadClass, rnd *rand.Rand) *View {
 	n := len(s.Nodes)
 	v := &View{nodes: s.Nodes, now: s.Now, free: make([][]int, n), cpu: make([]int64, n), mem: make([]int64, n),
 		whole: make([]int, n), oneDomain: make([]bool, n), resStart: make([][]time.Time, n), resJob: make([][]string, n),
-		workload: workload, rnd: rnd, isDirty: make([]bool, n)}
+		workload: workload, demand: workload, rnd: rnd, isDirty: make([]bool, n)}
 	for i := range s.Nodes {
 		nd := &s.Nodes[i]
 		v.free[i] = make([]int, len(nd.GPUs))

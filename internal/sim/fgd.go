@@ -265,6 +265,9 @@ func RunFGD(ctx context.Context, cfg FGDConfig) (*FGDResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The policies measure fragmentation against the typical workload;
+	// the demand the model-scarcity term reads is the whole task list's.
+	demand, _ := WorkloadFor(WorkloadAll, cfg.Tasks)
 
 	trials := make([]Trial, len(cfg.Seeds))
 	total := 0
@@ -287,7 +290,7 @@ func RunFGD(ctx context.Context, cfg FGDConfig) (*FGDResult, error) {
 	for range cmp.Or(cfg.Parallel, runtime.GOMAXPROCS(0)) {
 		wg.Go(func() {
 			for j := range jobs {
-				r, err := runTrial(ctx, &cfg, trials[j.s], cfg.Policies[j.p], workload, prog)
+				r, err := runTrial(ctx, &cfg, trials[j.s], cfg.Policies[j.p], workload, demand, prog)
 				if err != nil {
 					errs[j.p*len(cfg.Seeds)+j.s] = err
 					cancel()
@@ -325,14 +328,14 @@ feed:
 
 // runTrial places one trial's tasks one at a time, with no departures,
 // through a placement session with policy's scorer.
-func runTrial(ctx context.Context, cfg *FGDConfig, tr Trial, policy string, workload []placement.WorkloadClass, prog *progress) (Run, error) {
+func runTrial(ctx context.Context, cfg *FGDConfig, tr Trial, policy string, workload, demand []placement.WorkloadClass, prog *progress) (Run, error) {
 	start := time.Now()
 	sc, err := cfg.NewScorer(policy)
 	if err != nil {
 		return Run{}, err
 	}
 	sess := placement.NewSession(placement.Snapshot{Nodes: tr.Nodes},
-		placement.Options{Scorer: sc, Seed: uint64(tr.Seed), Workload: workload})
+		placement.Options{Scorer: sc, Seed: uint64(tr.Seed), Workload: workload, Demand: demand})
 	m := newMeter(sess.View())
 	r := Run{Policy: policy, Seed: tr.Seed, CapacityMilli: GPUCapacityMilli(tr.Nodes), Tasks: len(tr.Tasks),
 		Points: make([]Point, 0, len(tr.Tasks))}

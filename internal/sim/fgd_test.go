@@ -272,7 +272,7 @@ func TestFGDHandComputed(t *testing.T) {
 		{GPUs: 1, Milli: 1000, CPUMilli: 1000, Weight: 0.5},
 	}
 	cfg := FGDConfig{NewScorer: func(string) (placement.Scorer, error) { return placement.FirstFit{}, nil }}
-	run, err := runTrial(context.Background(), &cfg, Trial{Seed: 1, Nodes: nodes, Tasks: tasks}, "first-fit", workload, newProgress(nil, 0))
+	run, err := runTrial(context.Background(), &cfg, Trial{Seed: 1, Nodes: nodes, Tasks: tasks}, "first-fit", workload, nil, newProgress(nil, 0))
 	if err != nil {
 		t.Fatal(err)
 	}

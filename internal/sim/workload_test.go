@@ -179,7 +179,6 @@ func TestParseSweep(t *testing.T) {
 var sweepKnownWorse = map[string]bool{
 	"multi=20% seed 43": true,
 	"multi=40% seed 42": true,
-	"spec=20% seed 42":  true,
 }
 
 // TestSweepNeverWorseThanFGD is the sweep's check in small: every point of
