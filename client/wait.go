@@ -58,27 +58,28 @@ func waitingText(st JobStatus) string {
 }
 
 // WaitDrained waits until none of jobs holds GPUs on the node any more
-// (each stopped, released and requeued), reading the allocations every
-// interval and calling left (if not nil) with the jobs still there
-// whenever that list changes — what `gangway drain` prints as progress.
+// (each stopped, released and requeued), reading the nodes every interval
+// and calling left (if not nil) with the jobs still there whenever that
+// list changes — what `gangway drain` prints as progress.
 func (c *Client) WaitDrained(ctx context.Context, nodeID string, jobs []gangway.JobID, every time.Duration, left func([]gangway.JobID)) error {
-	if c.view == nil {
-		return fmt.Errorf("drain %s: %w", nodeID, ErrNoView)
-	}
 	var last []gangway.JobID
 	first := true
 	for {
-		allocs, err := c.view.Allocations(ctx)
+		nodes, err := c.Nodes(ctx)
 		if err != nil {
 			return fmt.Errorf("drain %s: %w", nodeID, err)
 		}
 		var still []gangway.JobID
-		for _, a := range allocs {
-			if slices.Contains(jobs, a.JobID) && slices.ContainsFunc(a.Members, func(m gangway.Member) bool { return m.NodeID == nodeID }) {
-				still = append(still, a.JobID)
+		for _, n := range nodes {
+			if n.Node.ID != nodeID {
+				continue
+			}
+			for _, j := range n.Jobs() {
+				if slices.Contains(jobs, j) {
+					still = append(still, j)
+				}
 			}
 		}
-		slices.Sort(still)
 		if left != nil && (first || !slices.Equal(still, last)) {
 			left(still)
 		}

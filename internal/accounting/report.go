@@ -13,25 +13,19 @@ import (
 )
 
 // GroupBy is what a report's rows are: one per team, project or pool.
-type GroupBy string
+type GroupBy = gangway.CostGroupBy
 
 // The groupings a report supports.
 const (
-	ByTeam    GroupBy = "team"
-	ByProject GroupBy = "project"
-	ByPool    GroupBy = "pool"
+	ByTeam    = gangway.CostByTeam
+	ByProject = gangway.CostByProject
+	ByPool    = gangway.CostByPool
 )
 
 // ParseGroupBy checks a grouping name.
-func ParseGroupBy(s string) (GroupBy, error) {
-	switch g := GroupBy(s); g {
-	case ByTeam, ByProject, ByPool:
-		return g, nil
-	}
-	return "", fmt.Errorf("want team, project or pool, got %q", s)
-}
+func ParseGroupBy(s string) (GroupBy, error) { return gangway.ParseCostGroupBy(s) }
 
-func (g GroupBy) key(s gangway.UsageSegment) string {
+func groupKey(g GroupBy, s gangway.UsageSegment) string {
 	switch g {
 	case ByProject:
 		return s.Project
@@ -58,16 +52,15 @@ type Query struct {
 	// of every row it has a segment in. A run must not be here once the
 	// ledger holds its segments; Ledger.Report drops those.
 	Running []gangway.UsageSegment
+	// Team, when set, keeps only the segments of the teams it accepts:
+	// what a user who is not an admin may read (the user API's cost).
+	Team func(team string) bool
 }
 
 // Split is one quantity by capacity type.
-type Split struct {
-	OnPrem   float64 `json:"onPrem"`
-	Spot     float64 `json:"spot"`
-	OnDemand float64 `json:"onDemand"`
-}
+type Split = gangway.CostSplit
 
-func (s *Split) add(capacityType gangway.CapacityType, v float64) {
+func addTo(s *Split, capacityType gangway.CapacityType, v float64) {
 	switch capacityType {
 	case gangway.CapacitySpot:
 		s.Spot += v
@@ -78,37 +71,12 @@ func (s *Split) add(capacityType gangway.CapacityType, v float64) {
 	}
 }
 
-// Row is one group's usage in the window.
-type Row struct {
-	// Group is the team, project or pool ("" for segments without a
-	// project).
-	Group    string `json:"group"`
-	Segments int    `json:"segments"`
-	// InFlight is how many of the row's runs are still going: their
-	// segments (counted in Segments, GPUHours and Dollars) end now, so
-	// they show the cost so far.
-	InFlight int   `json:"inFlight"`
-	GPUHours Split `json:"gpuHours"`
-	Dollars  Split `json:"dollars"`
-	// TotalDollars is the sum of every segment's Dollars(), added in the
-	// order the segments ran (not the sum of the three Dollars fields,
-	// which may differ in the last bit).
-	TotalDollars float64 `json:"totalDollars"`
-	// SpotSavedDollars is what the group's spot GPU-hours would have cost
-	// at on-demand prices minus what they cost; nil when the on-demand
-	// price of a pool it used spot in is unknown. Zero without spot usage.
-	SpotSavedDollars *float64 `json:"spotSavedDollars"`
-}
-
-// Summary is a report: one row per group, most expensive first, and the
-// total over all of them.
-type Summary struct {
-	By    GroupBy   `json:"by"`
-	Since time.Time `json:"since,omitzero"`
-	Until time.Time `json:"until,omitzero"`
-	Rows  []Row     `json:"rows"`
-	Total Row       `json:"total"`
-}
+// Row and Summary are the root package's cost report: the user API
+// sends them.
+type (
+	Row     = gangway.CostRow
+	Summary = gangway.CostSummary
+)
 
 // Report aggregates segments, given in any order, into a Summary. Duplicates
 // must already be gone (the ledger never returns any).
@@ -117,14 +85,15 @@ func Report(segs []gangway.UsageSegment, q Query) (Summary, error) {
 		return Summary{}, fmt.Errorf("report by: %w", err)
 	}
 	in := make([]gangway.UsageSegment, 0, len(segs)+len(q.Running))
+	keep := func(s gangway.UsageSegment) bool { return q.Team == nil || q.Team(s.Team) }
 	for _, s := range segs {
-		if c, ok := clip(s, q.Since, q.Until); ok {
+		if c, ok := clip(s, q.Since, q.Until); ok && keep(c) {
 			in = append(in, c)
 		}
 	}
 	running := map[string]bool{} // IDs of the segments of runs in flight
 	for _, s := range q.Running {
-		if c, ok := clip(s, q.Since, q.Until); ok {
+		if c, ok := clip(s, q.Since, q.Until); ok && keep(c) {
 			in = append(in, c)
 			running[SegmentID(c)] = true
 		}
@@ -135,7 +104,7 @@ func Report(segs []gangway.UsageSegment, q Query) (Summary, error) {
 	acc := map[string]*accumulator{}
 	total := newAccumulator("")
 	for _, s := range in {
-		g := q.By.key(s)
+		g := groupKey(q.By, s)
 		a := acc[g]
 		if a == nil {
 			a = newAccumulator(g)
@@ -200,8 +169,8 @@ func (a *accumulator) add(s gangway.UsageSegment, onDemand map[string]float64, i
 	if inFlight {
 		a.inFlight[runKey{s.JobID, s.Attempt}] = true
 	}
-	a.gpuSeconds.add(s.CapacityType, s.GPUSeconds())
-	a.dollars.add(s.CapacityType, d)
+	addTo(&a.gpuSeconds, s.CapacityType, s.GPUSeconds())
+	addTo(&a.dollars, s.CapacityType, d)
 	a.total += d
 	if s.CapacityType != gangway.CapacitySpot {
 		return

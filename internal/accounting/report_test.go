@@ -154,15 +154,15 @@ func checkAddsUp(t errorer, by GroupBy, segs []gangway.UsageSegment, prices map[
 	t.Helper()
 	groups := map[string][]gangway.UsageSegment{}
 	for _, s := range segs {
-		groups[by.key(s)] = append(groups[by.key(s)], s)
+		groups[groupKey(by, s)] = append(groups[groupKey(by, s)], s)
 	}
 	want := func(group string, segs []gangway.UsageSegment) Row {
 		r := Row{Group: group, Segments: len(segs)}
 		var sec Split
 		SortSegments(segs)
 		for _, s := range segs {
-			sec.add(s.CapacityType, s.GPUSeconds())
-			r.Dollars.add(s.CapacityType, s.Dollars())
+			addTo(&sec, s.CapacityType, s.GPUSeconds())
+			addTo(&r.Dollars, s.CapacityType, s.Dollars())
 		}
 		r.GPUHours = Split{OnPrem: sec.OnPrem / 3600, Spot: sec.Spot / 3600, OnDemand: sec.OnDemand / 3600}
 		_, r.TotalDollars = sumInOrder(segs)

@@ -66,3 +66,6 @@ func ParseQuery(by, since, until string, now time.Time) (Query, error) {
 	}
 	return q, nil
 }
+
+// DefaultSince is the start of a report window nobody gave.
+const DefaultSince = "7d"

@@ -129,6 +129,8 @@ type Description struct {
 	Closed    string
 	StartedAt time.Time
 	ClosedAt  time.Time // zero while running
+	// Team is the team the job was submitted for (its memo).
+	Team string
 }
 
 // Describe reports whether the job's workflow runs and, if not, how it
@@ -141,6 +143,9 @@ func (j *Jobs) Describe(ctx context.Context, id gangway.JobID) (Description, err
 	}
 	info := resp.GetWorkflowExecutionInfo()
 	d := Description{Running: info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING}
+	if p := info.GetMemo().GetFields()[workflows.MemoTeam]; p != nil {
+		_ = converter.GetDefaultDataConverter().FromPayload(p, &d.Team)
+	}
 	if info.GetStartTime() != nil {
 		d.StartedAt = info.GetStartTime().AsTime()
 	}

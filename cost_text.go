@@ -1,4 +1,4 @@
-package accounting
+package gangway
 
 import (
 	"bytes"
@@ -13,7 +13,7 @@ import (
 
 // WriteText writes the summary as `gangway cost` shows it: a table, one row
 // per group and a total, with notes on unknown savings and runs in flight.
-func (sum Summary) WriteText(w io.Writer) error {
+func (sum CostSummary) WriteText(w io.Writer) error {
 	fmt.Fprintf(w, "Usage by %s from %s to %s\n\n", sum.By, sum.Since.Format(time.RFC3339), sum.Until.Format(time.RFC3339))
 	groups := make([]string, len(sum.Rows))
 	width := max(len(sum.By), len("TOTAL"))
@@ -29,7 +29,7 @@ func (sum Summary) WriteText(w io.Writer) error {
 	var buf bytes.Buffer
 	tw := tabwriter.NewWriter(&buf, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "%-*s\tGPU-H ON-PREM\tGPU-H SPOT\tGPU-H ON-DEMAND\t$ ON-PREM\t$ SPOT\t$ ON-DEMAND\t$ TOTAL\tSPOT SAVED\tIN FLIGHT\t\n", width, strings.ToUpper(string(sum.By)))
-	row := func(group string, r Row) {
+	row := func(group string, r CostRow) {
 		saved := "-"
 		if r.SpotSavedDollars != nil {
 			saved = fmt.Sprintf("%.2f", *r.SpotSavedDollars)
@@ -63,7 +63,7 @@ func (sum Summary) WriteText(w io.Writer) error {
 
 // WriteCSV writes one line per group, full precision, savings empty where
 // unknown. There is no total line: a spreadsheet adds the rows.
-func (sum Summary) WriteCSV(w io.Writer) error {
+func (sum CostSummary) WriteCSV(w io.Writer) error {
 	cw := csv.NewWriter(w)
 	_ = cw.Write([]string{string(sum.By), "gpu_hours_on_prem", "gpu_hours_spot", "gpu_hours_on_demand",
 		"dollars_on_prem", "dollars_spot", "dollars_on_demand", "dollars_total", "spot_saved_dollars", "runs_in_flight"})
