@@ -11,12 +11,15 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gangwayhq/gangway/client"
 	"github.com/gangwayhq/gangway/internal/agent"
+	"github.com/gangwayhq/gangway/internal/api"
 	"github.com/gangwayhq/gangway/internal/cloud"
 	"github.com/gangwayhq/gangway/internal/config"
 	"github.com/gangwayhq/gangway/internal/devstack"
 	"github.com/gangwayhq/gangway/internal/devstack/fullstack"
 	"github.com/gangwayhq/gangway/internal/dispatch"
+	"github.com/gangwayhq/gangway/workflows/jobs"
 )
 
 type devOptions struct {
@@ -28,6 +31,7 @@ type devOptions struct {
 	headless  bool
 	cloud     bool
 	spotTrace string
+	apiAddr   string
 }
 
 func newDevCmd(a *app) *cobra.Command {
@@ -55,6 +59,10 @@ so an idle policy reclaims a job's GPUs (examples/notebook-idle.yaml). The
 jobs find this binary first on their PATH, as 'gangway': the files in
 examples/ run 'gangway demo-train' and run here as they are.
 
+The server serves the user API on --api-addr, and an admin token for it is
+written to the state directory: --keep prints the GANGWAY_API and
+GANGWAY_TOKEN_FILE settings the CLI finds it with.
+
 --keep leaves the stack up afterwards and prints how to reach it. Ctrl-C
 stops everything and leaves no process behind.
 
@@ -81,6 +89,7 @@ Needs redis-server on PATH and the Temporal CLI in bin/ or on PATH
 	f.BoolVar(&o.headless, "headless", false, "do not serve the Temporal Web UI")
 	f.BoolVar(&o.cloud, "cloud", true, "run a fake cloud beside the on-prem nodes for bursts")
 	f.StringVar(&o.spotTrace, "spot-trace", "", "spot trace for the fake spot pool (default: one in ../shared/traces/spot/ if present)")
+	f.StringVar(&o.apiAddr, "api-addr", "127.0.0.1:8080", "listen address of the user API the CLI speaks")
 	return cmd
 }
 
@@ -107,6 +116,15 @@ func runDev(ctx context.Context, a *app, o devOptions, shapes []agent.NodeShape,
 	self, _ := os.Executable()
 	os.Setenv("PATH", filepath.Dir(self)+string(os.PathListSeparator)+os.Getenv("PATH"))
 	nodes := agent.InRacks(agent.FakeFleet("node", "onprem", shapes), 2)
+	// The CLI speaks the user API: an admin token for whoever runs this.
+	tokens, tokenFile := filepath.Join(dir, "api-tokens"), filepath.Join(dir, "admin.token")
+	token, err := api.CreateToken(tokens, "dev", nil, true, time.Now())
+	if err == nil {
+		err = os.WriteFile(tokenFile, []byte(token+"\n"), 0o600)
+	}
+	if err != nil {
+		return fmt.Errorf("dev API token: %w", err)
+	}
 	st, err := fullstack.Start(ctx, fullstack.Options{
 		Dir: dir, Headless: o.headless, Log: log, TemporalLogger: config.TemporalLogger(log), RedisPrefix: a.cfg.Redis.Prefix,
 		Nodes: nodes, Agent: agent.Config{HeartbeatInterval: time.Second}, IdleGPUs: true,
@@ -120,6 +138,7 @@ func runDev(ctx context.Context, a *app, o devOptions, shapes []agent.NodeShape,
 			TeamLimits: cc.TeamLimits(), Join: cc.Join.ProviderJoin(),
 			// Instances of a finished demo job are gone within seconds.
 			Reconcile: cloud.ReconcilerConfig{Interval: 10 * time.Second, Grace: time.Minute},
+			API:       &api.Config{Listen: o.apiAddr, TokenFile: tokens},
 		},
 	})
 	if err != nil {
@@ -136,16 +155,15 @@ func runDev(ctx context.Context, a *app, o devOptions, shapes []agent.NodeShape,
 		case <-runCtx.Done():
 		}
 	}()
-	fmt.Fprintf(out, "gangway dev: redis at %s, temporal at %s\n", st.Redis.URL, st.Temporal.Addr)
+	fmt.Fprintf(out, "gangway dev: redis at %s, temporal at %s, user API at %s\n", st.Redis.URL, st.Temporal.Addr, st.APIURL)
 	fmt.Fprintf(out, "gangway dev: %d simulated nodes up (%s)\n", len(nodes), o.nodes)
 	for _, line := range st.Cloud.Describe(runCtx) {
 		fmt.Fprintf(out, "gangway dev: %s\n", line)
 	}
 
-	c := conns{temporal: st.TemporalClient, redis: st.RedisClient, view: st.View}
 	ok := true
 	if !o.noDemo {
-		ok, err = runDemo(runCtx, c, o, st.Events(), out)
+		ok, err = runDemo(runCtx, st, o, out)
 		if err != nil && runCtx.Err() == nil {
 			return err
 		}
@@ -155,9 +173,9 @@ func runDev(ctx context.Context, a *app, o devOptions, shapes []agent.NodeShape,
 	}
 	if (o.keep || o.noDemo) && runCtx.Err() == nil {
 		fmt.Fprintf(out, "\nThe stack is up. In another terminal, in the repository (examples/README.md says what each example shows):\n")
-		fmt.Fprintf(out, "  export PATH=%s:$PATH GANGWAY_TEMPORAL_ADDRESS=%s GANGWAY_REDIS_URL=%s GANGWAY_LEDGER_DSN=%s\n",
-			filepath.Dir(self), st.Temporal.Addr, st.Redis.URL, st.LedgerDSN)
+		fmt.Fprintf(out, "  export PATH=%s:$PATH GANGWAY_API=%s GANGWAY_TOKEN_FILE=%s\n", filepath.Dir(self), st.APIURL, tokenFile)
 		fmt.Fprintf(out, "  gangway submit examples/single-gpu.yaml --wait\n  gangway list\n  gangway nodes\n  gangway cost\n")
+		fmt.Fprintf(out, "The token in %s is an admin's; more: gangway token create --api-tokens %s --user U --teams T\n", tokenFile, tokens)
 		if st.Temporal.UIURL != "" {
 			fmt.Fprintf(out, "Temporal Web UI: %s\n", st.Temporal.UIURL)
 		}
@@ -182,16 +200,16 @@ func runDev(ctx context.Context, a *app, o devOptions, shapes []agent.NodeShape,
 
 // runDemo submits the demo workload, shows its progress and prints the
 // summary; it reports whether every job succeeded.
-func runDemo(ctx context.Context, c conns, o devOptions, events <-chan string, out io.Writer) (bool, error) {
+func runDemo(ctx context.Context, st *fullstack.Stack, o devOptions, out io.Writer) (bool, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return false, fmt.Errorf("find own binary for demo-train: %w", err)
 	}
 	d := fullstack.Demo{
-		Client: c.client(),
+		Client: client.New(jobs.New(st.TemporalClient), st.View),
 		Specs:  fullstack.DemoSpecs(self, o.stepTime, time.Now().Format("150405")),
-		GPUUse: func(ctx context.Context) (int, int, int) { return fullstack.GPUUse(ctx, c.view) },
-		Events: events,
+		GPUUse: func(ctx context.Context) (int, int, int) { return fullstack.GPUUse(ctx, st.View) },
+		Events: st.Events(),
 	}
 	d.PrintTo(out)
 	res, err := d.Run(ctx)

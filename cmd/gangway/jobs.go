@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -14,8 +15,6 @@ import (
 
 	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/client"
-	"github.com/gangwayhq/gangway/internal/capacity"
-	"github.com/gangwayhq/gangway/workflows/jobs"
 )
 
 // outputFlag adds --output text|json.
@@ -30,30 +29,30 @@ func checkOutput(v string) error {
 	return nil
 }
 
-// withConns is the common path of the job commands: check --output, load
-// the config, connect to Temporal and Redis, run f, close.
-func (a *app) withConns(cmd *cobra.Command, output string, f func(ctx context.Context, c conns) error) error {
+// withClient is the common path of the job commands: check --output,
+// make the user API's client from --api and the token, run f.
+func (a *app) withClient(cmd *cobra.Command, output string, f func(ctx context.Context, cl *client.Client) error) error {
 	if err := checkOutput(output); err != nil {
 		return err
 	}
-	if err := a.setup(cmd, false, false); err != nil {
-		return err
-	}
-	c, err := a.connect(cmd.Context())
+	token, err := a.cli.ResolveToken()
 	if err != nil {
 		return err
 	}
-	defer c.Close()
-	return f(cmd.Context(), c)
-}
-
-// The Redis view is the client's View.
-var _ client.View = (*capacity.View)(nil)
-
-// client is the job commands' client: job workflows through the one door
-// to them, the fleet through the Redis view.
-func (c conns) client() *client.Client {
-	return client.New(jobs.New(c.temporal), c.view)
+	tlsConfig, err := a.cli.TLS()
+	if err != nil {
+		return err
+	}
+	cl, err := client.NewAPI(client.APIOptions{URL: a.cli.API, Token: token, TLS: tlsConfig})
+	if err != nil {
+		return fmt.Errorf("--api: %w", err)
+	}
+	defer cl.Close()
+	err = f(cmd.Context(), cl)
+	if token == "" && errors.Is(err, client.ErrUnauthenticated) {
+		return fmt.Errorf("%w\n(no token given: set --token-file or GANGWAY_TOKEN_FILE; `gangway dev` prints one, an admin makes one with `gangway token create`)", err)
+	}
+	return err
 }
 
 func printJSON(w io.Writer, v any) error {
@@ -89,8 +88,7 @@ the end; exit non-zero unless it Succeeded.`,
 			if err != nil {
 				return fmt.Errorf("%s: %w", args[0], err)
 			}
-			return a.withConns(cmd, output, func(ctx context.Context, c conns) error {
-				cl := c.client()
+			return a.withClient(cmd, output, func(ctx context.Context, cl *client.Client) error {
 				id, err := cl.Submit(ctx, spec, client.SubmitOptions{})
 				if err != nil {
 					return err
@@ -139,8 +137,8 @@ func newStatusCmd(a *app) *cobra.Command {
 		Short: "Show a job's phase, assignment, history and why it waits",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.withConns(cmd, output, func(ctx context.Context, c conns) error {
-				st, err := c.client().Status(ctx, args[0])
+			return a.withClient(cmd, output, func(ctx context.Context, cl *client.Client) error {
+				st, err := cl.Status(ctx, args[0])
 				if err != nil {
 					return err
 				}
@@ -166,8 +164,8 @@ func newListCmd(a *app) *cobra.Command {
 		Short: "List jobs, newest first",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.withConns(cmd, output, func(ctx context.Context, c conns) error {
-				jobs, err := c.client().List(ctx)
+			return a.withClient(cmd, output, func(ctx context.Context, cl *client.Client) error {
+				jobs, err := cl.List(ctx)
 				if err != nil {
 					return err
 				}
@@ -197,8 +195,8 @@ as it is, and the command fails saying how it ended; an unknown job fails
 with "no job named JOB".`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.withConns(cmd, "text", func(ctx context.Context, c conns) error {
-				if err := c.client().Cancel(ctx, args[0]); err != nil {
+			return a.withClient(cmd, "text", func(ctx context.Context, cl *client.Client) error {
+				if err := cl.Cancel(ctx, args[0]); err != nil {
 					return err
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "cancel requested for job %s\n", args[0])
@@ -221,9 +219,9 @@ json, one JSON object per line (time, rank, attempt, text). An unknown job
 is an error: no job named JOB.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.withConns(cmd, output, func(ctx context.Context, c conns) error {
+			return a.withClient(cmd, output, func(ctx context.Context, cl *client.Client) error {
 				enc := json.NewEncoder(cmd.OutOrStdout())
-				return c.client().FollowLogs(ctx, args[0], follow, func(l gangway.LogLine) {
+				return cl.FollowLogs(ctx, args[0], follow, func(l gangway.LogLine) {
 					if output == "json" {
 						_ = enc.Encode(l)
 						return
@@ -249,17 +247,13 @@ by GPU, the ones fenced by a hardware fault, flaky or with a fault on record,
 with the job on each and the last fault (--gpus: every GPU).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.withConns(cmd, output, func(ctx context.Context, c conns) error {
-				nodes, err := c.view.Nodes(ctx)
-				if err != nil {
-					return err
-				}
-				health, err := c.view.AllGPUHealth(ctx)
+			return a.withClient(cmd, output, func(ctx context.Context, cl *client.Client) error {
+				nodes, err := cl.Nodes(ctx)
 				if err != nil {
 					return err
 				}
 				if output == "json" {
-					return printJSON(cmd.OutOrStdout(), withHealth(nodes, health))
+					return printJSON(cmd.OutOrStdout(), nodes)
 				}
 				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "NODE\tPOOL\tMODEL\tGPUS\tFREE\tFENCED\tSTATE\tHEARTBEAT\tJOBS")
@@ -271,7 +265,7 @@ with the job on each and the last fault (--gpus: every GPU).`,
 				if err := tw.Flush(); err != nil {
 					return err
 				}
-				return printGPUHealth(cmd.OutOrStdout(), nodes, health, allGPUs, time.Now())
+				return printGPUHealth(cmd.OutOrStdout(), nodes, allGPUs, time.Now())
 			})
 		},
 	}
@@ -294,8 +288,8 @@ expected cost of the offer. With --output json the reason comes as fields
 under "waiting": reason, detail, retry, reservationStart, reservedNodes.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.withConns(cmd, output, func(ctx context.Context, c conns) error {
-				st, err := c.client().Status(ctx, args[0])
+			return a.withClient(cmd, output, func(ctx context.Context, cl *client.Client) error {
+				st, err := cl.Status(ctx, args[0])
 				if err != nil {
 					return err
 				}
@@ -370,8 +364,8 @@ func nodeStateCmd(a *app, use, short string, do func(context.Context, *client.Cl
 		Short: short,
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.withConns(cmd, "text", func(ctx context.Context, c conns) error {
-				msg, err := do(ctx, c.client(), args[0])
+			return a.withClient(cmd, "text", func(ctx context.Context, cl *client.Client) error {
+				msg, err := do(ctx, cl, args[0])
 				if err != nil {
 					return err
 				}

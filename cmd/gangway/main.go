@@ -31,6 +31,7 @@ type app struct {
 	cfg        config.Config
 	configFile string
 	log        *slog.Logger
+	cli        config.CLIConfig // the job commands' user API
 }
 
 func newRootCmd() *cobra.Command {
@@ -50,13 +51,13 @@ Start everything on one machine with 'gangway dev'; run 'gangway server' and
 		SilenceErrors: true,
 	}
 	config.BindGlobalFlags(root.PersistentFlags(), &a.cfg, &a.configFile)
-	root.AddCommand(
-		newDevCmd(a), newServerCmd(a), newAgentCmd(a),
-		newSubmitCmd(a), newStatusCmd(a), newWhyCmd(a), newListCmd(a), newCancelCmd(a), newLogsCmd(a), newNodesCmd(a), newCordonCmd(a), newUncordonCmd(a), newDrainCmd(a),
-		newDemoTrainCmd(),
-	)
-	root.AddCommand(newReplayCmd(), newBenchCmd(a))
-	root.AddCommand(newCostCmd(a))
+	// The job commands speak the user API.
+	for _, c := range []*cobra.Command{newSubmitCmd(a), newStatusCmd(a), newWhyCmd(a), newListCmd(a), newCancelCmd(a),
+		newLogsCmd(a), newNodesCmd(a), newCordonCmd(a), newUncordonCmd(a), newDrainCmd(a), newCostCmd(a), newWhoAmICmd(a)} {
+		config.BindCLIFlags(c.Flags(), &a.cli)
+		root.AddCommand(c)
+	}
+	root.AddCommand(newDevCmd(a), newServerCmd(a), newAgentCmd(a), newTokenCmd(a), newDemoTrainCmd(), newReplayCmd(), newBenchCmd(a))
 	return root
 }
 

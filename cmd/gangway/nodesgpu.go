@@ -9,26 +9,11 @@ import (
 	"time"
 
 	"github.com/gangwayhq/gangway"
-	"github.com/gangwayhq/gangway/internal/capacity"
+	"github.com/gangwayhq/gangway/client"
 )
 
-// nodeWithHealth is one node of `gangway nodes --output json`: the view's
-// node status and its GPUs' health records.
-type nodeWithHealth struct {
-	gangway.NodeStatus
-	GPUHealth map[int]capacity.GPUHealth `json:"GPUHealth,omitempty"`
-}
-
-func withHealth(nodes []gangway.NodeStatus, health map[string]map[int]capacity.GPUHealth) []nodeWithHealth {
-	out := make([]nodeWithHealth, len(nodes))
-	for i, n := range nodes {
-		out[i] = nodeWithHealth{NodeStatus: n, GPUHealth: health[n.Node.ID]}
-	}
-	return out
-}
-
 // fencedGPUs counts a node's GPUs out of service.
-func fencedGPUs(n gangway.NodeStatus) int {
+func fencedGPUs(n client.Node) int {
 	k := 0
 	for _, g := range n.Node.GPUs {
 		if !g.Healthy {
@@ -40,12 +25,12 @@ func fencedGPUs(n gangway.NodeStatus) int {
 
 // printGPUHealth lists GPU by GPU the ones that are fenced, flaky or have
 // faulted (every GPU with all), with the job on each and its last fault.
-func printGPUHealth(w io.Writer, nodes []gangway.NodeStatus, health map[string]map[int]capacity.GPUHealth, all bool, now time.Time) error {
+func printGPUHealth(w io.Writer, nodes []client.Node, all bool, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	header := false
 	for _, n := range nodes {
 		for _, g := range n.Node.GPUs {
-			h, known := health[n.Node.ID][g.Index]
+			h, known := n.GPUHealth[g.Index]
 			if !all && g.Healthy && g.Flakiness == 0 && (!known || h.LastFault == nil) {
 				continue
 			}
@@ -72,7 +57,7 @@ func printGPUHealth(w io.Writer, nodes []gangway.NodeStatus, health map[string]m
 
 // lastFault is a GPU's last fault in words: "Xid 79 (GPU has fallen off
 // the bus) 2m ago, blamed the GPU; jobs train".
-func lastFault(h capacity.GPUHealth, now time.Time) string {
+func lastFault(h gangway.GPUHealth, now time.Time) string {
 	f := h.LastFault
 	if f == nil {
 		return "-"

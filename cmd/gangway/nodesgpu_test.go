@@ -8,7 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/gangwayhq/gangway"
-	"github.com/gangwayhq/gangway/internal/capacity"
+	"github.com/gangwayhq/gangway/client"
 )
 
 func TestPrintGPUHealth(t *testing.T) {
@@ -18,15 +18,15 @@ func TestPrintGPUHealth(t *testing.T) {
 		{Index: 1, UUID: "GPU-b", Healthy: false, Flakiness: 1},
 		{Index: 2, UUID: "GPU-c", Healthy: true},
 	}}
-	nodes := []gangway.NodeStatus{{Node: node, Allocated: map[int]gangway.JobID{2: "notebook"}}}
-	health := map[string]map[int]capacity.GPUHealth{"n1": {
-		1: {Node: "n1", GPU: 1, FencedAt: now.Add(-2 * time.Minute), Fences: 1, LastFault: &capacity.GPUEvent{
+	health := map[string]map[int]gangway.GPUHealth{"n1": {
+		1: {Node: "n1", GPU: 1, FencedAt: now.Add(-2 * time.Minute), Fences: 1, LastFault: &gangway.GPUEvent{
 			Kind: "xid", Xid: 79, Meaning: "GPU has fallen off the bus", Blame: "gpu", Jobs: []gangway.JobID{"train"}, At: now.Add(-2 * time.Minute)}},
-		2: {Node: "n1", GPU: 2, Healthy: true, LastFault: &capacity.GPUEvent{
+		2: {Node: "n1", GPU: 2, Healthy: true, LastFault: &gangway.GPUEvent{
 			Kind: "xid", Xid: 13, Meaning: "graphics engine exception", Blame: "app", At: now.Add(-time.Hour)}},
 	}}
+	nodes := []client.Node{{NodeStatus: gangway.NodeStatus{Node: node, Allocated: map[int]gangway.JobID{2: "notebook"}}, GPUHealth: health["n1"]}}
 	var buf bytes.Buffer
-	if err := printGPUHealth(&buf, nodes, health, false, now); err != nil {
+	if err := printGPUHealth(&buf, nodes, false, now); err != nil {
 		t.Fatal(err)
 	}
 	want := `
@@ -38,7 +38,8 @@ n1/2  GPU-c  healthy          0.00       notebook  Xid 13 (graphics engine excep
 		t.Errorf("output (-want +got):\n%s", diff)
 	}
 	buf.Reset()
-	if err := printGPUHealth(&buf, nodes, nil, true, now); err != nil {
+	nodes[0].GPUHealth = nil
+	if err := printGPUHealth(&buf, nodes, true, now); err != nil {
 		t.Fatal(err)
 	}
 	if got := bytes.Count(buf.Bytes(), []byte("\nn1/")); got != 3 {

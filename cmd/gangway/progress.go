@@ -38,8 +38,7 @@ jobs still there each time that changes, for at most --timeout.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			node := args[0]
-			return a.withConns(cmd, "text", func(ctx context.Context, c conns) error {
-				cl := c.client()
+			return a.withClient(cmd, "text", func(ctx context.Context, cl *client.Client) error {
 				jobs, err := cl.Drain(ctx, node)
 				if err != nil {
 					return err

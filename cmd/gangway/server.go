@@ -25,10 +25,12 @@ import (
 func newServerCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "server",
-		Short: "Run the workflow worker, the dispatch loop and /metrics",
+		Short: "Run the workflow worker, the dispatch loop, the user API and /metrics",
 		Long: `Run JobWorkflow and its server-side activities on the "gangway" task queue,
 compete for the Redis dispatch lease and, while leading, place queued jobs
-every dispatch interval; serve Prometheus metrics on --metrics-addr. Usage is
+every dispatch interval; serve the user API on --api-addr (docs/api.md: users
+authenticate with tokens from --api-tokens, OIDC or client certificates) and
+Prometheus metrics on --metrics-addr. Usage is
 recorded in the SQL ledger named by --ledger: an SQLite file for a single
 server, one PostgreSQL database shared by all of them otherwise.
 
@@ -78,6 +80,7 @@ within the lease TTL when it dies.`,
 				Ledger:      ledger,
 				TeamLimits:  cl.TeamLimits(),
 				Checkpoints: ckstore,
+				API:         &server.APIOptions{Config: a.cfg.API.Options(), OnDemandPrices: cl.OnDemandPrices()},
 			},
 				// Fake providers' instances become in-process agents.
 				agent.Config{DataDir: filepath.Join(os.TempDir(), "gangway-fake-cloud"), Checkpoints: ckstore, Log: a.log},
@@ -90,6 +93,8 @@ within the lease TTL when it dies.`,
 	f.StringVar(&a.cfg.Checkpoint.Store, "checkpoint-store", a.cfg.Checkpoint.Store, "checkpoint store jobs resume from: file:///dir or s3://bucket/prefix")
 	ledgerFlag(f, &a.cfg.Ledger)
 	f.StringVar(&a.cfg.Server.MetricsAddr, "metrics-addr", a.cfg.Server.MetricsAddr, "listen address for /metrics (empty: off)")
+	f.StringVar(&a.cfg.API.Listen, "api-addr", a.cfg.API.Listen, "listen address of the user API (empty: off)")
+	f.StringVar(&a.cfg.API.TokenFile, "api-tokens", a.cfg.API.TokenFile, "the user API's token file (gangway token create adds to it)")
 	f.DurationVar(&a.cfg.Server.DispatchInterval.Duration, "dispatch-interval", a.cfg.Server.DispatchInterval.Duration, "time between dispatch cycles")
 	f.DurationVar(&a.cfg.Server.LeaseTTL.Duration, "lease-ttl", a.cfg.Server.LeaseTTL.Duration, "dispatch lease TTL: a dead leader is replaced after this")
 	f.DurationVar(&a.cfg.Server.NodeTTL.Duration, "node-ttl", a.cfg.Server.NodeTTL.Duration, "a node silent this long gets no new work")

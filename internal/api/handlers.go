@@ -226,7 +226,7 @@ func (s *Server) cost(w http.ResponseWriter, r *http.Request, id Identity) error
 	if since == "" {
 		since = accounting.DefaultSince
 	}
-	q, err := accounting.ParseQuery(by, since, p.Get("until"), now, "")
+	q, err := accounting.ParseQuery(by, since, p.Get("until"), now)
 	if err != nil {
 		return invalid("%v", err)
 	}

@@ -69,7 +69,7 @@ func (o *OIDC) Verify(ctx context.Context, token string) (Identity, error) {
 	}
 	t, err := o.v.Verify(ctx, token)
 	if err != nil {
-		return Identity{}, fmt.Errorf("oidc: %w", err)
+		return Identity{}, err // go-oidc's errors start "oidc: "
 	}
 	var claims map[string]any
 	if err := t.Claims(&claims); err != nil {

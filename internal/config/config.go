@@ -38,6 +38,7 @@ type Config struct {
 	Checkpoint CheckpointConfig `yaml:"checkpoint"`
 	Ledger     LedgerConfig     `yaml:"ledger"`
 	Cloud      CloudConfig      `yaml:"cloud"`
+	API        APIConfig        `yaml:"api"`
 }
 
 // LedgerConfig locates the SQL usage ledger `gangway server` records every
@@ -184,6 +185,7 @@ func Default() Config {
 		// unit owns /var/lib/gangway.
 		Ledger: LedgerConfig{DSN: "sqlite:/var/lib/gangway-server/ledger.db"},
 		Cloud:  defaultCloudConfig(),
+		API:    defaultAPIConfig(),
 	}
 }
 
@@ -323,6 +325,7 @@ func (c Config) Validate(server, agentCmd bool) error {
 			}
 		}
 		c.Cloud.validate(bad)
+		c.API.validate(bad)
 	}
 	if agentCmd {
 		a := c.Agent

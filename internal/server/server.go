@@ -15,7 +15,9 @@ import (
 
 	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/checkpoint"
+	"github.com/gangwayhq/gangway/client"
 	"github.com/gangwayhq/gangway/internal/accounting"
+	"github.com/gangwayhq/gangway/internal/api"
 	"github.com/gangwayhq/gangway/internal/capacity"
 	"github.com/gangwayhq/gangway/internal/cloud"
 	"github.com/gangwayhq/gangway/internal/dispatch"
@@ -52,6 +54,21 @@ type Options struct {
 	Log         *slog.Logger
 	// Ready, if set, is called once the worker polls and metrics listen.
 	Ready func(metricsAddr string)
+	// API, when set with a listen address, serves the user API.
+	API *APIOptions
+}
+
+// APIOptions are the user API's: its config, the on-demand prices its
+// cost reports count spot savings against, and what else it serves.
+type APIOptions struct {
+	Config         api.Config
+	OnDemandPrices map[string]float64
+	Validate       []gangway.ValidateOption
+	// Mount, if set, mounts more handlers (the web view) on the API's
+	// server before it serves.
+	Mount func(*api.Server)
+	// Ready, if set, gets the address the API listens on.
+	Ready func(addr string)
 }
 
 // Ledger is what the server needs of the usage ledger (an
@@ -203,6 +220,13 @@ func Run(ctx context.Context, o Options) error {
 		}
 		defer stop()
 	}
+	if o.API != nil && o.API.Config.Listen != "" {
+		stop, err := serveAPI(ctx, o, log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	if o.Ready != nil {
 		o.Ready(addr)
 	}
@@ -261,4 +285,38 @@ func publishOffers(ctx context.Context, offers dispatch.Offers, view *capacity.V
 		case <-t.C:
 		}
 	}
+}
+
+// serveAPI starts the user API over the server's own connections; stop
+// shuts it down.
+func serveAPI(ctx context.Context, o Options, log *slog.Logger) (stop func(), err error) {
+	j := jobs.New(o.Temporal)
+	ao := api.Options{Client: client.New(j, o.View), Jobs: j, Fleet: o.View,
+		OnDemandPrices: o.API.OnDemandPrices, Validate: o.API.Validate, Log: log.With("component", "api")}
+	if r, ok := o.Ledger.(api.CostLedger); ok {
+		ao.Ledger = r
+	}
+	srv, tlsConfig, err := api.Setup(ctx, o.API.Config, ao)
+	if err != nil {
+		return nil, err
+	}
+	if o.API.Mount != nil {
+		o.API.Mount(srv)
+	}
+	actx, cancel := context.WithCancel(ctx)
+	ready, done := make(chan string, 1), make(chan error, 1)
+	go func() {
+		done <- api.Serve(actx, o.API.Config.Listen, tlsConfig, srv.Handler(), log, func(addr string) { ready <- addr })
+	}()
+	select {
+	case addr := <-ready:
+		log.Info("user API listening", "addr", addr, "tls", tlsConfig != nil)
+		if o.API.Ready != nil {
+			o.API.Ready(addr)
+		}
+	case err := <-done:
+		cancel()
+		return nil, err
+	}
+	return func() { cancel(); <-done }, nil
 }

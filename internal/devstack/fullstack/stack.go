@@ -21,6 +21,7 @@ import (
 	"github.com/gangwayhq/gangway/checkpoint"
 	"github.com/gangwayhq/gangway/internal/accounting"
 	"github.com/gangwayhq/gangway/internal/agent"
+	"github.com/gangwayhq/gangway/internal/api"
 	"github.com/gangwayhq/gangway/internal/capacity"
 	"github.com/gangwayhq/gangway/internal/cloud"
 	"github.com/gangwayhq/gangway/internal/devstack"
@@ -93,6 +94,10 @@ type ServerOptions struct {
 	// Join is what launched instances' agents get; empty addresses and
 	// namespace mean the stack's own.
 	Join providers.Join
+	// API, when set, serves the user API as it configures it (Listen ""
+	// = a free port on 127.0.0.1) at Stack.APIURL; Mount mounts more on it.
+	API   *api.Config
+	Mount func(*api.Server)
 }
 
 // Stack is a running dev system. Its fields are set by Start and must not
@@ -116,8 +121,9 @@ type Stack struct {
 	// Cloud is nil without Options.Cloud.
 	Cloud *Cloud
 	// MetricsAddr is the in-process server's /metrics address ("" without
-	// one).
+	// one); APIURL its user API's base URL ("" without one).
 	MetricsAddr string
+	APIURL      string
 	// Host runs Options.HostedNodes; nil without them.
 	Host *agent.Host
 
@@ -291,6 +297,19 @@ func (s *Stack) startServer(ctx, runCtx context.Context, o ServerOptions) error 
 	if s.Cloud != nil {
 		registry = s.Cloud.Registry
 	}
+	var apiOpts *server.APIOptions
+	if o.API != nil {
+		cfg := *o.API
+		if cfg.Listen == "" {
+			cfg.Listen = "127.0.0.1:0"
+		}
+		scheme := "http"
+		if cfg.TLS.Cert != "" {
+			scheme = "https"
+		}
+		apiOpts = &server.APIOptions{Config: cfg, Mount: o.Mount,
+			Ready: func(addr string) { s.APIURL = scheme + "://" + addr }}
+	}
 	ready := make(chan string, 1)
 	s.wg.Go(func() {
 		defer close(s.done)
@@ -299,7 +318,7 @@ func (s *Stack) startServer(ctx, runCtx context.Context, o ServerOptions) error 
 			Dispatch: d, Cloud: registry, Join: join, Reconcile: o.Reconcile,
 			Ledger:      s.Ledger,
 			Checkpoints: s.Checkpoints, TeamLimits: o.TeamLimits,
-			Ready: func(addr string) { ready <- addr },
+			Ready: func(addr string) { ready <- addr }, API: apiOpts,
 		})
 		if err != nil && runCtx.Err() == nil {
 			s.log.Error("server stopped", "error", err)
