@@ -20,7 +20,7 @@ const exampleConfig = "../../deploy/gangway.example.yaml"
 
 func clearEnv(t *testing.T) {
 	t.Helper()
-	for _, k := range config.EnvNames() {
+	for _, k := range append(config.EnvNames(), config.CLIEnvNames...) {
 		t.Setenv(k, "") // restores the old value when the test ends
 		os.Unsetenv(k)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -49,17 +48,14 @@ func TestCostRejectedBeforeConnecting(t *testing.T) {
 }
 
 // TestCost fills an SQLite ledger, commits runs in flight to a real Redis
-// view, and checks what gangway cost prints from them in each format.
+// view, serves both through the user API, and checks what gangway cost
+// prints from them in each format.
 func TestCost(t *testing.T) {
 	r := devstacktest.Redis(t)
 	rdb := redis.NewClient(&redis.Options{Addr: r.Addr})
 	t.Cleanup(func() { _ = rdb.Close() })
 	const prefix = "{test-cost}"
 	ledgerDSN := "sqlite:" + filepath.Join(t.TempDir(), "ledger.db")
-	cfg := filepath.Join(t.TempDir(), "gangway.yaml")
-	if err := os.WriteFile(cfg, []byte("redis:\n  url: "+r.URL+"\n  prefix: \""+prefix+"\"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
 
 	t0 := time.Date(2025, 6, 2, 12, 0, 0, 0, time.UTC)
 	h := time.Hour
@@ -95,7 +91,9 @@ func TestCost(t *testing.T) {
 			Members: []gangway.Member{{NodeID: "n1", Pool: "aws-od", GPUs: []int{2}, CapacityType: "on-demand", PricePerGPUHour: 3}}},
 	}
 	commitRunning(t, capacity.New(rdb, capacity.Options{Prefix: prefix}), running)
-	window := []string{"--config", cfg, "--ledger", ledgerDSN, "--since", "2025-06-01", "--until", "2025-06-07T12:30:00Z"}
+	url, token := startAPI(t, nil, capacity.New(rdb, capacity.Options{Prefix: prefix}), ledger)
+	api := []string{"--api", url, "--token", token}
+	window := append([]string{"--since", "2025-06-01", "--until", "2025-06-07T12:30:00Z"}, api...)
 
 	tests := map[string]struct {
 		args []string
@@ -189,7 +187,7 @@ aws-od,0,0,1,0,0,3,3,0,0
 	})
 
 	t.Run("an empty window", func(t *testing.T) {
-		out, err := runGangway(t, "cost", "--config", cfg, "--ledger", ledgerDSN, "--since", "2020-01-01", "--until", "2020-02-01", "-o", "csv")
+		out, err := runGangway(t, append([]string{"cost", "--since", "2020-01-01", "--until", "2020-02-01", "-o", "csv"}, api...)...)
 		if err != nil {
 			t.Fatalf("gangway cost: %v\n%s", err, out)
 		}
@@ -221,12 +219,16 @@ aws-od,0,0,1,0,0,3,3,0,0
 	})
 
 	t.Run("without redis", func(t *testing.T) {
-		out, err := runGangway(t, "cost", "--ledger", ledgerDSN, "--redis-url", "redis://127.0.0.1:1",
+		dead := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
+		t.Cleanup(func() { _ = dead.Close() })
+		url, token := startAPI(t, nil, capacity.New(dead, capacity.Options{Prefix: prefix}), ledger)
+		out, err := runGangway(t, "cost", "--api", url, "--token", token,
 			"--since", "2025-06-01", "--until", "2025-06-07T12:30:00Z", "-o", "csv")
 		if err != nil {
 			t.Fatalf("gangway cost: %v\n%s", err, out)
 		}
-		want := `warning: runs in flight and cloud pools' on-demand prices are not counted: redis at redis://127.0.0.1:1: dial tcp 127.0.0.1:1: connect: connection refused
+		want := `warning: runs in flight are not counted: allocations: dial tcp 127.0.0.1:1: connect: connection refused
+warning: cloud pools' on-demand prices are not known: cloud offers: dial tcp 127.0.0.1:1: connect: connection refused
 team,gpu_hours_on_prem,gpu_hours_spot,gpu_hours_on_demand,dollars_on_prem,dollars_spot,dollars_on_demand,dollars_total,spot_saved_dollars,runs_in_flight
 ml,3,8,1,12,10,3,25,,0
 vision,0,4,0,0,4,0,4,,0
@@ -234,17 +236,6 @@ research,4,0,0,2,0,0,2,0,0
 `
 		if diff := cmp.Diff(want, out); diff != "" {
 			t.Errorf("output (-want +got):\n%s", diff)
-		}
-	})
-
-	t.Run("no ledger file", func(t *testing.T) {
-		missing := "sqlite:" + filepath.Join(t.TempDir(), "nope.db")
-		out, err := runGangway(t, "cost", "--config", cfg, "--ledger", missing)
-		if err == nil || !strings.Contains(err.Error(), "no such file") || !strings.Contains(err.Error(), "--ledger") {
-			t.Fatalf("gangway cost --ledger %s = %v, want an error naming --ledger and the missing file\n%s", missing, err, out)
-		}
-		if _, statErr := os.Stat(strings.TrimPrefix(missing, "sqlite:")); statErr == nil {
-			t.Errorf("gangway cost created %s", missing)
 		}
 	})
 }

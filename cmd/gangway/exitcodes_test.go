@@ -8,7 +8,10 @@ import (
 
 	tclient "go.temporal.io/sdk/client"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/gangwayhq/gangway"
+	"github.com/gangwayhq/gangway/internal/capacity"
 	"github.com/gangwayhq/gangway/internal/devstack/devstacktest"
 	"github.com/gangwayhq/gangway/workflows/jobs"
 )
@@ -17,8 +20,8 @@ import (
 // with a message that says what is wrong: an unknown job is `no job named
 // "x"` whichever command asks; cancelling a job that has ended says how it
 // ended and changes nothing; a YAML syntax error names its line and column.
-// Real Temporal and Redis servers, no worker: the finished job is one
-// terminated before any worker ran it.
+// Real Temporal and Redis servers behind the user API, no worker: the
+// finished job is one terminated before any worker ran it.
 func TestJobCommandErrors(t *testing.T) {
 	ts := devstacktest.Temporal(t)
 	r := devstacktest.Redis(t)
@@ -35,7 +38,8 @@ func TestJobCommandErrors(t *testing.T) {
 	if err := tc.TerminateWorkflow(t.Context(), "finished", "", "test"); err != nil {
 		t.Fatal(err)
 	}
-	conn := []string{"--temporal-address", ts.Addr, "--namespace", ts.Namespace, "--redis-url", r.URL}
+	url, token := startAPI(t, tc, capacity.New(redis.NewClient(&redis.Options{Addr: r.Addr}), capacity.Options{}), nil)
+	conn := []string{"--api", url, "--token", token}
 	bad := filepath.Join(t.TempDir(), "bad.yaml")
 	if err := os.WriteFile(bad, []byte("name: a\nteam: b\ncommand: [python, train.py\ngang:\n  replicas: 1\n"), 0o644); err != nil {
 		t.Fatal(err)

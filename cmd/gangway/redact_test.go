@@ -19,13 +19,13 @@ func TestRedisErrorsHidePassword(t *testing.T) {
 	}
 	closed := fmt.Sprintf("redis://:s3cret-pw@127.0.0.1:%d/0", port)
 
-	out, err := runGangway(t, "status", "some-job", "--redis-url", closed)
+	out, err := runGangway(t, "server", "--redis-url", closed)
 	if err == nil {
-		t.Fatalf("status with Redis down succeeded:\n%s", out)
+		t.Fatalf("server with Redis down succeeded:\n%s", out)
 	}
 	for _, text := range []string{err.Error(), out} {
 		if strings.Contains(text, "s3cret") || !strings.Contains(err.Error(), "redis") {
-			t.Errorf("gangway status: %q (output %q): want a redis error without the password", err, out)
+			t.Errorf("gangway server: %q (output %q): want a redis error without the password", err, out)
 		}
 	}
 
