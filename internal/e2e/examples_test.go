@@ -54,7 +54,8 @@ func TestExamplesOnDevStack(t *testing.T) {
 	for _, n := range fleet {
 		s.startAgent(n, fullstack.SimulatedGPUs(agent.Config{Node: n, Recorder: rec}))
 	}
-	s.startServer("--config", config)
+	apiURL := s.startAPIServer(ctx, "--config", config)
+	token := s.token("examples", nil, true)
 	view := s.View
 	waitFor(t, ctx, "nodes registered and cloud offers published", func() bool {
 		nodes, err := view.FleetNodes(ctx)
@@ -80,8 +81,7 @@ func TestExamplesOnDevStack(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			cmd := exec.CommandContext(ctx, s.bin, "submit", f, "--wait",
-				"--temporal-address", s.Temporal.Addr, "--redis-url", s.Redis.URL)
+			cmd := exec.CommandContext(ctx, s.bin, "submit", f, "--wait", "--api", apiURL, "--token", token)
 			cmd.Stdout, cmd.Stderr = &r.stdout, &r.stderr
 			var exit *exec.ExitError
 			if err := cmd.Run(); errors.As(err, &exit) {

@@ -132,7 +132,8 @@ func (s *stack) startServer(extra ...string) *serverProc {
 	}
 	args := append([]string{"server",
 		"--temporal-address", s.Temporal.Addr, "--redis-url", s.Redis.URL, "--ledger", s.LedgerDSN,
-		"--metrics-addr", "127.0.0.1:0", "--dispatch-interval", "200ms", "--lease-ttl", "2s", "--node-ttl", "5s"}, extra...)
+		"--metrics-addr", "127.0.0.1:0", "--dispatch-interval", "200ms", "--lease-ttl", "2s", "--node-ttl", "5s",
+		"--api-addr", "127.0.0.1:0", "--api-tokens", s.apiTokens()}, extra...)
 	cmd := exec.Command(s.bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
