@@ -3,6 +3,7 @@ package accounting
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -307,4 +308,30 @@ func testLedgerProperties(t *testing.T, b backend) {
 			}
 		}
 	})
+}
+
+// TestReportTeamFilter: a query with a team filter counts only those
+// teams' segments, recorded or in flight, whatever the grouping.
+func TestReportTeamFilter(t *testing.T) {
+	t0 := time.Date(2025, 6, 2, 12, 0, 0, 0, time.UTC)
+	seg := func(job, team, pool string) gangway.UsageSegment {
+		return gangway.UsageSegment{JobID: job, Attempt: 1, Team: team, Pool: pool, CapacityType: gangway.CapacityOnPrem,
+			GPUs: 1, Start: t0, End: t0.Add(time.Hour), PricePerGPUHour: 1}
+	}
+	segs := []gangway.UsageSegment{seg("a", "ml", "p1"), seg("b", "vision", "p1"), seg("c", "vision", "p2")}
+	running := []gangway.UsageSegment{seg("d", "ml", "p2"), seg("e", "vision", "p2")}
+	sum, err := Report(segs, Query{By: ByPool, Running: running, Team: func(team string) bool { return team == "ml" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range sum.Rows {
+		got = append(got, fmt.Sprintf("%s %d %d", r.Group, r.Segments, r.InFlight))
+	}
+	if want := []string{"p1 1 0", "p2 1 1"}; !slices.Equal(got, want) {
+		t.Errorf("rows %v, want %v", got, want)
+	}
+	if sum.Total.Segments != 2 || sum.Total.TotalDollars != 2 {
+		t.Errorf("total %+v, want 2 segments, $2", sum.Total)
+	}
 }
