@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/gangwayhq/gangway/internal/accounting"
 	"github.com/gangwayhq/gangway/internal/redact"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -56,9 +57,9 @@ within the lease TTL when it dies.`,
 			if err != nil {
 				return err
 			}
-			ledger, err := openLedger(cmd.Context(), a.cfg.Ledger.DSN, false)
+			ledger, err := accounting.Open(cmd.Context(), a.cfg.Ledger.DSN)
 			if err != nil {
-				return err
+				return fmt.Errorf("--ledger: %w", err)
 			}
 			defer ledger.Close()
 			a.log.Info("gangway server connected", "temporal", a.cfg.Temporal.Address, "redis", redact.URL(a.cfg.Redis.URL))
@@ -91,7 +92,7 @@ within the lease TTL when it dies.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&a.cfg.Checkpoint.Store, "checkpoint-store", a.cfg.Checkpoint.Store, "checkpoint store jobs resume from: file:///dir or s3://bucket/prefix")
-	ledgerFlag(f, &a.cfg.Ledger)
+	f.StringVar(&a.cfg.Ledger.DSN, "ledger", a.cfg.Ledger.DSN, "usage ledger: "+accounting.DSNHelp+" (ledger.dsn; env GANGWAY_LEDGER_DSN)")
 	f.StringVar(&a.cfg.Server.MetricsAddr, "metrics-addr", a.cfg.Server.MetricsAddr, "listen address for /metrics (empty: off)")
 	f.StringVar(&a.cfg.API.Listen, "api-addr", a.cfg.API.Listen, "listen address of the user API (empty: off)")
 	f.StringVar(&a.cfg.API.TokenFile, "api-tokens", a.cfg.API.TokenFile, "the user API's token file (gangway token create adds to it)")
