@@ -73,11 +73,11 @@ func newWhoAmICmd(a *app) *cobra.Command {
 				if output == "json" {
 					return printJSON(cmd.OutOrStdout(), id)
 				}
-				role := "user"
+				role, teams := "user", strings.Join(id.Teams, ", ")
 				if id.Admin {
-					role = "admin"
+					role, teams = "admin", "every team"
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "%s (%s, by %s) at %s; teams: %s\n", id.User, role, id.Via, a.cli.API, strings.Join(id.Teams, ", "))
+				fmt.Fprintf(cmd.OutOrStdout(), "%s (%s, by %s) at %s; acts for %s\n", id.User, role, id.Via, a.cli.API, teams)
 				return nil
 			})
 		},

@@ -442,3 +442,16 @@ func TestTokenFile(t *testing.T) {
 		t.Errorf("a bad team: %v", err)
 	}
 }
+
+// TestDecodeSpecTooLarge: a spec past the cap is refused as invalid,
+// without the rest of the body being read.
+func TestDecodeSpecTooLarge(t *testing.T) {
+	body := strings.NewReader(mlSpec + "# " + strings.Repeat("x", 2*gangway.MaxSpecBytes) + "\n")
+	_, err := DecodeSpec(body)
+	if ae := client.AsAPIError(err); ae.Status != http.StatusBadRequest || !strings.Contains(err.Error(), "bytes") {
+		t.Errorf("DecodeSpec of a large spec = %v (status %d), want a 400 naming its size", err, ae.Status)
+	}
+	if body.Len() < gangway.MaxSpecBytes {
+		t.Errorf("read %d bytes past the cap", 2*gangway.MaxSpecBytes-body.Len())
+	}
+}

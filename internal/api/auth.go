@@ -61,7 +61,7 @@ func (a authenticator) authenticate(r *http.Request) (Identity, error) {
 			return Identity{}, authError{"client certificate: " + err.Error()}
 		}
 	default:
-		return Identity{}, authError{"token required: send Authorization: Bearer TOKEN (gangway token create makes one)"}
+		return Identity{}, authError{"token required: send Authorization: Bearer TOKEN"}
 	}
 	if slices.Contains(a.admins, id.User) {
 		id.Admin = true
