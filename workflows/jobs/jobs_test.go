@@ -91,7 +91,7 @@ func TestDoor(t *testing.T) {
 	if err := j.Start(ctx, spec("train-1"), jobs.StartOptions{}); !errors.Is(err, jobs.ErrJobExists) {
 		t.Fatalf("second start: %v, want ErrJobExists", err)
 	}
-	if d, err := j.Describe(ctx, "train-1"); err != nil || !d.Running || d.Closed != "" || d.StartedAt.IsZero() {
+	if d, err := j.Describe(ctx, "train-1"); err != nil || !d.Running || d.Closed != "" || d.StartedAt.IsZero() || d.Team != spec("train-1").Team {
 		t.Errorf("describe running job: %+v, %v", d, err)
 	}
 	if ok, err := j.Running(ctx, "train-1"); !ok || err != nil {
