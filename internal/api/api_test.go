@@ -455,3 +455,35 @@ func TestDecodeSpecTooLarge(t *testing.T) {
 		t.Errorf("read %d bytes past the cap", 2*gangway.MaxSpecBytes-body.Len())
 	}
 }
+
+// TestCrossSiteRefused: a cross-site browser POST carrying the cookie is
+// refused before it reaches a handler; the same call from the CLI (no
+// Origin) or the same site goes through.
+func TestCrossSiteRefused(t *testing.T) {
+	ts := newTestServer(t)
+	cancel := func(origin, site string) int {
+		req, _ := http.NewRequest("POST", ts.http.URL+"/v1/jobs/vision-train/cancel", nil)
+		req.AddCookie(&http.Cookie{Name: TokenCookie, Value: ts.tokens["bob"]})
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		if site != "" {
+			req.Header.Set("Sec-Fetch-Site", site)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if got := cancel("https://evil.example.com", "cross-site"); got != http.StatusForbidden {
+		t.Errorf("a cross-site POST: %d, want 403", got)
+	}
+	if ts.jobs.cancelled["vision-train"] {
+		t.Error("the cross-site POST cancelled the job")
+	}
+	if got := cancel(ts.http.URL, "same-origin"); got != http.StatusAccepted {
+		t.Errorf("a same-origin POST: %d, want 202", got)
+	}
+}

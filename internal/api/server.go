@@ -102,8 +102,11 @@ func New(o Options) (*Server, error) {
 	return s, nil
 }
 
-// Handler serves the API and what is mounted on it.
-func (s *Server) Handler() http.Handler { return s.mux }
+// Handler serves the API and what is mounted on it. A browser's
+// cross-origin request that would change something (POST from another
+// site, carrying the gangway_token cookie) is refused with 403: the cookie
+// must not let another page act for the user.
+func (s *Server) Handler() http.Handler { return http.NewCrossOriginProtection().Handler(s.mux) }
 
 // Mount serves h under prefix (a path ending in "/", e.g. "/ui/") behind
 // the API's authentication: a request without valid credentials gets the
