@@ -88,6 +88,10 @@ type Gang struct {
 	// SharingMPS (NVIDIA MPS with an SM and memory limit per process).
 	GPUShare string  `yaml:"gpuShare,omitempty" json:"gpuShare,omitempty"`
 	Sharing  Sharing `yaml:"sharing,omitempty" json:"sharing,omitempty"`
+	// MIGProfile makes each replica one MIG device of this profile
+	// ("1g.10gb", "3g.40gb") instead of a whole GPU, with GPUsPerReplica
+	// 1; it excludes GPUShare. See ParseMIGProfile and MIGMilli.
+	MIGProfile string `yaml:"migProfile,omitempty" json:"migProfile,omitempty"`
 }
 
 // Sharing is how replicas that share one GPU share it.

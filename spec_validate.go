@@ -220,6 +220,16 @@ func (s JobSpec) Validate(opts ...ValidateOption) error {
 			p.add("gang.gpuShare", "is a share of one GPU: needs gang.gpusPerReplica 1, got %d", g.GPUsPerReplica)
 		}
 	}
+	if g.MIGProfile != "" {
+		switch _, err := ParseMIGProfile(g.MIGProfile); {
+		case err != nil:
+			p.add("gang.migProfile", "must be a MIG profile such as \"1g.10gb\" or \"3g.40gb\" (compute slices, then memory), got %q", g.MIGProfile)
+		case g.GPUShare != "":
+			p.add("gang.migProfile", "cannot be combined with gang.gpuShare: a replica takes one MIG device or a share of a whole GPU, not both")
+		case g.GPUsPerReplica != 1:
+			p.add("gang.migProfile", "is one MIG device per replica: needs gang.gpusPerReplica 1, got %d", g.GPUsPerReplica)
+		}
+	}
 	switch {
 	case g.Sharing != "" && g.GPUShare == "":
 		p.add("gang.sharing", "applies to GPU shares only: set gang.gpuShare too, or leave it out")
@@ -735,6 +745,7 @@ func (s JobSpec) QueueEntry(attempt int, submittedAt, enqueuedAt time.Time) Queu
 		Replicas:           s.Gang.Replicas,
 		GPUsPerReplica:     s.Gang.GPUsPerReplica,
 		GPUMilli:           s.GPUMilli(),
+		MIGProfile:         s.Gang.MIGProfile,
 		GPUModels:          slices.Clone(s.Gang.GPUModels),
 		CPUMilli:           s.CPUMilli(),
 		MemMiB:             s.MemMiB(),

@@ -63,6 +63,11 @@ type Member struct {
 	// Milli is the share of each GPU the member holds, in milli-GPU; 0
 	// means whole GPUs.
 	Milli int `json:"milli,omitempty"`
+	// MIG is the MIG profile of the member's GPUs when they are MIG
+	// devices (held whole, Milli 0); MIGMilli is what each counts for as a
+	// share of its parent GPU (MIGMilli), for the ledger and quotas.
+	MIG      string `json:"mig,omitempty"`
+	MIGMilli int    `json:"migMilli,omitempty"`
 	// Addr is the node's address, used as the rank-0 master address.
 	Addr string `json:"addr,omitempty"`
 	// TaskQueue is where the member's task goes: the node's
@@ -72,6 +77,19 @@ type Member struct {
 	// are what the member's GPUs cost, for the ledger.
 	CapacityType    CapacityType `json:"capacityType,omitempty"`
 	PricePerGPUHour float64      `json:"pricePerGPUHour,omitempty"`
+}
+
+// MeteredMilli is what each of the member's GPUs counts for in milli-GPU,
+// in the ledger and against quotas: its share, a MIG device's share of its
+// parent GPU, or MilliPerGPU for a whole GPU.
+func (m Member) MeteredMilli() int {
+	switch {
+	case m.MIG != "" && m.MIGMilli > 0:
+		return min(m.MIGMilli, MilliPerGPU)
+	case m.Milli > 0 && m.Milli < MilliPerGPU:
+		return m.Milli
+	}
+	return MilliPerGPU
 }
 
 // Assignment is what the dispatch loop hands a job: one member per replica,
@@ -116,6 +134,16 @@ func (a Assignment) GPUCount() int {
 	return n
 }
 
+// GPUMilli is the milli-GPU the assignment holds across all members, each
+// GPU counted at its member's MeteredMilli: what it is billed per second.
+func (a Assignment) GPUMilli() int64 {
+	var n int64
+	for _, m := range a.Members {
+		n += int64(len(m.GPUs)) * int64(m.MeteredMilli())
+	}
+	return n
+}
+
 // MasterAddr is the address rank 0 listens on.
 func (a Assignment) MasterAddr() string {
 	for _, m := range a.Members {
@@ -143,7 +171,17 @@ type GPU struct {
 	// Flakiness is the GPU's recent hardware faults, decayed over time
 	// (capacity.FlakinessHalfLife); placement keeps long gangs off flaky GPUs.
 	Flakiness float64 `json:"flakiness,omitempty"`
+	// MIGProfile is set when the GPU is a MIG device ("1g.10gb"; UUID is
+	// then the MIG device's, "MIG-..."), a fixed partition of the physical
+	// GPU ParentIndex (NVML's index) with ParentUUID. Only jobs asking for
+	// that profile are placed on it; a GPU in MIG mode offers no whole GPU.
+	MIGProfile  string `json:"migProfile,omitempty"`
+	ParentIndex int    `json:"parentIndex,omitempty"`
+	ParentUUID  string `json:"parentUUID,omitempty"`
 }
+
+// IsMIG reports whether the GPU is a MIG device.
+func (g GPU) IsMIG() bool { return g.MIGProfile != "" }
 
 // Node state values.
 const (
@@ -210,6 +248,10 @@ type QueueEntry struct {
 	// simulator replays them); 0 means whole GPUs. GPUsPerReplica 0 is a
 	// CPU-only task.
 	GPUMilli int `json:"gpuMilli,omitempty"`
+	// MIGProfile makes each replica's GPUs MIG devices of that profile
+	// ("1g.10gb"; job specs ask for one per replica): placed only on free
+	// MIG devices of the profile, never on a whole GPU.
+	MIGProfile string `json:"migProfile,omitempty"`
 	// Runtime is the expected length of one run (estimatedRuntime or
 	// maxRuntime); Deadline the time it must have finished by (zero: none).
 	Runtime  time.Duration `json:"runtime,omitempty"`
@@ -254,8 +296,24 @@ func (q QueueEntry) GPUMilliTotal() int64 {
 	return int64(q.Replicas) * int64(q.GPUsPerReplica) * int64(q.MilliEachGPU())
 }
 
+// MIG reports whether each replica takes MIG devices (GPUsPerReplica of
+// them; job specs allow one).
+func (q QueueEntry) MIG() bool { return q.MIGProfile != "" && q.GPUsPerReplica > 0 }
+
+// MeteredMilli is the milli-GPU the entry counts for on GPUs of model, in
+// the ledger and against quotas: GPUMilliTotal, except that a MIG device
+// counts as its share of the parent GPU (MIGMilli). With model "" the
+// share is read as on a GPU of seven slices.
+func (q QueueEntry) MeteredMilli(model string) int64 {
+	if q.MIG() {
+		return int64(q.Replicas) * int64(q.GPUsPerReplica) * int64(MIGMilli(model, q.MIGProfile))
+	}
+	return q.GPUMilliTotal()
+}
+
 // UsageSegment is one stretch of one attempt holding GPUs in one pool: the
-// unit the ledger bills. Dollars = GPUs × hours × PricePerGPUHour.
+// unit the ledger bills. Dollars = GPU-hours (each GPU at its share) ×
+// PricePerGPUHour.
 type UsageSegment struct {
 	JobID   JobID  `json:"jobId"`
 	Attempt int    `json:"attempt"`
@@ -263,15 +321,35 @@ type UsageSegment struct {
 	Project string `json:"project,omitempty"`
 	Pool    string `json:"pool"`
 	// CapacityType is "on-prem", "spot" or "on-demand".
-	CapacityType    CapacityType `json:"capacityType"`
-	GPUs            int          `json:"gpus"`
-	Start           time.Time    `json:"start"`
-	End             time.Time    `json:"end"`
-	PricePerGPUHour float64      `json:"pricePerGPUHour"`
+	CapacityType CapacityType `json:"capacityType"`
+	GPUs         int          `json:"gpus"`
+	// GPUMilli is what the GPUs count for together, in milli-GPU: each
+	// GPU at its member's Member.MeteredMilli, so a half-GPU share is 500
+	// and a whole GPU 1000. 0 means GPUs whole GPUs (segments recorded
+	// before shares were metered).
+	GPUMilli        int64     `json:"gpuMilli,omitempty"`
+	Start           time.Time `json:"start"`
+	End             time.Time `json:"end"`
+	PricePerGPUHour float64   `json:"pricePerGPUHour"`
 }
 
-// GPUSeconds is the segment's GPU time.
-func (u UsageSegment) GPUSeconds() float64 { return u.End.Sub(u.Start).Seconds() * float64(u.GPUs) }
+// Milli is what the segment's GPUs count for, in milli-GPU.
+func (u UsageSegment) Milli() int64 {
+	if u.GPUMilli > 0 {
+		return u.GPUMilli
+	}
+	return int64(u.GPUs) * MilliPerGPU
+}
+
+// GPUSeconds is the segment's GPU time: seconds × its GPUs, each counted
+// at its share (milli-GPU-seconds / 1000).
+func (u UsageSegment) GPUSeconds() float64 {
+	sec := u.End.Sub(u.Start).Seconds()
+	if m := u.Milli(); m != int64(u.GPUs)*MilliPerGPU {
+		return sec * float64(m) / MilliPerGPU
+	}
+	return sec * float64(u.GPUs) // whole GPUs: exactly as before shares were metered
+}
 
 // Dollars is what the segment cost.
 func (u UsageSegment) Dollars() float64 { return u.GPUSeconds() / 3600 * u.PricePerGPUHour }

@@ -56,7 +56,7 @@ func (se *Session) reserve(j *gangway.QueueEntry) (Reservation, string, bool) {
 				// Busy GPUs too: they free up by start, and a later
 				// reservation must not count on them.
 				v.reserve(i, g, start, j.JobID)
-				if v.free[i][g] > 0 {
+				if v.free[i][g] > 0 || (v.isMIG(i, g) && v.mig[i][g] == migFree) {
 					held++
 				}
 			}

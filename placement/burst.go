@@ -51,7 +51,8 @@ const never = time.Duration(-1)
 // (interruptions included) would not finish in time are dropped too.
 func (se *Session) burst(j *gangway.QueueEntry, u Unplaced, rs []Reservation, ahead int) (Burst, bool) {
 	b := j.Burst
-	if !b.Enabled || len(j.Nodes) > 0 || len(se.opts.Offers) == 0 {
+	// Cloud offers are whole GPUs: a job on MIG devices stays on-prem.
+	if !b.Enabled || len(j.Nodes) > 0 || len(se.opts.Offers) == 0 || j.MIG() {
 		return Burst{}, false
 	}
 	now := se.view.now

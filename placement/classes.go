@@ -55,8 +55,10 @@ import (
 //   - The census explain reads (count) is taken per class too, each class
 //     counted as many times as it has members.
 //
-// Grouped (topology) placement, jobs pinned to nodes, sampling, FirstFit
-// and scorers that are not ClassScorers scan nodes one by one.
+// Grouped (topology) placement, jobs pinned to nodes, jobs on MIG devices
+// (whose state the keys leave out: a MIG device's free milli is always 0),
+// sampling, FirstFit and scorers that are not ClassScorers scan nodes one
+// by one.
 
 // classes is a session's node classes, built on first use.
 type classes struct {
@@ -204,7 +206,7 @@ func (cl *classes) build(se *Session) {
 
 // gpuLayout is the static part of a node's key: its CPU and memory
 // capacity (the census counts what an empty node could hold), its GPU
-// count and, per GPU, health, flakiness, whether it names a domain, and
+// count and, per GPU, health, flakiness, whether it names a domain, whether it is a MIG device, and
 // the first GPU of the node in its domain and in its NUMA node. alike
 // reports that all GPUs are the same in all of these (then it is said
 // once).
@@ -223,6 +225,9 @@ func gpuLayout(n *Node) (string, bool) {
 		}
 		if gpu.Domain != "" {
 			a.flags |= 4
+		}
+		if gpu.MIG != "" {
+			a.flags |= 8 // taken for whole GPUs and shares; the census counts it out
 		}
 		a.domain = slices.IndexFunc(n.GPUs, func(h GPU) bool { return h.Domain == gpu.Domain })
 		a.numa = slices.IndexFunc(n.GPUs, func(h GPU) bool { return h.NUMA == gpu.NUMA })

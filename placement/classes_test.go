@@ -178,6 +178,8 @@ func genClassFleet(t *rapid.T) placement.Snapshot {
 		cpu, mem    int64
 		used        int // GPUs in use from index 0
 		share       int // milli used on the next GPU (0: none)
+		mig         int // GPUs that are MIG devices, from the last one down
+		profile     string
 	}
 	kinds := make([]kind, rapid.IntRange(1, 3).Draw(t, "kinds"))
 	for k := range kinds {
@@ -197,6 +199,10 @@ func genClassFleet(t *rapid.T) placement.Snapshot {
 		kd.used = rapid.IntRange(0, kd.gpus).Draw(t, id+".used")
 		if kd.used < kd.gpus {
 			kd.share = rapid.SampledFrom([]int{0, 0, 300, 500}).Draw(t, id+".share")
+		}
+		if kd.gpus > 0 && rapid.IntRange(0, 3).Draw(t, id+".hasMIG") == 0 {
+			kd.mig = rapid.IntRange(1, kd.gpus).Draw(t, id+".mig")
+			kd.profile = rapid.SampledFrom(genMIGProfiles).Draw(t, id+".profile")
 		}
 		kinds[k] = kd
 	}
@@ -226,6 +232,10 @@ func genClassFleet(t *rapid.T) placement.Snapshot {
 					b.used(g)
 				} else if g == kd.used && kd.share > 0 {
 					b.usedMilli(g, kd.share)
+				}
+				if g >= kd.gpus-kd.mig && b.n.GPUs[g].UsedMilli != placement.Whole {
+					b.n.GPUs[g].UsedMilli = 0
+					b.mig(kd.profile, g)
 				}
 			}
 		}
@@ -285,20 +295,30 @@ func genClassFleet(t *rapid.T) placement.Snapshot {
 		if n.CPUMilli-n.UsedCPUMilli < rb.r.CPUMilli || n.MemMiB-n.UsedMemMiB < rb.r.MemMiB {
 			continue
 		}
-		var free []int
+		var free, freeMIG []int
 		for g, gpu := range n.GPUs {
-			if gpu.Healthy && gpu.UsedMilli == 0 {
+			switch {
+			case !gpu.Healthy || gpu.UsedMilli > 0:
+			case gpu.MIG != "":
+				freeMIG = append(freeMIG, g)
+			default:
 				free = append(free, g)
 			}
 		}
-		if len(free) > 0 && rapid.Bool().Draw(t, id+".share") {
+		switch {
+		case len(freeMIG) > 0 && rapid.Bool().Draw(t, id+".mig"):
+			rb.mig(n.GPUs[freeMIG[0]].MIG).on(n.ID, freeMIG[0])
+		case len(free) > 0 && rapid.Bool().Draw(t, id+".share"):
 			rb.share(rapid.SampledFrom([]int{200, 500}).Draw(t, id+".milli")).on(n.ID, free[0])
-		} else {
+		default:
 			rb.on(n.ID, free[:rapid.IntRange(0, len(free)).Draw(t, id+".gpus")]...)
 		}
 		r := rb.r
 		for i := range r.Members {
 			r.Members[i].Pool, r.Members[i].Addr, r.Members[i].Milli = n.Pool, n.Addr, rb.milli
+			if rb.profile != "" {
+				r.Members[i].MIG, r.Members[i].MIGMilli = rb.profile, gangway.MIGMilli(n.Model, rb.profile)
+			}
 		}
 		snap.Running = append(snap.Running, r)
 		chargeNodes(&snap, r, +1)
@@ -322,11 +342,13 @@ func genClassQueue(t *rapid.T, snap placement.Snapshot, prefix string) []gangway
 			cpu(int64(rapid.SampledFrom([]int{0, 1, 4, 8, 30, 120}).Draw(t, id+".cpus")) * 1000).
 			mem(int64(rapid.SampledFrom([]int{0, 1, 16, 200, 1500}).Draw(t, id+".memGiB")) * 1024)
 		replicas := rapid.IntRange(1, 4).Draw(t, id+".replicas")
-		switch rapid.IntRange(0, 5).Draw(t, id+".shape") {
+		switch rapid.IntRange(0, 6).Draw(t, id+".shape") {
 		case 0, 1:
 			b.share(rapid.SampledFrom([]int{100, 300, 500, 800}).Draw(t, id+".milli")).replicas(replicas)
 		case 2:
 			b.cpuOnly().replicas(replicas)
+		case 3:
+			b.mig(rapid.SampledFrom(genMIGProfiles).Draw(t, id+".mig")).replicas(replicas)
 		default:
 			b.gang(replicas, rapid.SampledFrom([]int{1, 1, 2, 4, 8}).Draw(t, id+".gpusPer"))
 		}

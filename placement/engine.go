@@ -157,7 +157,7 @@ func NewSession(s Snapshot, o Options) *Session {
 	for i := range se.running {
 		r := &se.running[i]
 		for _, m := range r.Members {
-			se.quota.charge(r.Team, se.modelOf(m.NodeID), int64(len(m.GPUs))*int64(milliOf(r)))
+			se.quota.charge(r.Team, se.modelOf(m.NodeID), meteredMilli(m))
 		}
 	}
 	return se
@@ -262,7 +262,7 @@ func (se *Session) Place(queue []gangway.QueueEntry) Plan {
 // allocation that later reservations and preemptions see.
 func (se *Session) started(j *gangway.QueueEntry, a gangway.Assignment) {
 	for _, m := range a.Members {
-		se.quota.charge(j.Team, se.modelOf(m.NodeID), int64(len(m.GPUs))*int64(j.MilliEachGPU()))
+		se.quota.charge(j.Team, se.modelOf(m.NodeID), meteredMilli(m))
 	}
 	se.running = append(se.running, a)
 }
@@ -285,6 +285,7 @@ func orWhole(milli int) int {
 // fit or fail alike on the same view.
 type shapeKey struct {
 	replicas, gpus, milli int
+	mig                   string
 	cpu, mem              int64
 	models, pools, team   string
 	nodes                 string
@@ -293,7 +294,7 @@ type shapeKey struct {
 }
 
 func shapeOf(j *gangway.QueueEntry) shapeKey {
-	return shapeKey{replicas: j.Replicas, gpus: j.GPUsPerReplica, milli: j.GPUMilli, cpu: j.CPUMilli, mem: j.MemMiB,
+	return shapeKey{replicas: j.Replicas, gpus: j.GPUsPerReplica, milli: j.GPUMilli, mig: j.MIGProfile, cpu: j.CPUMilli, mem: j.MemMiB,
 		models: strings.Join(j.GPUModels, "|"), pools: strings.Join(j.Pools, "|"), team: j.Team, nodes: strings.Join(j.Nodes, "|"),
 		topology: j.Topology, maxRuntime: j.MaxRuntime}
 }
@@ -361,7 +362,10 @@ func (se *Session) placeIn(j *gangway.QueueEntry, g *group) ([]gangway.Member, b
 		if n.CapacityType != gangway.CapacityOnPrem {
 			m.CapacityType = n.CapacityType // "" means on-prem
 		}
-		if j.Share() {
+		switch {
+		case j.MIGProfile != "" && j.GPUsPerReplica > 0:
+			m.MIG, m.MIGMilli = j.MIGProfile, gangway.MIGMilli(n.Model, j.MIGProfile)
+		case j.Share():
 			m.Milli = c.Milli
 		}
 		members = append(members, m)
@@ -375,7 +379,7 @@ func (se *Session) best(j *gangway.QueueEntry, g *group) (Candidate, bool) {
 	v := se.view
 	var best Candidate
 	bestScore, found := 0.0, false
-	if g == nil && se.classed != nil && len(j.Nodes) == 0 {
+	if g == nil && se.classed != nil && len(j.Nodes) == 0 && j.MIGProfile == "" {
 		return se.bestOfClasses(j)
 	}
 	// FirstFit prefers the lowest node index and nodes come in index order,
@@ -405,7 +409,12 @@ func (se *Session) best(j *gangway.QueueEntry, g *group) (Candidate, bool) {
 				c.GPUs = slices.Clone(c.GPUs)
 				return c, true
 			}
-			s := se.scorer.Score(v, c, j)
+			var s float64
+			if j.MIGProfile != "" {
+				s = v.migScore(c, j)
+			} else {
+				s = se.scorer.Score(v, c, j)
+			}
 			if !found || s > bestScore {
 				// c.GPUs lives in the view's scratch space until the next
 				// candidates call: keep a copy.
@@ -454,6 +463,10 @@ func (v *View) candidates(i int, j *gangway.QueueEntry, g *group) []Candidate {
 	switch {
 	case j.GPUsPerReplica == 0:
 		out = append(out, Candidate{Node: i, Milli: Whole})
+	case j.MIGProfile != "":
+		if gpus := v.pickMIG(i, j.GPUsPerReplica, j.MIGProfile, end, g); gpus != nil {
+			out = append(out, Candidate{Node: i, GPUs: gpus, Milli: Whole})
+		}
 	case j.Share():
 		free := v.free[i]
 		// One GPU index per candidate, all in one buffer that does not
@@ -477,6 +490,38 @@ func (v *View) candidates(i int, j *gangway.QueueEntry, g *group) []Candidate {
 	}
 	v.cands = out
 	return out
+}
+
+// pickMIG chooses k free MIG devices of profile on node i that a job
+// ending at end may use within group g, lowest index first. Nil if fewer
+// than k. The result is scratch space, valid until the next call.
+func (v *View) pickMIG(i, k int, profile string, end time.Time, g *group) []int {
+	if v.mig == nil || v.mig[i] == nil {
+		return nil
+	}
+	out := v.scratch[:0]
+	for gi := range v.mig[i] {
+		if v.migFree(i, gi, profile, end) && g.allowsGPU(v, i, gi) {
+			if out = append(out, gi); len(out) == k {
+				break
+			}
+		}
+	}
+	v.scratch = out
+	if len(out) < k {
+		return nil
+	}
+	return out
+}
+
+// migScore ranks a MIG candidate: the node with the fewest free devices
+// of the profile first, so that nodes with many stay whole for gangs of
+// them; ties go to the lowest node index (the scan's order). MIG devices
+// are fixed partitions any job of the profile fits alike, so the policy's
+// scorer, which weighs how a placement fragments whole GPUs, has nothing
+// to tell them apart by.
+func (v *View) migScore(c Candidate, j *gangway.QueueEntry) float64 {
+	return -float64(v.FreeMIG(c.Node, j.MIGProfile))
 }
 
 // pickWhole chooses k entirely free GPUs on node i that a job ending at end

@@ -23,6 +23,10 @@ func (se *Session) explain(j *gangway.QueueEntry) Unplaced {
 		u.Detail = fmt.Sprintf("%s: no node has %s in %s; the fleet has %s", shape,
 			orAny(j.GPUModels, "any model"), orAny(j.Pools, "any pool"), strings.Join(c.models, ", "))
 		return u
+	case j.MIGProfile != "" && c.everReplicas < j.Replicas:
+		u.Reason = ReasonNeverFits
+		u.Detail = fmt.Sprintf("%s: the %d matching nodes have MIG devices of profile %s for at most %d such replicas", shape, c.matching, j.MIGProfile, c.everReplicas)
+		return u
 	case c.everReplicas < j.Replicas:
 		u.Reason = ReasonNeverFits
 		u.Detail = fmt.Sprintf("%s: the fleet holds at most %d such replicas (%d matching nodes)", shape, c.everReplicas, c.matching)
@@ -49,6 +53,14 @@ func (se *Session) explain(j *gangway.QueueEntry) Unplaced {
 	// Not now: what is free where the job may go.
 	need := j.Replicas * j.GPUsPerReplica
 	switch {
+	case j.MIGProfile != "":
+		u.Reason = ReasonInsufficientGPUs
+		u.Detail = fmt.Sprintf("%s: needs %d MIG devices of profile %s, %d free on matching nodes (most on one node %d; %s)",
+			shape, need, j.MIGProfile, c.freeWhole, c.largestNode, c.short())
+		if c.reservedFree > 0 && c.freeWhole+c.reservedFree >= need {
+			u.Reason = ReasonReserved
+			u.Detail = fmt.Sprintf("%s: %d free MIG devices of profile %s are reserved for a blocked job that starts before this one would end", shape, c.reservedFree, j.MIGProfile)
+		}
 	case j.Share() || j.GPUsPerReplica == 0:
 		u.Reason = ReasonInsufficientGPUs
 		u.Detail = fmt.Sprintf("%s: %d milli-GPU free on matching nodes, none with room for the task's GPU share, CPU and memory (%s)",
@@ -88,7 +100,7 @@ func (se *Session) quotaWhy(j *gangway.QueueEntry, models []string) string {
 		if !allowed(j.GPUModels, m) {
 			continue
 		}
-		ok, w := se.quota.admits(j.Team, m, j.GPUMilliTotal())
+		ok, w := se.quota.admits(j.Team, m, j.MeteredMilli(m))
 		if ok {
 			continue
 		}
@@ -104,17 +116,33 @@ func (se *Session) quotaWhy(j *gangway.QueueEntry, models []string) string {
 	return why
 }
 
-// replicasByCapacity is how many replicas of j node n could hold empty.
+// replicasByCapacity is how many replicas of j node n could hold empty:
+// a MIG job on its profile's MIG devices, the others on whole GPUs.
 func replicasByCapacity(n *Node, j *gangway.QueueEntry) int {
 	byCPU, byMem := perResource(n.CPUMilli, j.CPUMilli), perResource(n.MemMiB, j.MemMiB)
 	byGPU := perResource(0, 0)
 	switch {
+	case j.GPUsPerReplica == 0:
+	case j.MIGProfile != "":
+		byGPU = n.gpusOf(j.MIGProfile) / j.GPUsPerReplica
 	case j.Share():
-		byGPU = len(n.GPUs) * (Whole / j.GPUMilli)
-	case j.GPUsPerReplica > 0:
-		byGPU = len(n.GPUs) / j.GPUsPerReplica
+		byGPU = n.gpusOf("") * (Whole / j.GPUMilli)
+	default:
+		byGPU = n.gpusOf("") / j.GPUsPerReplica
 	}
 	return min(byGPU, byCPU, byMem)
+}
+
+// gpusOf is how many of n's GPUs are MIG devices of profile, or whole GPUs
+// for "".
+func (n *Node) gpusOf(profile string) int {
+	k := 0
+	for g := range n.GPUs {
+		if n.GPUs[g].MIG == profile {
+			k++
+		}
+	}
+	return k
 }
 
 // perResource is how many replicas fit in free, or many when none is asked.
@@ -130,6 +158,10 @@ func describeShape(j *gangway.QueueEntry) string {
 	switch {
 	case j.GPUsPerReplica == 0:
 		s = fmt.Sprintf("%d CPU-only replicas", j.Replicas)
+	case j.MIGProfile != "" && j.GPUsPerReplica == 1:
+		s = fmt.Sprintf("%d × MIG %s", j.Replicas, j.MIGProfile)
+	case j.MIGProfile != "":
+		s = fmt.Sprintf("%d × %d MIG %s", j.Replicas, j.GPUsPerReplica, j.MIGProfile)
 	case j.Share():
 		s = fmt.Sprintf("%d × %dm GPU share", j.Replicas, j.GPUMilli)
 	default:

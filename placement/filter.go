@@ -63,17 +63,21 @@ var filters = [numFilters]filter{
 		if !se.quota.hasQuotas() {
 			return true
 		}
-		ok, _ := se.quota.admits(j.Team, se.view.nodes[i].Model, j.GPUMilliTotal())
+		model := se.view.nodes[i].Model
+		ok, _ := se.quota.admits(j.Team, model, j.MeteredMilli(model))
 		return ok
 	}},
 }
 
 // freeGPUsFit is the free-GPUs filter: a whole-GPU replica needs that many
-// entirely free GPUs, a share one GPU with that much left.
+// entirely free GPUs, a share one GPU with that much left, a MIG replica
+// that many free MIG devices of its profile.
 func freeGPUsFit(se *Session, j *gangway.QueueEntry, i int) bool {
 	switch {
 	case j.GPUsPerReplica == 0:
 		return true
+	case j.MIGProfile != "":
+		return se.view.migFits(i, j)
 	case j.Share():
 		return shareFits(se.view.free[i], j.GPUMilli)
 	}
@@ -84,6 +88,12 @@ func freeGPUsFit(se *Session, j *gangway.QueueEntry, i int) bool {
 // function of its own so that freeGPUsFit stays small enough to inline.
 func shareFits(free []int, milli int) bool {
 	return slices.ContainsFunc(free, func(f int) bool { return f >= milli })
+}
+
+// migFits reports whether node i has j.GPUsPerReplica free MIG devices of
+// j's profile, ignoring reservations (the candidates heed them).
+func (v *View) migFits(i int, j *gangway.QueueEntry) bool {
+	return v.FreeMIG(i, j.MIGProfile) >= j.GPUsPerReplica
 }
 
 // placeOrder is the chain in the order the engine tries a node: every
@@ -133,13 +143,14 @@ type census struct {
 	models       []string
 	// Free capacity on matching schedulable nodes: milli-GPU, entirely
 	// free GPUs j may use, the most of those on one node, and entirely free
-	// GPUs it may not use (reserved for a blocked job, or flaky).
+	// GPUs it may not use (reserved for a blocked job, or flaky). For a MIG
+	// job the GPUs are free MIG devices of its profile.
 	freeMilli, freeWhole, largestNode, reservedFree int
 }
 
 // count runs the census of j on the current view.
 func (se *Session) count(j *gangway.QueueEntry) census {
-	if se.classed != nil && len(j.Nodes) == 0 {
+	if se.classed != nil && len(j.Nodes) == 0 && j.MIGProfile == "" {
 		return se.countClasses(j)
 	}
 	v := se.view
@@ -177,6 +188,16 @@ func (se *Session) count(j *gangway.QueueEntry) census {
 		nodeWhole := 0
 		for gi, f := range v.free[i] {
 			c.freeMilli += f
+			if j.MIGProfile != "" {
+				if v.isMIG(i, gi) && v.mig[i][gi] == migFree && v.nodes[i].GPUs[gi].MIG == j.MIGProfile {
+					if v.usable(i, gi, end) {
+						nodeWhole++
+					} else {
+						c.reservedFree++
+					}
+				}
+				continue
+			}
 			if f == Whole {
 				if v.usable(i, gi, end) {
 					nodeWhole++

@@ -64,6 +64,15 @@ func (b *nodeBuilder) usedMilli(i, milli int) *nodeBuilder {
 	return b
 }
 
+// mig makes GPUs idx MIG devices of profile (no NVLink domain: MIG
+// devices do not use it).
+func (b *nodeBuilder) mig(profile string, idx ...int) *nodeBuilder {
+	for _, i := range idx {
+		b.n.GPUs[i].MIG, b.n.GPUs[i].Domain = profile, ""
+	}
+	return b
+}
+
 func (b *nodeBuilder) unhealthy(idx ...int) *nodeBuilder {
 	for _, i := range idx {
 		b.n.GPUs[i].Healthy = false
@@ -90,8 +99,9 @@ func (b *nodeBuilder) cordoned() *nodeBuilder { b.n.Schedulable = false; return 
 // CPU and 4 GiB per member. fleet.with marks its GPUs, CPU and memory used
 // on its nodes, so snapshots stay consistent.
 type runBuilder struct {
-	r     gangway.Assignment
-	milli int // per GPU for a share, set on every member by build
+	r       gangway.Assignment
+	milli   int    // per GPU for a share, set on every member by build
+	profile string // MIG profile of its GPUs, set on every member by build
 }
 
 func running(id string) *runBuilder {
@@ -112,6 +122,7 @@ func (b *runBuilder) started(t time.Time) *runBuilder     { b.r.At = t; return b
 func (b *runBuilder) checkpoint(t time.Time) *runBuilder  { b.r.LastCheckpoint = t; return b }
 func (b *runBuilder) runtime(d time.Duration) *runBuilder { b.r.MaxRuntime = d; return b }
 func (b *runBuilder) share(milli int) *runBuilder         { b.milli = milli; return b }
+func (b *runBuilder) mig(profile string) *runBuilder      { b.profile = profile; return b }
 func (b *runBuilder) res(cpu, mem int64) *runBuilder      { b.r.CPUMilli, b.r.MemMiB = cpu, mem; return b }
 
 // fleetBuilder is a snapshot taken at t0 (or at): nodes, and running
@@ -163,6 +174,9 @@ func (f *fleetBuilder) build() placement.Snapshot {
 			n := &s.Nodes[i]
 			r.Members[k].Pool, r.Members[k].Addr = n.Pool, n.Addr
 			r.Members[k].Milli = rb.milli
+			if rb.profile != "" {
+				r.Members[k].MIG, r.Members[k].MIGMilli = rb.profile, gangway.MIGMilli(n.Model, rb.profile)
+			}
 			n.UsedCPUMilli += r.CPUMilli
 			n.UsedMemMiB += r.MemMiB
 			if n.UsedCPUMilli > n.CPUMilli || n.UsedMemMiB > n.MemMiB {
@@ -203,6 +217,12 @@ func (b *jobBuilder) gang(replicas, gpusPer int) *jobBuilder {
 // share makes each replica a share of milli of one GPU.
 func (b *jobBuilder) share(milli int) *jobBuilder {
 	b.j.GPUsPerReplica, b.j.GPUMilli = 1, milli
+	return b
+}
+
+// mig makes each replica one MIG device of profile.
+func (b *jobBuilder) mig(profile string) *jobBuilder {
+	b.j.GPUsPerReplica, b.j.GPUMilli, b.j.MIGProfile = 1, 0, profile
 	return b
 }
 
@@ -264,6 +284,14 @@ func on(rank int, nodeID string, gpus ...int) gangway.Member {
 func shareOn(rank int, nodeID string, milli, gpu int) gangway.Member {
 	m := on(rank, nodeID, gpu)
 	m.Milli = milli
+	return m
+}
+
+// migOn is gang member rank holding MIG device gpu of profile on a node
+// of model.
+func migOn(rank int, nodeID, model, profile string, gpu int) gangway.Member {
+	m := on(rank, nodeID, gpu)
+	m.MIG, m.MIGMilli = profile, gangway.MIGMilli(model, profile)
 	return m
 }
 

@@ -175,8 +175,8 @@ func (se *Session) freeFor(g *group) int {
 // whole for large gangs.
 func (se *Session) placeGrouped(j *gangway.QueueEntry) ([]gangway.Member, bool) {
 	need := j.Replicas * max(j.GPUsPerReplica, 0)
-	if j.Share() {
-		need = 0 // shares also fit on partly used GPUs, which freeFor does not count
+	if j.Share() || j.MIGProfile != "" {
+		need = 0 // shares also fit on partly used GPUs, MIG jobs on MIG devices, which freeFor does not count
 	}
 	type cand struct {
 		g    *group

@@ -24,6 +24,10 @@ type GPU struct {
 	// UsedMilli is how much of the GPU is allocated: 0 free, Whole fully
 	// used, in between when GPU shares run on it.
 	UsedMilli int
+	// MIG is the profile of a MIG device ("1g.10gb"), "" for a whole GPU.
+	// A MIG device goes whole, to one replica of a job asking for its
+	// profile, and to nothing else: whole-GPU and share jobs never see it.
+	MIG string
 }
 
 // Node is a node as the snapshot sees it: capacity, what is in use, where it
@@ -62,6 +66,27 @@ func milliOf(a *gangway.Assignment) int {
 		}
 	}
 	return Whole
+}
+
+// meteredOf is what each GPU of an allocation counts for in quotas, fair
+// share and lost work: milliOf, except that a MIG device, which the
+// allocation holds whole, counts its share of its parent GPU.
+func meteredOf(a *gangway.Assignment) int {
+	for _, m := range a.Members {
+		if len(m.GPUs) > 0 {
+			if m.MIG != "" {
+				return m.MeteredMilli()
+			}
+			return orWhole(m.Milli)
+		}
+	}
+	return Whole
+}
+
+// meteredMilli is what member m counts for against quotas: each GPU at
+// its share, a MIG device at its share of its parent, else whole.
+func meteredMilli(m gangway.Member) int64 {
+	return int64(len(m.GPUs)) * int64(m.MeteredMilli())
 }
 
 // endOf is when an allocation is expected to end: its start plus its max

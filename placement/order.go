@@ -74,14 +74,18 @@ func newOrderer(jobs []*gangway.QueueEntry, s *Session) *orderer {
 }
 
 func runningUsage(r *gangway.Assignment) usage {
-	milli := int64(milliOf(r))
+	milli := int64(meteredOf(r))
 	n := int64(len(r.Members))
 	return usage{gpuMilli: int64(r.GPUCount()) * milli, cpu: r.CPUMilli * n, mem: r.MemMiB * n}
 }
 
 func jobUsage(j *gangway.QueueEntry) usage {
 	n := int64(j.Replicas)
-	return usage{gpuMilli: j.GPUMilliTotal(), cpu: j.CPUMilli * n, mem: j.MemMiB * n}
+	model := ""
+	if len(j.GPUModels) == 1 {
+		model = j.GPUModels[0]
+	}
+	return usage{gpuMilli: j.MeteredMilli(model), cpu: j.CPUMilli * n, mem: j.MemMiB * n}
 }
 
 func (o *orderer) charge(team string, u usage) {

@@ -121,9 +121,16 @@ func (se *Session) hold(j *gangway.QueueEntry, set []int) {
 	for _, m := range a.Members {
 		i := se.nodeIndex(m.NodeID)
 		h := heldCap{node: i, cpu: min(j.CPUMilli, max(v.cpu[i], 0)), mem: min(j.MemMiB, max(v.mem[i], 0)),
-			team: j.Team, quota: int64(len(m.GPUs)) * int64(j.MilliEachGPU())}
+			team: j.Team, quota: meteredMilli(m)}
 		v.take(Candidate{Node: i}, h.cpu, h.mem)
 		for _, g := range m.GPUs {
+			if v.isMIG(i, g) {
+				if v.mig[i][g] == migFree {
+					v.take(Candidate{Node: i, GPUs: []int{g}, Milli: Whole}, 0, 0)
+					h.gpus, h.milli = append(h.gpus, g), append(h.milli, Whole)
+				}
+				continue
+			}
 			if t := min(j.MilliEachGPU(), v.free[i][g]); t > 0 {
 				v.take(Candidate{Node: i, GPUs: []int{g}, Milli: t}, 0, 0)
 				h.gpus, h.milli = append(h.gpus, g), append(h.milli, t)
@@ -159,7 +166,7 @@ func (se *Session) reclaims(j *gangway.QueueEntry, r *gangway.Assignment) bool {
 	model := se.modelOf(r.Members[0].NodeID)
 	cohort := se.quota.cohortOf(j.Team, model)
 	return cohort != "" && allowed(j.GPUModels, model) && se.quota.cohortOf(r.Team, model) == cohort &&
-		se.quota.isBorrowing(r.Team, model) && se.quota.withinNominal(j.Team, model, j.GPUMilliTotal())
+		se.quota.isBorrowing(r.Team, model) && se.quota.withinNominal(j.Team, model, j.MeteredMilli(model))
 }
 
 // lostWork is the GPU-seconds r has run since its last checkpoint.
@@ -168,7 +175,7 @@ func (se *Session) lostWork(r *gangway.Assignment) float64 {
 	if r.LastCheckpoint.After(since) {
 		since = r.LastCheckpoint
 	}
-	return se.view.now.Sub(since).Seconds() * float64(r.GPUCount()) * float64(milliOf(r)) / Whole
+	return se.view.now.Sub(since).Seconds() * float64(r.GPUCount()) * float64(meteredOf(r)) / Whole
 }
 
 // fitsWithout simulates the running jobs at idx gone and reports whether j
@@ -195,7 +202,7 @@ func (se *Session) vacate(r *gangway.Assignment, sign int64) {
 		if i < 0 {
 			continue
 		}
-		se.quota.charge(r.Team, se.view.nodes[i].Model, sign*int64(len(m.GPUs))*int64(milliOf(r)))
+		se.quota.charge(r.Team, se.view.nodes[i].Model, sign*int64(len(m.GPUs))*int64(meteredOf(r)))
 		if sign < 0 {
 			se.view.give(Candidate{Node: i, GPUs: m.GPUs, Milli: milliOf(r)}, r.CPUMilli, r.MemMiB)
 		}

@@ -208,6 +208,25 @@ var allReasons = []placement.Reason{
 	placement.ReasonModelUnavailable, placement.ReasonNeverFits, placement.ReasonPlanFull,
 }
 
+// meteredMilli is what each GPU of m counts for against quotas on a node
+// of model, worked out here from the rules rather than read off the
+// member: its share, a MIG device's compute slices out of seven (four on
+// an A30) rounded down, or a whole GPU.
+func meteredMilli(model string, m gangway.Member) int {
+	if m.MIG != "" {
+		p, err := gangway.ParseMIGProfile(m.MIG)
+		if err != nil {
+			return placement.Whole
+		}
+		slices := 7
+		if model == "A30" {
+			slices = 4
+		}
+		return p.Slices * placement.Whole / slices
+	}
+	return memberMilli(m)
+}
+
 func memberMilli(m gangway.Member) int {
 	if m.Milli > 0 {
 		return m.Milli
@@ -250,6 +269,10 @@ func checkAssignment(t tb, snap placement.Snapshot, nodes map[string]*placement.
 			if len(m.GPUs) != 0 || m.Milli != 0 {
 				t.Errorf("%s: CPU-only member holds GPUs %v (%dm)", j.JobID, m.GPUs, m.Milli)
 			}
+		case j.MIG():
+			if len(m.GPUs) != j.GPUsPerReplica || m.Milli != 0 || m.MIG != j.MIGProfile || m.MIGMilli != gangway.MIGMilli(n.Model, j.MIGProfile) {
+				t.Errorf("%s: MIG member holds GPUs %v (%dm, MIG %q at %dm), want %d MIG %s", j.JobID, m.GPUs, m.Milli, m.MIG, m.MIGMilli, j.GPUsPerReplica, j.MIGProfile)
+			}
 		case j.Share():
 			if len(m.GPUs) != 1 || m.Milli != j.GPUMilli {
 				t.Errorf("%s: share member holds GPUs %v at %dm, want one at %dm", j.JobID, m.GPUs, m.Milli, j.GPUMilli)
@@ -269,6 +292,11 @@ func checkAssignment(t tb, snap placement.Snapshot, nodes map[string]*placement.
 			}
 			if !n.GPUs[g].Healthy {
 				t.Errorf("%s: on unhealthy GPU %s/%d", j.JobID, n.ID, g)
+			}
+			// A MIG job only on MIG devices of its profile; nothing else
+			// on a MIG device.
+			if n.GPUs[g].MIG != j.MIGProfile {
+				t.Errorf("%s (MIG profile %q): on GPU %s/%d, MIG profile %q", j.JobID, j.MIGProfile, n.ID, g, n.GPUs[g].MIG)
 			}
 			if j.Topology.Required && j.Topology.Level == gangway.LevelNVLink {
 				groups[nvlinkKey(n, g)] = true
@@ -340,7 +368,7 @@ func checkQuotas(t tb, snap placement.Snapshot, jobs map[string]*gangway.QueueEn
 	for _, r := range snap.Running {
 		for _, m := range r.Members {
 			if n := nodes[m.NodeID]; n != nil {
-				charge(r.Team, n.Model, int64(len(m.GPUs))*int64(memberMilli(m)))
+				charge(r.Team, n.Model, int64(len(m.GPUs))*int64(meteredMilli(n.Model, m)))
 			}
 		}
 	}
@@ -352,7 +380,7 @@ func checkQuotas(t tb, snap placement.Snapshot, jobs map[string]*gangway.QueueEn
 		byModel := map[string]int64{}
 		for _, m := range a.Members {
 			if n := nodes[m.NodeID]; n != nil {
-				byModel[n.Model] += int64(len(m.GPUs)) * int64(memberMilli(m))
+				byModel[n.Model] += int64(len(m.GPUs)) * int64(meteredMilli(n.Model, m))
 			}
 		}
 		for _, model := range slices.Sorted(func(yield func(string) bool) {
@@ -554,11 +582,15 @@ func deepCopyJobs(q []gangway.QueueEntry) []gangway.QueueEntry {
 var (
 	genModels = []string{"H100", "A100"}
 	genTeams  = []string{"nlp", "vision", "infra"}
+	// genMIGProfiles are the MIG profiles fleets are cut into and jobs
+	// ask for; 2g.20gb is asked for but never cut.
+	genMIGProfiles = []string{"1g.10gb", "3g.40gb", "1g.10gb"}
 )
 
 // genSnapshot is a small fleet: GPU and CPU-only nodes, NVLink domains per
-// node, per half node or across a rack, some GPUs used, shared or
-// unhealthy, some nodes cordoned, and running allocations charged to it.
+// node, per half node or across a rack, some GPUs used, shared, unhealthy
+// or MIG devices, some nodes cordoned, and running allocations (whole,
+// shares, MIG devices) charged to it.
 func genSnapshot(t *rapid.T, minRunning, maxRunning int) placement.Snapshot {
 	count := rapid.IntRange(1, 7).Draw(t, "nodes")
 	var f fleetBuilder
@@ -589,6 +621,8 @@ func genSnapshot(t *rapid.T, minRunning, maxRunning int) placement.Snapshot {
 					b.usedMilli(g, rapid.IntRange(1, 999).Draw(t, fmt.Sprintf("%s.gpu%d.milli", id, g)))
 				case 2:
 					b.unhealthy(g)
+				case 3:
+					b.mig(rapid.SampledFrom(genMIGProfiles).Draw(t, fmt.Sprintf("%s.gpu%d.mig", id, g)), g)
 				}
 			}
 		}
@@ -618,15 +652,23 @@ func genSnapshot(t *rapid.T, minRunning, maxRunning int) placement.Snapshot {
 		if n.CPUMilli-n.UsedCPUMilli < rb.r.CPUMilli || n.MemMiB-n.UsedMemMiB < rb.r.MemMiB {
 			continue
 		}
-		var free []int
+		var free, freeMIG []int
 		for g, gpu := range n.GPUs {
-			if gpu.Healthy && gpu.UsedMilli == 0 {
+			switch {
+			case !gpu.Healthy || gpu.UsedMilli > 0:
+			case gpu.MIG != "":
+				freeMIG = append(freeMIG, g)
+			default:
 				free = append(free, g)
 			}
 		}
-		if len(free) > 0 && rapid.IntRange(0, 3).Draw(t, id+".share") == 0 {
+		switch {
+		case len(freeMIG) > 0 && rapid.IntRange(0, 2).Draw(t, id+".mig") == 0:
+			g := freeMIG[rapid.IntRange(0, len(freeMIG)-1).Draw(t, id+".migDevice")]
+			rb.mig(n.GPUs[g].MIG).on(n.ID, g)
+		case len(free) > 0 && rapid.IntRange(0, 3).Draw(t, id+".share") == 0:
 			rb.share(rapid.IntRange(100, 900).Draw(t, id+".milli")).on(n.ID, free[0])
-		} else {
+		default:
 			want := rapid.IntRange(min(1, len(free)), len(free)).Draw(t, id+".gpus")
 			rb.on(n.ID, free[:want]...)
 		}
@@ -634,6 +676,9 @@ func genSnapshot(t *rapid.T, minRunning, maxRunning int) placement.Snapshot {
 		for i := range r.Members {
 			r.Members[i].Pool, r.Members[i].Addr = n.Pool, n.Addr
 			r.Members[i].Milli = rb.milli
+			if rb.profile != "" {
+				r.Members[i].MIG, r.Members[i].MIGMilli = rb.profile, gangway.MIGMilli(n.Model, rb.profile)
+			}
 		}
 		snap.Running = append(snap.Running, r)
 		chargeNodes(&snap, r, +1)
@@ -642,7 +687,7 @@ func genSnapshot(t *rapid.T, minRunning, maxRunning int) placement.Snapshot {
 }
 
 // genQueue is up to a dozen jobs of every shape: shares, whole GPUs, gangs,
-// CPU-only; with models, pools and topology constraints.
+// MIG devices, CPU-only; with models, pools and topology constraints.
 func genQueue(t *rapid.T, snap placement.Snapshot) []gangway.QueueEntry {
 	count := rapid.IntRange(0, 12).Draw(t, "jobs")
 	q := make([]gangway.QueueEntry, 0, count)
@@ -656,11 +701,13 @@ func genQueue(t *rapid.T, snap placement.Snapshot) []gangway.QueueEntry {
 			mem(int64(rapid.IntRange(0, 32).Draw(t, id+".memGiB")) * 1024).
 			attempt(rapid.IntRange(1, 3).Draw(t, id+".attempt"))
 		replicas := rapid.IntRange(1, 3).Draw(t, id+".replicas")
-		switch rapid.IntRange(0, 5).Draw(t, id+".shape") {
+		switch rapid.IntRange(0, 6).Draw(t, id+".shape") {
 		case 0:
 			b.share(rapid.IntRange(1, 9).Draw(t, id+".tenths") * 100).replicas(replicas)
 		case 1:
 			b.cpuOnly().replicas(replicas)
+		case 2:
+			b.mig(rapid.SampledFrom(append(slices.Clone(genMIGProfiles), "2g.20gb")).Draw(t, id+".mig")).replicas(replicas)
 		default:
 			b.gang(replicas, rapid.SampledFrom([]int{1, 2, 4, 8}).Draw(t, id+".gpusPer"))
 		}

@@ -13,7 +13,12 @@ import (
 type View struct {
 	nodes []Node
 	now   time.Time
-	free  [][]int // per node, per GPU: free milli-GPU (0 for unhealthy GPUs)
+	free  [][]int // per node, per GPU: free milli-GPU (0 for unhealthy GPUs and MIG devices)
+	// mig is, per node with MIG devices, each GPU's MIG state (migNone
+	// for a whole GPU); nil for nodes without, and nil altogether in a
+	// fleet without MIG. A MIG device's free stays 0, so whole-GPU and
+	// share placement, scorers and node classes see it as taken.
+	mig   [][]migState
 	cpu   []int64 // free CPU per node
 	mem   []int64 // free memory per node
 	whole []int   // per node: GPUs with all Whole milli free
@@ -52,9 +57,20 @@ type View struct {
 type saved struct {
 	node     int
 	free     []int
+	mig      []migState
 	cpu, mem int64
 	whole    int
 }
+
+// migState is a MIG device's state in the view.
+type migState uint8
+
+const (
+	migNone migState = iota // a whole GPU
+	migFree
+	migUsed
+	migDown // unhealthy
+)
 
 // Candidate is one way to place one replica: a node, the GPUs on it and the
 // share of each GPU taken (Whole for whole GPUs). A scorer gets GPUs only
@@ -85,6 +101,10 @@ func newView(s *Snapshot, workload []WorkloadClass, rnd *rand.Rand) *View {
 		nd := &s.Nodes[i]
 		v.free[i] = make([]int, len(nd.GPUs))
 		for g, gpu := range nd.GPUs {
+			if gpu.MIG != "" {
+				v.addMIG(i, g, gpu)
+				continue
+			}
 			if gpu.Healthy {
 				v.free[i][g] = max(Whole-gpu.UsedMilli, 0)
 			}
@@ -97,6 +117,49 @@ func newView(s *Snapshot, workload []WorkloadClass, rnd *rand.Rand) *View {
 		v.mem[i] = nd.MemMiB - nd.UsedMemMiB
 	}
 	return v
+}
+
+// addMIG records GPU g of node i, a MIG device, as free, used or down.
+func (v *View) addMIG(i, g int, gpu GPU) {
+	if v.mig == nil {
+		v.mig = make([][]migState, len(v.nodes))
+	}
+	if v.mig[i] == nil {
+		v.mig[i] = make([]migState, len(v.nodes[i].GPUs))
+	}
+	switch {
+	case !gpu.Healthy:
+		v.mig[i][g] = migDown
+	case gpu.UsedMilli > 0:
+		v.mig[i][g] = migUsed
+	default:
+		v.mig[i][g] = migFree
+	}
+}
+
+// isMIG reports whether GPU g of node i is a MIG device.
+func (v *View) isMIG(i, g int) bool {
+	return v.mig != nil && v.mig[i] != nil && v.mig[i][g] != migNone
+}
+
+// migFree reports whether GPU g of node i is a free MIG device of profile
+// that a job ending at end may use.
+func (v *View) migFree(i, g int, profile string, end time.Time) bool {
+	return v.mig[i][g] == migFree && v.nodes[i].GPUs[g].MIG == profile && v.usable(i, g, end)
+}
+
+// FreeMIG is how many of node i's MIG devices of profile are free.
+func (v *View) FreeMIG(i int, profile string) int {
+	if v.mig == nil || v.mig[i] == nil {
+		return 0
+	}
+	n := 0
+	for g, st := range v.mig[i] {
+		if st == migFree && v.nodes[i].GPUs[g].MIG == profile {
+			n++
+		}
+	}
+	return n
 }
 
 // Nodes is the fleet; index i of every accessor refers to Nodes()[i].
@@ -145,7 +208,11 @@ func (v *View) touch(i int) {
 	if v.depth == 0 {
 		return
 	}
-	v.undo = append(v.undo, saved{node: i, free: slices.Clone(v.free[i]), cpu: v.cpu[i], mem: v.mem[i], whole: v.whole[i]})
+	s := saved{node: i, free: slices.Clone(v.free[i]), cpu: v.cpu[i], mem: v.mem[i], whole: v.whole[i]}
+	if v.mig != nil && v.mig[i] != nil {
+		s.mig = slices.Clone(v.mig[i])
+	}
+	v.undo = append(v.undo, s)
 }
 
 // commit keeps the transaction's changes (an enclosing transaction can
@@ -163,14 +230,18 @@ func (v *View) rollback(mark int) {
 	for k := len(v.undo) - 1; k >= mark; k-- {
 		s := v.undo[k]
 		v.free[s.node], v.cpu[s.node], v.mem[s.node], v.whole[s.node] = s.free, s.cpu, s.mem, s.whole
+		if s.mig != nil {
+			v.mig[s.node] = s.mig
+		}
 		v.changed(s.node)
 	}
 	v.undo = v.undo[:mark]
 	v.depth--
 }
 
-// take allocates a candidate for a replica needing cpu and mem. It panics
-// if the capacity is not free: the engine only takes what it checked, so a
+// take allocates a candidate for a replica needing cpu and mem (a MIG
+// device whole, whatever c.Milli says). It panics if the capacity is not
+// free: the engine only takes what it checked, so a
 // failure here is a bug, never a placement outcome.
 func (v *View) take(c Candidate, cpu, mem int64) {
 	v.touch(c.Node)
@@ -180,6 +251,13 @@ func (v *View) take(c Candidate, cpu, mem int64) {
 	v.cpu[c.Node] -= cpu
 	v.mem[c.Node] -= mem
 	for _, g := range c.GPUs {
+		if v.isMIG(c.Node, g) {
+			if v.mig[c.Node][g] != migFree {
+				panic("placement: MIG device double allocation")
+			}
+			v.mig[c.Node][g] = migUsed
+			continue
+		}
 		f := v.free[c.Node][g]
 		if f < c.Milli {
 			panic("placement: GPU double allocation")
@@ -192,12 +270,18 @@ func (v *View) take(c Candidate, cpu, mem int64) {
 }
 
 // give returns capacity (a preemption victim's, or a running job's that
-// ends before a reservation).
+// ends before a reservation); a MIG device is given back whole.
 func (v *View) give(c Candidate, cpu, mem int64) {
 	v.touch(c.Node)
 	v.cpu[c.Node] += cpu
 	v.mem[c.Node] += mem
 	for _, g := range c.GPUs {
+		if v.isMIG(c.Node, g) {
+			if v.mig[c.Node][g] == migUsed {
+				v.mig[c.Node][g] = migFree
+			}
+			continue
+		}
 		v.free[c.Node][g] = min(v.free[c.Node][g]+c.Milli, Whole)
 		if v.free[c.Node][g] == Whole {
 			v.whole[c.Node]++

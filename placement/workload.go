@@ -11,7 +11,8 @@ import (
 // WorkloadFromJobs is the typical workload of a set of jobs: one class per
 // distinct replica shape (GPUs, share, CPU, memory, allowed models),
 // weighted by how many replicas have it. Fragmentation is measured against
-// it, as FGD measures it against the trace's task mix.
+// it, as FGD measures it against the trace's task mix. Jobs on MIG devices
+// are left out: they never use the whole GPUs fragmentation is about.
 func WorkloadFromJobs(jobs []gangway.QueueEntry) []WorkloadClass {
 	type key struct {
 		gpus, milli int
@@ -24,6 +25,9 @@ func WorkloadFromJobs(jobs []gangway.QueueEntry) []WorkloadClass {
 	total := 0.0
 	for i := range jobs {
 		j := &jobs[i]
+		if j.MIG() {
+			continue
+		}
 		k := key{gpus: j.GPUsPerReplica, milli: j.MilliEachGPU(), cpu: j.CPUMilli, mem: j.MemMiB}
 		if j.GPUsPerReplica == 0 {
 			k.milli = 0

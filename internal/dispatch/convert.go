@@ -36,7 +36,8 @@ func placementSnapshot(s capacity.Snapshot, nodeTTL time.Duration, onPremPrices 
 		}
 		first := len(gpus)
 		for _, g := range n.Node.GPUs {
-			pg := placement.GPU{Index: g.Index, Model: g.Model, Healthy: g.Healthy, Domain: g.NVLinkDomain, NUMA: g.NUMA, Flakiness: g.Flakiness}
+			pg := placement.GPU{Index: g.Index, Model: g.Model, Healthy: g.Healthy, Domain: g.NVLinkDomain, NUMA: g.NUMA, Flakiness: g.Flakiness,
+				MIG: g.MIGProfile}
 			if _, used := n.Allocated[g.Index]; used {
 				pg.UsedMilli = placement.Whole
 			} else if milli := n.SharedMilli(g.Index); milli > 0 {

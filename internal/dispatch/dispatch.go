@@ -551,7 +551,8 @@ func (l *Loop) observe(snap capacity.Snapshot, ps placement.Snapshot, plan place
 }
 
 // allocatedByTeam sums the GPUs the running jobs hold per pool and team; a
-// member holding GPU shares counts its share of each GPU.
+// member holding GPU shares counts its share of each GPU, one on MIG
+// devices each device's share of its parent GPU.
 func allocatedByTeam(ps placement.Snapshot) map[metrics.PoolTeam]float64 {
 	pool := make(map[string]string, len(ps.Nodes))
 	for _, n := range ps.Nodes {
@@ -561,8 +562,8 @@ func allocatedByTeam(ps placement.Snapshot) map[metrics.PoolTeam]float64 {
 	for _, a := range ps.Running {
 		for _, mem := range a.Members {
 			share := 1.0
-			if mem.Milli > 0 && mem.Milli < placement.Whole {
-				share = float64(mem.Milli) / placement.Whole
+			if milli := mem.MeteredMilli(); milli < placement.Whole {
+				share = float64(milli) / placement.Whole
 			}
 			p := mem.Pool
 			if p == "" {

@@ -14,13 +14,15 @@
 //
 // The scheduler allocates slots: the gangway.GPU entries a node registers,
 // indexed 0..n-1. A whole GPU is one slot. A GPU in MIG mode is one slot per
-// MIG device, each with its own MIG UUID and a model that names the
-// profile ("H100-MIG-1g.10gb"): a MIG device is a fixed partition with its
-// own memory and SMs, so it is scheduled as a small GPU of its own kind,
-// not as a milli-GPU share of its parent (placement's shares are
-// fractions any size of a free GPU, which MIG's fixed layout cannot give).
-// Faults and samples name the slots they concern; a hardware fault on a
-// MIG-partitioned GPU concerns all of its slots.
+// MIG device, each with its own MIG UUID, its parent's model, its profile
+// ("1g.10gb", gangway.GPU.MIGProfile) and its parent GPU (ParentIndex,
+// ParentUUID): a MIG device is a fixed partition with its own memory and
+// SMs, so it is scheduled whole, to jobs that ask for its profile, not as
+// a milli-GPU share of its parent (placement's shares are fractions any
+// size of a free GPU, which MIG's fixed layout cannot give), and a GPU in
+// MIG mode offers no whole-GPU slot. Faults and samples name the slots
+// they concern; a hardware fault on a MIG-partitioned GPU concerns all of
+// its slots.
 //
 // # Topology
 //

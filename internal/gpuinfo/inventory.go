@@ -151,10 +151,10 @@ func (n *NVML) Inventory(nodeID string) (Inventory, error) {
 			md := &g.info.MIGDevices[k]
 			md.Slot, g.mig[k].slot = len(inv.Slots), len(inv.Slots)
 			g.info.Slots = append(g.info.Slots, md.Slot)
-			model := g.info.Model + "-MIG-" + md.Profile
-			inv.Slots = append(inv.Slots, gangway.GPU{Index: md.Slot, UUID: md.UUID, Model: model,
-				MemMiB: md.MemMiB, Healthy: true, NUMA: numa})
-			models[model] = true
+			inv.Slots = append(inv.Slots, gangway.GPU{Index: md.Slot, UUID: md.UUID, Model: g.info.Model,
+				MemMiB: md.MemMiB, Healthy: true, NUMA: numa,
+				MIGProfile: md.Profile, ParentIndex: g.info.Index, ParentUUID: g.info.UUID})
+			models[g.info.Model] = true
 		}
 		if len(g.mig) == 0 {
 			inv.Warnings = append(inv.Warnings, fmt.Sprintf("GPU %d (%s) is in MIG mode with no MIG devices: it offers nothing to schedule", g.info.Index, g.info.UUID))

@@ -3,7 +3,6 @@ package gpuinfo
 import (
 	"errors"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -174,10 +173,10 @@ func migNode(whole1 bool) []*mock.Device {
 func TestInventoryMIG(t *testing.T) {
 	_, inv := mustInventory(t, handLibrary("570.86.15", 12080, migNode(false)...), "node-m")
 	want := []gangway.GPU{
-		{Index: 0, UUID: "MIG-h100-a-1-0", Model: "H100-MIG-3g.40gb", MemMiB: 40192, Healthy: true},
-		{Index: 1, UUID: "MIG-h100-a-2-0", Model: "H100-MIG-3g.40gb", MemMiB: 40192, Healthy: true},
-		{Index: 2, UUID: "MIG-h100-b-1-0", Model: "H100-MIG-3g.40gb", MemMiB: 40192, Healthy: true},
-		{Index: 3, UUID: "MIG-h100-b-2-0", Model: "H100-MIG-3g.40gb", MemMiB: 40192, Healthy: true},
+		{Index: 0, UUID: "MIG-h100-a-1-0", Model: "H100", MemMiB: 40192, Healthy: true, MIGProfile: "3g.40gb", ParentIndex: 0, ParentUUID: "GPU-h100-a"},
+		{Index: 1, UUID: "MIG-h100-a-2-0", Model: "H100", MemMiB: 40192, Healthy: true, MIGProfile: "3g.40gb", ParentIndex: 0, ParentUUID: "GPU-h100-a"},
+		{Index: 2, UUID: "MIG-h100-b-1-0", Model: "H100", MemMiB: 40192, Healthy: true, MIGProfile: "3g.40gb", ParentIndex: 1, ParentUUID: "GPU-h100-b"},
+		{Index: 3, UUID: "MIG-h100-b-2-0", Model: "H100", MemMiB: 40192, Healthy: true, MIGProfile: "3g.40gb", ParentIndex: 1, ParentUUID: "GPU-h100-b"},
 	}
 	if diff := cmp.Diff(want, inv.Slots); diff != "" {
 		t.Errorf("slots (-want +got):\n%s", diff)
@@ -201,15 +200,23 @@ func TestInventoryMIG(t *testing.T) {
 
 	t.Run("one GPU whole, one split", func(t *testing.T) {
 		_, inv := mustInventory(t, handLibrary("570.86.15", 12080, migNode(true)...), "node-m")
-		models := []string{}
+		// One model: a job asking for the profile takes a MIG device, a
+		// whole-GPU job the whole GPU.
+		var models, profiles []string
 		for _, s := range inv.Slots {
-			models = append(models, s.Model)
+			models, profiles = append(models, s.Model), append(profiles, s.MIGProfile)
 		}
-		if want := []string{"H100-MIG-3g.40gb", "H100-MIG-3g.40gb", "H100"}; !slices.Equal(models, want) {
+		if want := []string{"H100", "H100", "H100"}; !slices.Equal(models, want) {
 			t.Errorf("slot models %q, want %q", models, want)
 		}
-		if len(inv.Warnings) != 1 || !strings.Contains(inv.Warnings[0], "2 models on one node (H100, H100-MIG-3g.40gb)") {
-			t.Errorf("warnings %q, want one about the two models", inv.Warnings)
+		if want := []string{"3g.40gb", "3g.40gb", ""}; !slices.Equal(profiles, want) {
+			t.Errorf("slot MIG profiles %q, want %q", profiles, want)
+		}
+		if inv.Slots[2].NVLinkDomain != "node-m/nvswitch" {
+			t.Errorf("the whole GPU's domain %q, want node-m/nvswitch", inv.Slots[2].NVLinkDomain)
+		}
+		if len(inv.Warnings) > 0 {
+			t.Errorf("warnings: %q", inv.Warnings)
 		}
 	})
 }
@@ -253,7 +260,7 @@ func placementNode(n gangway.Node) placement.Node {
 	pn := placement.Node{ID: n.ID, Pool: n.Pool, Model: n.Model(), CapacityType: "on-prem", CPUMilli: n.CPUMilli,
 		MemMiB: n.MemMiB, Schedulable: true}
 	for _, g := range n.GPUs {
-		pn.GPUs = append(pn.GPUs, placement.GPU{Index: g.Index, Model: g.Model, Healthy: g.Healthy, Domain: g.NVLinkDomain, NUMA: g.NUMA})
+		pn.GPUs = append(pn.GPUs, placement.GPU{Index: g.Index, Model: g.Model, Healthy: g.Healthy, Domain: g.NVLinkDomain, NUMA: g.NUMA, MIG: g.MIGProfile})
 	}
 	return pn
 }
@@ -261,8 +268,8 @@ func placementNode(n gangway.Node) placement.Node {
 // TestInventoryMeetsPlacement registers inventories read from the mocks
 // and checks that the placement engine reads their topology labels as
 // meant: an NVSwitch node is one 8-GPU domain, bridged pairs are domains of
-// two, a rack-scale domain spans trays, MIG devices are GPUs of their own
-// model.
+// two, a rack-scale domain spans trays, MIG devices go to jobs asking for
+// their profile and to no other.
 func TestInventoryMeetsPlacement(t *testing.T) {
 	dgx, _ := dgxH100()
 	pcie := func() Library {
@@ -290,6 +297,11 @@ func TestInventoryMeetsPlacement(t *testing.T) {
 		return gangway.QueueEntry{JobID: id, Team: "ml", Replicas: replicas, GPUsPerReplica: gpus, CPUMilli: 1000, MemMiB: 1024,
 			GPUModels: []string{model}, Topology: nvlink, SubmittedAt: snap.Now}
 	}
+	mig := func(id string, replicas int, profile string, topology gangway.Topology) gangway.QueueEntry {
+		j := job(id, replicas, 1, "H100")
+		j.MIGProfile, j.Topology = profile, topology
+		return j
+	}
 	tests := map[string]struct {
 		job       gangway.QueueEntry
 		wantNodes []string // nil: not placed
@@ -298,8 +310,11 @@ func TestInventoryMeetsPlacement(t *testing.T) {
 		"2 × 4 in one domain: the rack spans its two trays":  {job("gb200-2x4", 2, 4, "GB200"), []string{"tray-0", "tray-1"}},
 		"2 bridged A100s are one domain":                     {job("a100x2", 1, 2, "A100"), []string{"node-p"}},
 		"4 A100s are two domains of two: never in one":       {job("a100x4", 1, 4, "A100"), nil},
-		"a MIG device is a GPU of its own model":             {job("mig", 1, 1, "H100-MIG-3g.40gb"), []string{"node-m"}},
-		"MIG devices share no NVLink: two never in a domain": {job("mig2", 1, 2, "H100-MIG-3g.40gb"), nil},
+		"a MIG job takes a MIG device of its profile":        {mig("mig", 1, "3g.40gb", gangway.Topology{}), []string{"node-m"}},
+		"four MIG replicas on one node":                      {mig("mig4", 4, "3g.40gb", gangway.Topology{Level: gangway.LevelNode, Required: true}), []string{"node-m", "node-m", "node-m", "node-m"}},
+		"MIG devices share no NVLink: two never in a domain": {mig("mig2", 2, "3g.40gb", nvlink), nil},
+		"no MIG device of another profile":                   {mig("mig1g", 1, "1g.10gb", gangway.Topology{}), nil},
+		"a whole H100 job never takes a MIG-partitioned GPU": {job("h100x8-2", 2, 8, "H100"), nil},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

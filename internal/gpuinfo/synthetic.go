@@ -32,11 +32,29 @@ func NewSynthetic(slots []gangway.GPU) *Synthetic {
 }
 
 // Inventory describes the synthetic GPUs as NVML would: one physical GPU
-// per slot, in the NVLink domains and NUMA nodes the slots name.
+// per whole-GPU slot, and one in MIG mode per parent GPU the MIG slots
+// name, with those slots as its MIG devices; in the NVLink domains and
+// NUMA nodes the slots name.
 func (s *Synthetic) Inventory() Inventory {
 	inv := Inventory{Slots: slices.Clone(s.slots)}
 	domains := map[string]*Domain{}
+	parents := map[int]int{} // parent GPU index → its entry in inv.GPUs
 	for _, g := range s.slots {
+		if g.IsMIG() {
+			k, ok := parents[g.ParentIndex]
+			if !ok {
+				k = len(inv.GPUs)
+				parents[g.ParentIndex] = k
+				inv.GPUs = append(inv.GPUs, GPUInfo{Index: g.ParentIndex, UUID: g.ParentUUID, Name: g.Model + " (synthetic)",
+					Model: g.Model, NUMA: g.NUMA, MIG: true})
+			}
+			p := &inv.GPUs[k]
+			p.MemMiB += g.MemMiB
+			p.Slots = append(p.Slots, g.Index)
+			p.MIGDevices = append(p.MIGDevices, MIGDevice{UUID: g.UUID, Name: g.Model + " (synthetic) MIG " + g.MIGProfile,
+				Profile: g.MIGProfile, MemMiB: g.MemMiB, GPUInstance: len(p.MIGDevices) + 1, Slot: g.Index})
+			continue
+		}
 		inv.GPUs = append(inv.GPUs, GPUInfo{Index: g.Index, UUID: g.UUID, Name: g.Model + " (synthetic)", Model: g.Model,
 			MemMiB: g.MemMiB, NUMA: g.NUMA, NVLinkDomain: g.NVLinkDomain, Slots: []int{g.Index}})
 		if g.NVLinkDomain == "" {
@@ -50,9 +68,9 @@ func (s *Synthetic) Inventory() Inventory {
 		}
 		d.GPUs = append(d.GPUs, g.Index)
 	}
-	for i, a := range s.slots {
-		row := make([]string, len(s.slots))
-		for j, b := range s.slots {
+	for i, a := range inv.GPUs {
+		row := make([]string, len(inv.GPUs))
+		for j, b := range inv.GPUs {
 			switch {
 			case i == j:
 				row[j] = "X"
