@@ -284,8 +284,11 @@ type RunTaskInput struct {
 	GPUs       []int         `json:"gpus"`
 	// GPUMilli is the member's share of each of its GPUs (0: whole GPUs),
 	// enforced as Sharing says.
-	GPUMilli   int               `json:"gpuMilli,omitempty"`
-	Sharing    gangway.Sharing   `json:"sharing,omitempty"`
+	GPUMilli int             `json:"gpuMilli,omitempty"`
+	Sharing  gangway.Sharing `json:"sharing,omitempty"`
+	// MIGProfile is set when GPUs are MIG devices of that profile: the
+	// agent refuses a task whose GPUs are not.
+	MIGProfile string            `json:"migProfile,omitempty"`
 	Command    []string          `json:"command"`
 	Args       []string          `json:"args,omitempty"`
 	Env        map[string]string `json:"env,omitempty"`

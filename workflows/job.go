@@ -395,6 +395,7 @@ func (j *job) taskInput(asg gangway.Assignment, m gangway.Member) RunTaskInput {
 		GPUs:        m.GPUs,
 		GPUMilli:    m.Milli,
 		Sharing:     j.spec.Gang.Sharing,
+		MIGProfile:  m.MIG,
 		Command:     j.spec.Command,
 		Args:        j.spec.Args,
 		Env:         j.spec.Env,

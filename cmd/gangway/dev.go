@@ -81,7 +81,7 @@ Needs redis-server on PATH and the Temporal CLI in bin/ or on PATH
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.nodes, "nodes", "4x8:H100", "simulated nodes: COUNTxGPUS:MODEL[,...]")
+	f.StringVar(&o.nodes, "nodes", "4x8:H100", "simulated nodes: COUNTxGPUS:MODEL[:mig[N]=PROFILE[*K]/...][,...], e.g. 4x8:H100,1x8:H100:mig2=1g.10gb*7")
 	f.BoolVar(&o.keep, "keep", false, "keep the stack up after the demo (Ctrl-C stops it)")
 	f.BoolVar(&o.noDemo, "no-demo", false, "do not submit the demo workload (implies --keep)")
 	f.StringVar(&o.dataDir, "data-dir", "", "state directory (default: a temporary directory removed on exit)")

@@ -173,7 +173,7 @@ prints the inventory and topology as JSON and exits.`,
 	f.StringVar(&a.cfg.Agent.Pool, "pool", a.cfg.Agent.Pool, "pool this node belongs to")
 	f.StringVar(&a.cfg.Agent.Addr, "addr", a.cfg.Agent.Addr, "address other gang members reach this node at")
 	f.StringVar(&a.cfg.Agent.DataDir, "data-dir", a.cfg.Agent.DataDir, "task logs and checkpoint directories")
-	f.StringVar(&a.cfg.Agent.FakeGPUs, "fake-gpus", a.cfg.Agent.FakeGPUs, "synthetic inventory instead of NVML's, e.g. 8xH100")
+	f.StringVar(&a.cfg.Agent.FakeGPUs, "fake-gpus", a.cfg.Agent.FakeGPUs, "synthetic inventory instead of NVML's, e.g. 8xH100 (8xH100:mig2=1g.10gb*7: GPUs 0-1 as MIG devices)")
 	f.BoolVar(&inventoryOnly, "inventory-only", false, "print the GPU inventory and topology as JSON and exit")
 	f.StringVar(&a.cfg.Agent.MetricsAddr, "metrics-addr", a.cfg.Agent.MetricsAddr, "listen address for per-GPU /metrics (empty: off)")
 	f.DurationVar(&a.cfg.Agent.ZombieGrace.Duration, "zombie-grace", a.cfg.Agent.ZombieGrace.Duration, "how long a process may hold a GPU without a task before it is killed")

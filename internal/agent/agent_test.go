@@ -697,7 +697,7 @@ func TestClaimShares(t *testing.T) {
 }
 
 // TestShareEnv: a share is told its milli-GPU and mode; MPS gets its SM
-// and memory limits.
+// and memory limits; a MIG task its profile.
 func TestShareEnv(t *testing.T) {
 	a := New(Config{Node: FakeNode("n", "p", "h", 1, "H100")}, nil)
 	mem := a.cfg.Node.GPUs[0].MemMiB
@@ -706,6 +706,7 @@ func TestShareEnv(t *testing.T) {
 		want []string
 	}{
 		"whole":        {in: workflows.RunTaskInput{GPUs: []int{0}}},
+		"MIG device":   {in: workflows.RunTaskInput{GPUs: []int{0}, MIGProfile: "1g.10gb"}, want: []string{"GANGWAY_MIG_PROFILE=1g.10gb"}},
 		"time-slicing": {in: workflows.RunTaskInput{GPUs: []int{0}, GPUMilli: 250, Sharing: gangway.SharingTimeSlicing}, want: []string{"GANGWAY_GPU_MILLI=250", "GANGWAY_GPU_SHARING=time-slicing"}},
 		"mps": {in: workflows.RunTaskInput{GPUs: []int{0}, GPUMilli: 333, Sharing: gangway.SharingMPS}, want: []string{"GANGWAY_GPU_MILLI=333", "GANGWAY_GPU_SHARING=mps",
 			"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=34", fmt.Sprintf("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=%dM", mem*333/1000)}},

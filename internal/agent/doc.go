@@ -21,7 +21,11 @@
 // signals to the workflows of the jobs running on the node.
 //
 // The node's inventory comes from package gpuinfo (NVML on a GPU node), or is
-// synthetic (ParseFleet, `--fake-gpus`) for `gangway dev` and tests. With a
+// synthetic (ParseFleet, `--fake-gpus`, which may put GPUs in MIG mode:
+// "1x8:H100:mig2=1g.10gb*7") for `gangway dev` and tests. A task is given
+// its GPUs in CUDA_VISIBLE_DEVICES (a MIG device by its UUID), and for a
+// share or MIG devices what shareEnv adds; the agent refuses a task whose
+// GPUs are not what it asks for (claim, claimMIG). With a
 // GPU source (Config.GPU) the agent also watches its GPUs (health.go): a
 // hardware fault fences the GPU in the view and moves its jobs (StopTasks
 // with GPUFault), an application Xid fails only the job on it; and reclaims

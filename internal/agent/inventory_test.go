@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -16,12 +17,25 @@ func TestParseFleet(t *testing.T) {
 		want    []NodeShape
 		wantErr string
 	}{
-		"one group":                 {in: "4x8:H100", want: []NodeShape{{Count: 4, GPUs: 8, Model: "H100"}}},
-		"smallest":                  {in: "1x1:L4", want: []NodeShape{{Count: 1, GPUs: 1, Model: "L4"}}},
-		"largest":                   {in: "10000x8:B200", want: []NodeShape{{Count: 10000, GPUs: 8, Model: "B200"}}},
-		"groups keep their order":   {in: "2x4:A100,4x8:H100", want: []NodeShape{{2, 4, "A100"}, {4, 8, "H100"}}},
-		"spaces around groups":      {in: " 4x8:H100 , 2x4:A100 ", want: []NodeShape{{4, 8, "H100"}, {2, 4, "A100"}}},
-		"same shape twice is fine":  {in: "1x8:H100,1x8:H100", want: []NodeShape{{1, 8, "H100"}, {1, 8, "H100"}}},
+		"one group":                {in: "4x8:H100", want: []NodeShape{{Count: 4, GPUs: 8, Model: "H100"}}},
+		"smallest":                 {in: "1x1:L4", want: []NodeShape{{Count: 1, GPUs: 1, Model: "L4"}}},
+		"largest":                  {in: "10000x8:B200", want: []NodeShape{{Count: 10000, GPUs: 8, Model: "B200"}}},
+		"groups keep their order":  {in: "2x4:A100,4x8:H100", want: []NodeShape{{Count: 2, GPUs: 4, Model: "A100"}, {Count: 4, GPUs: 8, Model: "H100"}}},
+		"spaces around groups":     {in: " 4x8:H100 , 2x4:A100 ", want: []NodeShape{{Count: 4, GPUs: 8, Model: "H100"}, {Count: 2, GPUs: 4, Model: "A100"}}},
+		"same shape twice is fine": {in: "1x8:H100,1x8:H100", want: []NodeShape{{Count: 1, GPUs: 8, Model: "H100"}, {Count: 1, GPUs: 8, Model: "H100"}}},
+		"every GPU in MIG mode": {in: "1x2:H100:mig=3g.40gb/2g.20gb/1g.10gb*2",
+			want: []NodeShape{{Count: 1, GPUs: 2, Model: "H100", MIGGPUs: 2, MIG: []string{"3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"}}}},
+		"the first GPU in MIG mode": {in: "2x8:H100:mig1=1g.10gb*7,1x4:A100",
+			want: []NodeShape{{Count: 2, GPUs: 8, Model: "H100", MIGGPUs: 1, MIG: slices.Repeat([]string{"1g.10gb"}, 7)}, {Count: 1, GPUs: 4, Model: "A100"}}},
+		"an A30 has four slices": {in: "1x1:A30:mig=2g.12gb*2", want: []NodeShape{{Count: 1, GPUs: 1, Model: "A30", MIGGPUs: 1, MIG: []string{"2g.12gb", "2g.12gb"}}}},
+		"MIG layout too large": {in: "1x1:H100:mig=4g.40gb*2",
+			wantErr: `node group "1x1:H100:mig=4g.40gb*2": "mig=4g.40gb*2": the MIG devices take 8 slices, more than the 7 of a H100` + hint},
+		"MIG on more GPUs than there are": {in: "1x2:H100:mig3=1g.10gb",
+			wantErr: `node group "1x2:H100:mig3=1g.10gb": "mig3=1g.10gb": the MIG GPUs must be 1..2, got "3"` + hint},
+		"not a MIG profile": {in: "1x1:H100:mig=small",
+			wantErr: `node group "1x1:H100:mig=small": "mig=small": MIG profile "small": want compute slices and memory such as 1g.10gb or 3g.40gb` + hint},
+		"not a MIG layout": {in: "1x1:H100:1g.10gb",
+			wantErr: `node group "1x1:H100:1g.10gb": "1g.10gb": want mig=PROFILES or migN=PROFILES, e.g. mig2=1g.10gb*7` + hint},
 		"empty":                     {in: "", wantErr: `node group "": missing GPU model` + hint},
 		"no model":                  {in: "4x8", wantErr: `node group "4x8": missing GPU model` + hint},
 		"empty model":               {in: "4x8:", wantErr: `node group "4x8:": missing GPU model` + hint},
@@ -78,6 +92,24 @@ func TestFakeNode(t *testing.T) {
 	}
 }
 
+// TestFakeShapeNode: a GPU in MIG mode registers one slot per MIG device,
+// with a MIG UUID, its profile and memory and its parent, and no NVLink
+// domain; the other GPUs stay whole.
+func TestFakeShapeNode(t *testing.T) {
+	got := FakeShapeNode("m", "onprem", "10.0.0.9", NodeShape{GPUs: 2, Model: "H100", MIGGPUs: 1, MIG: []string{"3g.40gb", "1g.10gb"}})
+	want := []gangway.GPU{
+		{Index: 0, UUID: "MIG-fake-m-0-0", Model: "H100", MemMiB: 40 * 1024, Healthy: true, MIGProfile: "3g.40gb", ParentIndex: 0, ParentUUID: "GPU-fake-m-0"},
+		{Index: 1, UUID: "MIG-fake-m-0-1", Model: "H100", MemMiB: 10 * 1024, Healthy: true, MIGProfile: "1g.10gb", ParentIndex: 0, ParentUUID: "GPU-fake-m-0"},
+		{Index: 2, UUID: "GPU-fake-m-1", Model: "H100", MemMiB: 80 * 1024, Healthy: true, NVLinkDomain: "m/nvswitch", NUMA: 1},
+	}
+	if diff := cmp.Diff(want, got.GPUs); diff != "" {
+		t.Errorf("slots (-want +got):\n%s", diff)
+	}
+	if got.CPUMilli != 2*16000 || got.MemMiB != 2*128*1024 {
+		t.Errorf("CPU %d, memory %d: want those of two GPUs", got.CPUMilli, got.MemMiB)
+	}
+}
+
 func TestFakeFleet(t *testing.T) {
 	shapes, err := ParseFleet("2x8:H100,1x4:A100")
 	if err != nil {
@@ -116,13 +148,50 @@ func TestFakeFleet(t *testing.T) {
 	}
 }
 
-// TestVisibleDevices: whole GPUs go to CUDA by index, MIG devices by UUID.
+// TestVisibleDevices: whole GPUs go to CUDA by index, MIG devices by UUID;
+// on a node with MIG devices whole GPUs by UUID too, since slot indexes
+// are not the GPUs' own there.
 func TestVisibleDevices(t *testing.T) {
 	n := FakeNode("n", "onprem", "127.0.0.1", 3, "H100")
-	n.GPUs[2].UUID = "MIG-5d3c1a9e-0000-4000-8000-000000000002"
 	a := New(Config{Node: n}, nil)
-	got := strings.Join(a.visibleDevices([]int{0, 2}), ",")
-	if want := "0,MIG-5d3c1a9e-0000-4000-8000-000000000002"; got != want {
-		t.Errorf("CUDA_VISIBLE_DEVICES = %s, want %s", got, want)
+	if got, want := strings.Join(a.visibleDevices([]int{0, 2}), ","), "0,2"; got != want {
+		t.Errorf("whole GPUs: CUDA_VISIBLE_DEVICES = %s, want %s", got, want)
+	}
+	m := FakeShapeNode("m", "onprem", "127.0.0.1", NodeShape{GPUs: 2, Model: "H100", MIGGPUs: 1, MIG: []string{"3g.40gb", "3g.40gb"}})
+	a = New(Config{Node: m}, nil)
+	if got, want := strings.Join(a.visibleDevices([]int{1}), ","), "MIG-fake-m-0-1"; got != want {
+		t.Errorf("a MIG device: CUDA_VISIBLE_DEVICES = %s, want %s", got, want)
+	}
+	if got, want := strings.Join(a.visibleDevices([]int{2}), ","), "GPU-fake-m-1"; got != want {
+		t.Errorf("the whole GPU beside it: CUDA_VISIBLE_DEVICES = %s, want %s", got, want)
+	}
+}
+
+// TestClaimMIG: a MIG task runs only on MIG devices of its profile, and a
+// whole-GPU or share task never on a MIG device.
+func TestClaimMIG(t *testing.T) {
+	m := FakeShapeNode("m", "onprem", "127.0.0.1", NodeShape{GPUs: 2, Model: "H100", MIGGPUs: 1, MIG: []string{"3g.40gb", "1g.10gb"}})
+	a := New(Config{Node: m}, nil)
+	tests := map[string]struct {
+		gpus    []int
+		profile string
+		wantErr string
+	}{
+		"its profile":         {gpus: []int{0}, profile: "3g.40gb"},
+		"another profile":     {gpus: []int{1}, profile: "3g.40gb", wantErr: "GPU 1 on node m is not a MIG device of profile 3g.40gb (it is a MIG device of profile 1g.10gb)"},
+		"a whole GPU":         {gpus: []int{2}, profile: "3g.40gb", wantErr: "GPU 2 on node m is not a MIG device of profile 3g.40gb (it is a whole GPU)"},
+		"whole on a MIG slot": {gpus: []int{0}, wantErr: "GPU 0 on node m is a MIG device (3g.40gb), and the task asks for whole GPUs or a share"},
+		"whole on whole":      {gpus: []int{2}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			err := a.claimMIG(tc.gpus, tc.profile)
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Errorf("claimMIG: %v", err)
+			case tc.wantErr != "" && (err == nil || err.Error() != tc.wantErr):
+				t.Errorf("claimMIG: %v, want %q", err, tc.wantErr)
+			}
+		})
 	}
 }

@@ -18,20 +18,19 @@ type NodeGPUs struct {
 	Close     func() error
 }
 
-// NodeGPUOptions name the node and say where its GPUs come from: FakeGPUs
-// synthetic GPUs of FakeModel, or NVML's when FakeGPUs is 0.
+// NodeGPUOptions name the node and say where its GPUs come from: the
+// synthetic GPUs of Fake (FakeShapeNode), or NVML's when Fake.GPUs is 0.
 type NodeGPUOptions struct {
 	NodeID, Pool, Addr string
-	FakeGPUs           int
-	FakeModel          string
+	Fake               NodeShape
 }
 
 // OpenNodeGPUs reads the node's GPUs from lib (or makes synthetic ones)
 // and the host's CPU and memory. Without a driver it returns an error
 // wrapping gpuinfo.ErrNoDriver.
 func OpenNodeGPUs(lib gpuinfo.Library, o NodeGPUOptions, log *slog.Logger) (NodeGPUs, error) {
-	if o.FakeGPUs > 0 {
-		node := FakeNode(o.NodeID, o.Pool, o.Addr, o.FakeGPUs, o.FakeModel)
+	if o.Fake.GPUs > 0 {
+		node := FakeShapeNode(o.NodeID, o.Pool, o.Addr, o.Fake)
 		src := gpuinfo.NewSynthetic(node.GPUs)
 		return NodeGPUs{Node: node, Inventory: src.Inventory(), Source: src, Close: func() error { return nil }}, nil
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -46,6 +47,10 @@ func (a *Agent) RunTask(ctx context.Context, in workflows.RunTaskInput) (workflo
 			fmt.Sprintf("task for node %s reached node %s", in.NodeID, a.cfg.Node.ID), workflows.ErrTypeGPUBusy, nil)
 	}
 	task := fmt.Sprintf("%s/attempt-%d/rank-%d", in.JobID, in.Attempt, in.Rank)
+	if err := a.claimMIG(in.GPUs, in.MIGProfile); err != nil {
+		log.Error("refusing task", "error", err)
+		return workflows.RunTaskResult{}, temporal.NewNonRetryableApplicationError(err.Error(), workflows.ErrTypeGPUBusy, err)
+	}
 	if err := a.claim(in.GPUs, in.GPUMilli, task); err != nil {
 		log.Error("refusing task", "error", err)
 		return workflows.RunTaskResult{}, temporal.NewNonRetryableApplicationError(err.Error(), workflows.ErrTypeGPUBusy, err)
@@ -277,25 +282,63 @@ func (a *Agent) command(in workflows.RunTaskInput, logPath, ckptDir, resumeDir s
 
 // visibleDevices names the task's GPUs for CUDA_VISIBLE_DEVICES: a whole
 // GPU by its index, a MIG device by its UUID (CUDA addresses MIG devices
-// only that way).
+// only that way). On a node with MIG devices a whole GPU goes by its UUID
+// too: the slot indexes no longer match the GPUs' own.
 func (a *Agent) visibleDevices(gpus []int) []string {
+	nodeGPUs := a.cfg.Node.GPUs
+	byUUID := slices.ContainsFunc(nodeGPUs, isMIGDevice)
 	out := make([]string, len(gpus))
 	for i, g := range gpus {
 		out[i] = strconv.Itoa(g)
-		if g >= 0 && g < len(a.cfg.Node.GPUs) && strings.HasPrefix(a.cfg.Node.GPUs[g].UUID, "MIG-") {
-			out[i] = a.cfg.Node.GPUs[g].UUID
+		if g >= 0 && g < len(nodeGPUs) && (byUUID || isMIGDevice(nodeGPUs[g])) && nodeGPUs[g].UUID != "" {
+			out[i] = nodeGPUs[g].UUID
 		}
 	}
 	return out
 }
 
-// shareEnv is what a member holding a share of a GPU is told, and for MPS
+// isMIGDevice reports whether a slot is a MIG device: it says its profile
+// or, from inventories older than profiles, has a MIG UUID.
+func isMIGDevice(g gangway.GPU) bool { return g.IsMIG() || strings.HasPrefix(g.UUID, "MIG-") }
+
+// claimMIG checks that a task asking for MIG devices of profile got only
+// such devices, and one asking for none got no MIG device: either would
+// be a stale or forged assignment, as the view never commits one.
+func (a *Agent) claimMIG(gpus []int, profile string) error {
+	for _, g := range gpus {
+		if g < 0 || g >= len(a.cfg.Node.GPUs) {
+			continue // claim names it
+		}
+		got := a.cfg.Node.GPUs[g]
+		switch {
+		case profile == "" && got.IsMIG():
+			return fmt.Errorf("GPU %d on node %s is a MIG device (%s), and the task asks for whole GPUs or a share", g, a.cfg.Node.ID, got.MIGProfile)
+		case profile != "" && got.MIGProfile != profile:
+			return fmt.Errorf("GPU %d on node %s is not a MIG device of profile %s (it is %s)", g, a.cfg.Node.ID, profile, orWholeGPU(got.MIGProfile))
+		}
+	}
+	return nil
+}
+
+func orWholeGPU(profile string) string {
+	if profile == "" {
+		return "a whole GPU"
+	}
+	return "a MIG device of profile " + profile
+}
+
+// shareEnv is what a member holding a share of a GPU or MIG devices is
+// told (GANGWAY_MIG_PROFILE for MIG: its GPUs are already partitions), and
+// for MPS
 // the limits the MPS server enforces on it: its share of the GPU's SMs
 // (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE) and of its memory
 // (CUDA_MPS_PINNED_DEVICE_MEM_LIMIT, per device as CUDA numbers them in
 // the process: 0). Time-slicing needs nothing beyond CUDA_VISIBLE_DEVICES;
 // the processes take turns on the GPU.
 func (a *Agent) shareEnv(in workflows.RunTaskInput) []string {
+	if in.MIGProfile != "" {
+		return []string{"GANGWAY_MIG_PROFILE=" + in.MIGProfile}
+	}
 	if in.GPUMilli <= 0 || in.GPUMilli >= gangway.MilliPerGPU {
 		return nil
 	}

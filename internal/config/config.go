@@ -339,7 +339,7 @@ func (c Config) Validate(server, agentCmd bool) error {
 			bad("agent.dataDir", "must not be empty")
 		}
 		if a.FakeGPUs != "" {
-			if _, _, err := ParseFakeGPUs(a.FakeGPUs); err != nil {
+			if _, err := ParseFakeGPUs(a.FakeGPUs); err != nil {
 				bad("agent.fakeGPUs", "%v", err)
 			}
 		}
@@ -383,15 +383,20 @@ func (e *fieldErrors) add(field, format string, args ...any) {
 
 func (e fieldErrors) join() error { return errors.Join(e...) }
 
-// ParseFakeGPUs parses "8xH100" into a GPU count and model, as the node
-// group "1x8:H100" of agent.ParseFleet.
-func ParseFakeGPUs(s string) (int, string, error) {
+// ParseFakeGPUs parses "8xH100" into the shape of one node, as the node
+// group "1x8:H100" of agent.ParseFleet; "1xH100:mig=1g.10gb*7" puts its
+// GPUs in MIG mode as that group would.
+func ParseFakeGPUs(s string) (agent.NodeShape, error) {
 	gpus, model, ok := strings.Cut(s, "x")
 	shapes, err := agent.ParseFleet("1x" + gpus + ":" + model)
-	if !ok || err != nil || strings.Contains(model, ":") {
-		return 0, "", fmt.Errorf("want COUNTxMODEL such as 8xH100, got %q", s)
+	if !ok || err != nil {
+		msg := fmt.Sprintf("want COUNTxMODEL such as 8xH100, got %q", s)
+		if ok && strings.Contains(model, ":") && err != nil {
+			msg += ": " + err.Error()
+		}
+		return agent.NodeShape{}, errors.New(msg)
 	}
-	return shapes[0].GPUs, shapes[0].Model, nil
+	return shapes[0], nil
 }
 
 func parseLevel(s string) (slog.Level, error) {
@@ -419,11 +424,11 @@ func NewLoggerTo(w io.Writer, c LogConfig) *slog.Logger {
 func (c AgentConfig) OpenGPUs(lib gpuinfo.Library, log *slog.Logger) (agent.NodeGPUs, error) {
 	o := agent.NodeGPUOptions{NodeID: c.NodeID, Pool: c.Pool, Addr: c.Addr}
 	if c.FakeGPUs != "" {
-		gpus, model, err := ParseFakeGPUs(c.FakeGPUs)
+		shape, err := ParseFakeGPUs(c.FakeGPUs)
 		if err != nil {
 			return agent.NodeGPUs{}, fmt.Errorf("--fake-gpus: %w", err)
 		}
-		o.FakeGPUs, o.FakeModel = gpus, model
+		o.Fake = shape
 	}
 	g, err := agent.OpenNodeGPUs(lib, o, log)
 	if errors.Is(err, gpuinfo.ErrNoDriver) {

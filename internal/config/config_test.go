@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gangwayhq/gangway/internal/agent"
+
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/gangwayhq/gangway/placement/baselines"
@@ -223,17 +225,15 @@ func TestValidate(t *testing.T) {
 }
 
 func TestParseFakeGPUs(t *testing.T) {
-	type result struct {
-		GPUs  int
-		Model string
-	}
 	tests := map[string]struct {
 		in      string
-		want    result
+		want    agent.NodeShape
 		wantErr bool
 	}{
-		"eight H100":        {in: "8xH100", want: result{8, "H100"}},
-		"model with an x":   {in: "4xRTX6000", want: result{4, "RTX6000"}},
+		"eight H100":        {in: "8xH100", want: agent.NodeShape{Count: 1, GPUs: 8, Model: "H100"}},
+		"model with an x":   {in: "4xRTX6000", want: agent.NodeShape{Count: 1, GPUs: 4, Model: "RTX6000"}},
+		"MIG devices":       {in: "2xH100:mig1=3g.40gb*2", want: agent.NodeShape{Count: 1, GPUs: 2, Model: "H100", MIGGPUs: 1, MIG: []string{"3g.40gb", "3g.40gb"}}},
+		"bad MIG layout":    {in: "2xH100:mig=9g.40gb", wantErr: true},
 		"no count":          {in: "H100", wantErr: true},
 		"no model":          {in: "8x", wantErr: true},
 		"too many GPUs":     {in: "9xH100", wantErr: true},
@@ -244,11 +244,11 @@ func TestParseFakeGPUs(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			gpus, model, err := ParseFakeGPUs(tc.in)
+			got, err := ParseFakeGPUs(tc.in)
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("ParseFakeGPUs(%q) error = %v, want error %t", tc.in, err, tc.wantErr)
 			}
-			if diff := cmp.Diff(tc.want, result{gpus, model}); diff != "" {
+			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("ParseFakeGPUs(%q) (-want +got):\n%s", tc.in, diff)
 			}
 		})
