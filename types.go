@@ -344,11 +344,18 @@ func (u UsageSegment) Milli() int64 {
 // GPUSeconds is the segment's GPU time: seconds × its GPUs, each counted
 // at its share (milli-GPU-seconds / 1000).
 func (u UsageSegment) GPUSeconds() float64 {
-	sec := u.End.Sub(u.Start).Seconds()
-	if m := u.Milli(); m != int64(u.GPUs)*MilliPerGPU {
-		return sec * float64(m) / MilliPerGPU
+	return MeteredGPUSeconds(u.End.Sub(u.Start).Seconds(), u.GPUs, u.Milli())
+}
+
+// MeteredGPUSeconds is sec seconds of gpus GPUs that count for milli
+// milli-GPU together: sec × milli / 1000, and for whole GPUs (milli =
+// gpus × 1000) exactly sec × gpus, as GPU time was counted before shares
+// were metered. Every GPU-second Gangway reports is computed here.
+func MeteredGPUSeconds(sec float64, gpus int, milli int64) float64 {
+	if milli != int64(gpus)*MilliPerGPU {
+		return sec * float64(milli) / MilliPerGPU
 	}
-	return sec * float64(u.GPUs) // whole GPUs: exactly as before shares were metered
+	return sec * float64(gpus)
 }
 
 // Dollars is what the segment cost.

@@ -15,7 +15,7 @@ func (j *job) startAttempt(asg gangway.Assignment, at time.Time) int {
 	if !j.v1 {
 		return -1
 	}
-	rec := AttemptRecord{Attempt: asg.Attempt, GPUs: asg.GPUCount(), StartedAt: at, ResumedFrom: j.resume}
+	rec := AttemptRecord{Attempt: asg.Attempt, GPUs: asg.GPUCount(), GPUMilli: asg.GPUMilli(), StartedAt: at, ResumedFrom: j.resume}
 	for _, m := range asg.Members {
 		if !slices.Contains(rec.Nodes, m.NodeID) {
 			rec.Nodes = append(rec.Nodes, m.NodeID)
@@ -130,12 +130,13 @@ func (j *job) lose(rec *AttemptRecord, since time.Time) {
 	if since.After(rec.EndedAt) {
 		return
 	}
-	lost := rec.EndedAt.Sub(since).Seconds() * float64(rec.GPUs)
+	lost := gangway.MeteredGPUSeconds(rec.EndedAt.Sub(since).Seconds(), rec.GPUs, rec.milli())
 	rec.LostGPUSeconds += lost
 	j.st.LostGPUSeconds += lost
 }
 
-// segments splits the attempt's GPU time by pool, capacity type and price.
+// segments splits the attempt's GPU time by pool, capacity type and price,
+// each GPU metered at its share (gangway.Member.MeteredMilli).
 func (j *job) segments(asg gangway.Assignment, start, end time.Time) []gangway.UsageSegment {
 	var segs []gangway.UsageSegment
 	for _, m := range asg.Members {
@@ -149,8 +150,17 @@ func (j *job) segments(asg gangway.Assignment, start, end time.Time) []gangway.U
 			i = len(segs) - 1
 		}
 		segs[i].GPUs += len(m.GPUs)
+		segs[i].GPUMilli += int64(len(m.GPUs)) * int64(m.MeteredMilli())
 	}
 	return segs
+}
+
+// milli is what the attempt's GPUs count for, in milli-GPU.
+func (a AttemptRecord) milli() int64 {
+	if a.GPUMilli > 0 {
+		return a.GPUMilli
+	}
+	return int64(a.GPUs) * gangway.MilliPerGPU
 }
 
 // recordUsage adds a segment to the ledger. It runs on a disconnected
@@ -188,7 +198,7 @@ func (j *job) remaining() time.Duration {
 		if a.EndedAt.IsZero() || a.GPUs == 0 {
 			continue
 		}
-		lost := time.Duration(a.LostGPUSeconds / float64(a.GPUs) * float64(time.Second))
+		lost := time.Duration(a.LostGPUSeconds / gangway.MeteredGPUSeconds(1, a.GPUs, a.milli()) * float64(time.Second))
 		kept += max(a.EndedAt.Sub(a.StartedAt)-lost, 0)
 	}
 	return max(j.spec.Runtime()-kept, time.Minute)

@@ -367,8 +367,12 @@ type AttemptRecord struct {
 	CapacityType gangway.CapacityType `json:"capacityType"`
 	Nodes        []string             `json:"nodes"`
 	GPUs         int                  `json:"gpus"`
-	StartedAt    time.Time            `json:"startedAt"`
-	EndedAt      time.Time            `json:"endedAt,omitzero"`
+	// GPUMilli is what the GPUs count for together, each at its share
+	// (gangway.Assignment.GPUMilli); 0 in records from before shares were
+	// metered, which count GPUs whole.
+	GPUMilli  int64     `json:"gpuMilli,omitempty"`
+	StartedAt time.Time `json:"startedAt"`
+	EndedAt   time.Time `json:"endedAt,omitzero"`
 	// Ended is one of the Cause constants; "" while running.
 	Ended string `json:"ended,omitempty"`
 	// StopRequestedAt is when the scheduler, a person, a GPU fault or a

@@ -310,7 +310,7 @@ func (j *job) runGang(ctx workflow.Context, asg gangway.Assignment) attemptEnd {
 	for done < len(asg.Members) {
 		sel.Select(ctx)
 	}
-	j.addRun(workflow.Now(ctx).Sub(runStart), asg.GPUCount())
+	j.addRun(workflow.Now(ctx).Sub(runStart), asg)
 	var end attemptEnd
 	switch {
 	case ctx.Err() != nil:
@@ -487,9 +487,10 @@ func (j *job) setPhase(ctx workflow.Context, p gangway.Phase, reason string) {
 	}
 }
 
-func (j *job) addRun(d time.Duration, gpus int) {
+// addRun adds a run of asg lasting d: GPU time at each GPU's share.
+func (j *job) addRun(d time.Duration, asg gangway.Assignment) {
 	j.st.RunTime += d
-	j.st.GPUSeconds += d.Seconds() * float64(gpus)
+	j.st.GPUSeconds += gangway.MeteredGPUSeconds(d.Seconds(), asg.GPUCount(), asg.GPUMilli())
 }
 
 func placedReason(a gangway.Assignment) string {

@@ -38,6 +38,8 @@ var conformance = map[string]func(t *testing.T, b backend){
 	"ConcurrentOpen":               testConcurrentOpen,
 	"SchemaTooNew":                 testSchemaTooNew,
 	"RestartKeepsData":             testRestartKeepsData,
+	"SharesBilledAtTheirShare":     testSharesBilledAtTheirShare,
+	"UpgradeFromVersion1":          testUpgradeFromVersion1,
 }
 
 // TestLedgerConformance runs the conformance suite on SQLite (a file in the

@@ -1,6 +1,7 @@
 // Package accounting owns the usage and cost ledger: every run segment of
-// every job (job, attempt, team, project, pool, capacity type, GPUs, start,
-// end, price per GPU-hour) kept in an SQL database, and the pure
+// every job (job, attempt, team, project, pool, capacity type, GPUs and
+// the milli-GPU they count for, start, end, price per GPU-hour) kept in an
+// SQL database, and the pure
 // aggregation behind `gangway cost` — GPU-hours and dollars per team,
 // project or pool, split into on-prem, spot and on-demand, and what spot
 // saved against on-demand — and behind the team budgets.
@@ -31,12 +32,24 @@
 //	  job_id, attempt, pool, start_ns     the segment's identity: the primary key
 //	  end_ns                              indexed: reports read a window by end
 //	  team, project, capacity_type, gpus, price_per_gpu_hour
+//	  gpu_milli                           what the gpus count for together (version 2; 0: whole GPUs)
 //	  recorded_at_ns                      when the first recording arrived
 //	schema_migrations  version (primary key), name, applied_at_ns
 //
 // Times are Unix nanoseconds in BIGINT columns: exact on both databases
 // (PostgreSQL's timestamps stop at microseconds), so a segment reads back
 // equal to what was recorded and its Dollars() to the last bit.
+//
+// # Metering in milli-GPU-seconds
+//
+// A segment is billed per GPU at its share: gpu_milli is the sum over its
+// GPUs of each one's milli-GPU (gangway.Member.MeteredMilli) — 500 for a
+// half-GPU share, a MIG device its compute slices out of seven of a GPU
+// (gangway.MIGMilli: 1g.10gb is 142), 1000 for a whole GPU — and
+// GPUSeconds is seconds × gpu_milli / 1000. A job holding half a GPU for
+// an hour is billed 1,800 GPU-seconds, and half the GPU's hourly price.
+// Segments recorded before version 2 have gpu_milli 0 and bill their GPUs
+// whole, as they did.
 //
 // # Migrations
 //

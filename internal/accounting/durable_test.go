@@ -316,8 +316,8 @@ func TestRunningSegments(t *testing.T) {
 		{JobID: "later", At: now.Add(time.Second), Members: []gangway.Member{{Pool: "onprem", GPUs: []int{0}}}},
 	}, now)
 	want := []gangway.UsageSegment{
-		{JobID: "gang", Attempt: 3, Team: "ml", Project: "llm", Pool: "onprem", CapacityType: gangway.CapacityOnPrem, GPUs: 8, Start: t0, End: now, PricePerGPUHour: 2},
-		{JobID: "gang", Attempt: 3, Team: "ml", Project: "llm", Pool: "aws-spot", CapacityType: gangway.CapacitySpot, GPUs: 1, Start: t0, End: now, PricePerGPUHour: 1.1},
+		{JobID: "gang", Attempt: 3, Team: "ml", Project: "llm", Pool: "onprem", CapacityType: gangway.CapacityOnPrem, GPUs: 8, GPUMilli: 8000, Start: t0, End: now, PricePerGPUHour: 2},
+		{JobID: "gang", Attempt: 3, Team: "ml", Project: "llm", Pool: "aws-spot", CapacityType: gangway.CapacitySpot, GPUs: 1, GPUMilli: 1000, Start: t0, End: now, PricePerGPUHour: 1.1},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("RunningSegments (-want +got):\n%s", diff)

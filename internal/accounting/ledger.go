@@ -29,7 +29,7 @@ type Ledger struct {
 
 // segmentColumns are the columns a segment is read from, in scanSegment's
 // order.
-const segmentColumns = "job_id, attempt, pool, start_ns, end_ns, team, project, capacity_type, gpus, price_per_gpu_hour"
+const segmentColumns = "job_id, attempt, pool, start_ns, end_ns, team, project, capacity_type, gpus, gpu_milli, price_per_gpu_hour"
 
 // Record adds seg to the ledger and reports whether it was new. Recording a
 // segment with the same job, attempt, pool and start again is a no-op that
@@ -40,10 +40,10 @@ func (l *Ledger) Record(ctx context.Context, seg gangway.UsageSegment) (bool, er
 		return false, err
 	}
 	res, err := l.db.ExecContext(ctx, l.d.bind(`INSERT INTO usage_segments (`+segmentColumns+`, recorded_at_ns)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (job_id, attempt, pool, start_ns) DO NOTHING`),
 		seg.JobID, seg.Attempt, seg.Pool, seg.Start.UnixNano(), seg.End.UnixNano(), seg.Team, seg.Project,
-		string(seg.CapacityType), seg.GPUs, seg.PricePerGPUHour, time.Now().UnixNano())
+		string(seg.CapacityType), seg.GPUs, seg.GPUMilli, seg.PricePerGPUHour, time.Now().UnixNano())
 	if err != nil {
 		return false, fmt.Errorf("record usage of %s: %w", seg.JobID, err)
 	}
@@ -86,6 +86,9 @@ func Validate(seg gangway.UsageSegment) error {
 	}
 	if seg.GPUs <= 0 {
 		bad("gpus must be positive, got %d", seg.GPUs)
+	}
+	if seg.GPUMilli < 0 || seg.GPUMilli > int64(max(seg.GPUs, 0))*gangway.MilliPerGPU {
+		bad("gpuMilli must be 0 (whole GPUs) or up to gpus × %d = %d, got %d", gangway.MilliPerGPU, int64(max(seg.GPUs, 0))*gangway.MilliPerGPU, seg.GPUMilli)
 	}
 	switch {
 	case seg.Start.IsZero():
@@ -190,7 +193,7 @@ func (l *Ledger) query(ctx context.Context, query string, args ...any) ([]gangwa
 		var start, end int64
 		var capacityType string
 		if err := rows.Scan(&s.JobID, &s.Attempt, &s.Pool, &start, &end, &s.Team, &s.Project,
-			&capacityType, &s.GPUs, &s.PricePerGPUHour); err != nil {
+			&capacityType, &s.GPUs, &s.GPUMilli, &s.PricePerGPUHour); err != nil {
 			return nil, err
 		}
 		s.Start, s.End, s.CapacityType = time.Unix(0, start).UTC(), time.Unix(0, end).UTC(), gangway.CapacityType(capacityType)

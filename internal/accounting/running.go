@@ -11,7 +11,8 @@ import (
 // for each committed assignment, one segment per pool, capacity type and
 // price its members hold GPUs in (as JobWorkflow splits a run when it
 // ends), from the assignment's commit until now. An assignment committed
-// after now is skipped.
+// after now is skipped. Each GPU counts at its share, as in the recorded
+// segments (gangway.Member.MeteredMilli).
 //
 // The ledger holds only runs that ended: JobWorkflow records a run's
 // segments when it ends. The running ones are the capacity view's
@@ -44,6 +45,7 @@ func RunningSegments(running []gangway.Assignment, now time.Time) []gangway.Usag
 				i = len(out) - first - 1
 			}
 			out[first+i].GPUs += len(m.GPUs)
+			out[first+i].GPUMilli += int64(len(m.GPUs)) * int64(m.MeteredMilli())
 		}
 	}
 	return out

@@ -24,7 +24,7 @@ func NewUsage(reg prometheus.Registerer) *Usage {
 	u := &Usage{
 		gpuSeconds: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "gpu_seconds_total",
-			Help: "GPU time of finished run segments, by team, pool and capacity type.",
+			Help: "GPU time of finished run segments, each GPU at its share (a half-GPU share counts half), by team, pool and capacity type.",
 		}, usageLabels),
 		dollars: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "cost_dollars_total",

@@ -23,18 +23,23 @@ func TestUsageSegment(t *testing.T) {
 	u.Segment(seg("ml", "onprem", "on-prem", 2, 30*time.Minute, 2))    // 3600 s, $2
 	u.Segment(seg("ml", "aws-spot", "spot", 4, 15*time.Minute, 1.5))   // 3600 s, $1.5
 	u.Segment(seg("vision", "aws-od", "on-demand", 1, 2*time.Hour, 4)) // 7200 s, $8
-	u.Segment(seg("vision", "aws-od", "on-demand", 1, -time.Hour, 4))  // ignored
-	u.Segment(seg("vision", "aws-od", "on-demand", 1, time.Hour, -4))  // ignored
+	half := seg("inference", "onprem", "on-prem", 1, time.Hour, 2)
+	half.GPUMilli = 500
+	u.Segment(half)                                                   // a half-GPU share: 1800 s, $1
+	u.Segment(seg("vision", "aws-od", "on-demand", 1, -time.Hour, 4)) // ignored
+	u.Segment(seg("vision", "aws-od", "on-demand", 1, time.Hour, -4)) // ignored
 
 	want := `
 # HELP gangway_cost_dollars_total What finished run segments cost, by team, pool and capacity type.
 # TYPE gangway_cost_dollars_total counter
 gangway_cost_dollars_total{capacity_type="on-demand",pool="aws-od",team="vision"} 8
+gangway_cost_dollars_total{capacity_type="on-prem",pool="onprem",team="inference"} 1
 gangway_cost_dollars_total{capacity_type="on-prem",pool="onprem",team="ml"} 18
 gangway_cost_dollars_total{capacity_type="spot",pool="aws-spot",team="ml"} 1.5
-# HELP gangway_gpu_seconds_total GPU time of finished run segments, by team, pool and capacity type.
+# HELP gangway_gpu_seconds_total GPU time of finished run segments, each GPU at its share (a half-GPU share counts half), by team, pool and capacity type.
 # TYPE gangway_gpu_seconds_total counter
 gangway_gpu_seconds_total{capacity_type="on-demand",pool="aws-od",team="vision"} 7200
+gangway_gpu_seconds_total{capacity_type="on-prem",pool="onprem",team="inference"} 1800
 gangway_gpu_seconds_total{capacity_type="on-prem",pool="onprem",team="ml"} 32400
 gangway_gpu_seconds_total{capacity_type="spot",pool="aws-spot",team="ml"} 3600
 `
