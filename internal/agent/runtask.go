@@ -276,8 +276,15 @@ func (a *Agent) command(in workflows.RunTaskInput, logPath, ckptDir, resumeDir s
 	// runtime keeps its threads for the life of the process, so in practice
 	// this is "when the agent dies".
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	cmd.Env = append(append(os.Environ(), taskEnv(in, a.visibleDevices(in.GPUs), ckptDir, resumeDir)...), a.shareEnv(in)...)
+	cmd.Env = a.environ(in, ckptDir, resumeDir)
 	return cmd, out, nil
+}
+
+// environ is a task's whole environment: the agent's own, then the
+// workload contract and the user's variables (taskEnv), then what its
+// share or MIG devices add (shareEnv).
+func (a *Agent) environ(in workflows.RunTaskInput, ckptDir, resumeDir string) []string {
+	return append(append(os.Environ(), taskEnv(in, a.visibleDevices(in.GPUs), ckptDir, resumeDir)...), a.shareEnv(in)...)
 }
 
 // visibleDevices names the task's GPUs for CUDA_VISIBLE_DEVICES: a whole
