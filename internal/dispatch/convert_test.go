@@ -34,3 +34,30 @@ func TestPlacementSnapshotShares(t *testing.T) {
 		t.Errorf("used milli per GPU (-want +got):\n%s", diff)
 	}
 }
+
+// TestPlacementSnapshotMIG: a MIG device reaches placement with its
+// profile, used while a job holds it.
+func TestPlacementSnapshotMIG(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	node := gangway.Node{ID: "m1", Pool: "onprem", GPUs: []gangway.GPU{
+		{Index: 0, Model: "H100", Healthy: true, MIGProfile: "3g.40gb", ParentUUID: "GPU-a"},
+		{Index: 1, Model: "H100", Healthy: true, MIGProfile: "3g.40gb", ParentUUID: "GPU-a"},
+		{Index: 2, Model: "H100", Healthy: true}}}
+	s := capacity.Snapshot{Now: now,
+		Nodes: []gangway.NodeStatus{{Node: node, State: gangway.NodeReady, LastHeartbeat: now, Allocated: map[int]gangway.JobID{1: "m"}}},
+		Allocations: []gangway.Assignment{
+			{JobID: "m", Members: []gangway.Member{{NodeID: "m1", GPUs: []int{1}, MIG: "3g.40gb", MIGMilli: 428}}},
+		}}
+	ps := placementSnapshot(s, time.Minute, nil)
+	type gpu struct {
+		MIG  string
+		Used int
+	}
+	var got []gpu
+	for _, g := range ps.Nodes[0].GPUs {
+		got = append(got, gpu{g.MIG, g.UsedMilli})
+	}
+	if diff := cmp.Diff([]gpu{{"3g.40gb", 0}, {"3g.40gb", placement.Whole}, {"", 0}}, got); diff != "" {
+		t.Errorf("GPUs (-want +got):\n%s", diff)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/internal/capacity"
@@ -13,7 +14,8 @@ import (
 )
 
 // TestAllocatedByTeam: whole GPUs count one each, a share counts its
-// fraction, and a member without a pool is placed by its node's.
+// fraction, a MIG device its share of its parent GPU, and a member without
+// a pool is placed by its node's.
 func TestAllocatedByTeam(t *testing.T) {
 	ps := placement.Snapshot{
 		Nodes: []placement.Node{{ID: "n1", Pool: "onprem"}, {ID: "c1", Pool: "aws-spot"}},
@@ -21,10 +23,11 @@ func TestAllocatedByTeam(t *testing.T) {
 			{JobID: "a", Team: "nlp", Members: []gangway.Member{{NodeID: "n1", Pool: "onprem", GPUs: []int{0, 1}}, {NodeID: "n1", GPUs: []int{2}}}},
 			{JobID: "b", Team: "vision", Members: []gangway.Member{{NodeID: "n1", GPUs: []int{3}, Milli: 250}}},
 			{JobID: "c", Team: "nlp", Members: []gangway.Member{{NodeID: "c1", Pool: "aws-spot", GPUs: []int{0, 1, 2, 3}}}},
+			{JobID: "d", Team: "vision", Members: []gangway.Member{{NodeID: "n1", GPUs: []int{4}, MIG: "3g.40gb", MIGMilli: 428}}},
 		},
 	}
-	want := map[metrics.PoolTeam]float64{{Pool: "onprem", Team: "nlp"}: 3, {Pool: "onprem", Team: "vision"}: 0.25, {Pool: "aws-spot", Team: "nlp"}: 4}
-	if diff := cmp.Diff(want, allocatedByTeam(ps)); diff != "" {
+	want := map[metrics.PoolTeam]float64{{Pool: "onprem", Team: "nlp"}: 3, {Pool: "onprem", Team: "vision"}: 0.25 + 0.428, {Pool: "aws-spot", Team: "nlp"}: 4}
+	if diff := cmp.Diff(want, allocatedByTeam(ps), cmpopts.EquateApprox(0, 1e-12)); diff != "" {
 		t.Errorf("allocated (-want +got):\n%s", diff)
 	}
 }
