@@ -30,7 +30,7 @@ func ParseFleet(s string) ([]NodeShape, error) {
 	var out []NodeShape
 	for _, part := range strings.Split(s, ",") {
 		part = strings.TrimSpace(part)
-		shape, err := parseShape(part)
+		shape, err := ParseNodeShape(part)
 		if err != nil {
 			return nil, fmt.Errorf("node group %q: %w (want COUNTxGPUS:MODEL, e.g. 4x8:H100)", part, err)
 		}
@@ -39,7 +39,9 @@ func ParseFleet(s string) ([]NodeShape, error) {
 	return out, nil
 }
 
-func parseShape(s string) (NodeShape, error) {
+// ParseNodeShape parses one COUNTxGPUS:MODEL[:mig[N]=LAYOUT] group of
+// ParseFleet.
+func ParseNodeShape(s string) (NodeShape, error) {
 	sizes, model, ok := strings.Cut(s, ":")
 	if !ok || model == "" {
 		return NodeShape{}, fmt.Errorf("missing GPU model")

@@ -388,15 +388,16 @@ func (e fieldErrors) join() error { return errors.Join(e...) }
 // GPUs in MIG mode as that group would.
 func ParseFakeGPUs(s string) (agent.NodeShape, error) {
 	gpus, model, ok := strings.Cut(s, "x")
-	shapes, err := agent.ParseFleet("1x" + gpus + ":" + model)
-	if !ok || err != nil {
-		msg := fmt.Sprintf("want COUNTxMODEL such as 8xH100, got %q", s)
-		if ok && strings.Contains(model, ":") && err != nil {
-			msg += ": " + err.Error()
-		}
-		return agent.NodeShape{}, errors.New(msg)
+	shape, err := agent.ParseNodeShape("1x" + gpus + ":" + model)
+	switch {
+	case !ok || strings.ContainsAny(s, ", "):
+		return agent.NodeShape{}, fmt.Errorf("want COUNTxMODEL such as 8xH100, got %q", s)
+	case err != nil && strings.Contains(model, ":mig"):
+		return agent.NodeShape{}, fmt.Errorf("want COUNTxMODEL:migN=PROFILES such as 8xH100:mig2=1g.10gb*7, got %q: %w", s, err)
+	case err != nil:
+		return agent.NodeShape{}, fmt.Errorf("want COUNTxMODEL such as 8xH100, got %q", s)
 	}
-	return shapes[0], nil
+	return shape, nil
 }
 
 func parseLevel(s string) (slog.Level, error) {
