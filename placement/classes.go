@@ -118,6 +118,7 @@ type classScore struct {
 	rep   int32      // the representative it was computed on
 	cand  int32      // index among its candidates
 	n     int32      // candidates: one (whole GPUs, CPU only) is the same on every member
+	ver   uint64     // the scorer's ScoreVersion when taken
 	score float64
 }
 
@@ -468,6 +469,10 @@ func (se *Session) bestOfClasses(j *gangway.QueueEntry) (Candidate, bool) {
 		lists = lists[m : m+1]
 	}
 	shape := int32(-1)
+	var ver uint64
+	if vs, ok := se.scorer.(Versioned); ok {
+		ver = vs.ScoreVersion(v)
+	}
 	bestRep, bestCand, bestScore := -1, int32(0), 0.0
 	var best *nodeClass
 	for _, list := range lists {
@@ -487,9 +492,9 @@ func (se *Session) bestOfClasses(j *gangway.QueueEntry) (Candidate, bool) {
 					shape = cl.shapeID(j, v.avoidFlaky)
 				}
 				p := cl.entry(c, shape)
-				if p.rep < 0 || (p.rep != int32(rep) && c.byIndex) {
+				if p.rep < 0 || p.ver != ver || (p.rep != int32(rep) && c.byIndex) {
 					*p = se.scoreNode(j, rep)
-					p.class = c
+					p.class, p.ver = c, ver
 				}
 				e = *p
 			}
@@ -509,7 +514,7 @@ func (se *Session) bestOfClasses(j *gangway.QueueEntry) (Candidate, bool) {
 		e := se.scoreNode(j, bestRep)
 		p := cl.entry(best, shape)
 		*p = e
-		p.class = best
+		p.class, p.ver = best, ver
 		bestCand = e.cand
 	}
 	c := v.candidates(bestRep, j, nil)[bestCand]

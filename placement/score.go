@@ -73,6 +73,13 @@ type Committer interface {
 	Changed(v *View, node int)
 }
 
+// Versioned is a ClassScorer whose scores also read state of the whole
+// fleet, beyond the node scored: a node class's cached score holds only
+// while ScoreVersion returns what it returned when the score was taken.
+type Versioned interface {
+	ScoreVersion(v *View) uint64
+}
+
 // FirstFit prefers the lowest node index: Kubernetes' and Slurm's simplest
 // policy, and the baseline every other is compared with.
 type FirstFit struct{}

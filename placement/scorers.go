@@ -319,6 +319,7 @@ var (
 	_ ClassScorer = (*Gangway)(nil)
 	_ Preparer    = (*Gangway)(nil)
 	_ Committer   = (*Gangway)(nil)
+	_ Versioned   = (*Gangway)(nil)
 )
 
 // Name implements Scorer.
@@ -335,7 +336,20 @@ func (s *Gangway) Prepare(v *View) {
 // Changed implements Committer.
 func (s *Gangway) Changed(v *View, node int) {
 	s.frag.invalidate(node)
-	s.models.refresh(v, node)
+}
+
+// ScoreVersion implements Versioned: with model-constrained work in the
+// mix every score reads the fleet's free capacity per model, which any
+// change anywhere moves.
+func (s *Gangway) ScoreVersion(v *View) uint64 {
+	if s.view != v || !sameWorkload(s.frag.workload, v.workload) {
+		s.Prepare(v)
+	}
+	if !s.models.constrained {
+		return 0
+	}
+	s.models.sync(v)
+	return s.models.rev
 }
 
 // Score implements Scorer.
@@ -439,11 +453,16 @@ type modelSupply struct {
 	free        map[string]float64 // free milli-GPU by model
 	total       float64            // free milli-GPU of the fleet
 	nodeFree    []int              // per node, as last counted
+	rev         uint64             // bumped whenever free or total changes
 }
 
 func (ms *modelSupply) prepare(v *View) {
 	*ms = modelSupply{share: modelDemandShare(v), free: map[string]float64{}, nodeFree: make([]int, len(v.nodes))}
 	ms.constrained = len(ms.share) > 0
+	// The counts follow every change of the view (its supply feed), not
+	// only the nodes scored: the scores must not depend on which nodes a
+	// scan happened to look at.
+	v.supplyOn, v.supply = ms.constrained, v.supply[:0]
 	for i := range v.nodes {
 		f := v.FreeMilli(i)
 		ms.nodeFree[i] = f
@@ -462,7 +481,16 @@ func (ms *modelSupply) refresh(v *View, i int) {
 		ms.free[v.nodes[i].Model] += d
 		ms.total += d
 		ms.nodeFree[i] = f
+		ms.rev++
 	}
+}
+
+// sync recounts every node the view changed since the last sync.
+func (ms *modelSupply) sync(v *View) {
+	for _, i := range v.supply {
+		ms.refresh(v, i)
+	}
+	v.supply = v.supply[:0]
 }
 
 // shortfall is the GPU capacity, in milli-GPU, that constrained work
@@ -478,7 +506,7 @@ func (ms *modelSupply) shortfall(v *View, i int, j *gangway.QueueEntry, gpu int)
 	if sh == 0 || (len(j.GPUModels) == 1 && j.GPUModels[0] == m) {
 		return 0
 	}
-	ms.refresh(v, i)
+	ms.sync(v)
 	slack := ms.free[m] - sh*ms.total
 	return min(max(float64(gpu)-slack, 0), float64(gpu))
 }

@@ -51,6 +51,10 @@ type View struct {
 	// classes.go keys them again before the next scan.
 	dirty   []int
 	isDirty []bool
+	// supply lists, when supplyOn, every node change since the default
+	// policy's model supply last counted (modelSupply.sync), in order.
+	supply   []int
+	supplyOn bool
 }
 
 // saved is a node's state before a transaction first touched it.
@@ -323,8 +327,12 @@ func (v *View) clearReservations() {
 	v.reserved = false
 }
 
-// changed records that node i changed, for node classes.
+// changed records that node i changed, for node classes and the model
+// supply.
 func (v *View) changed(i int) {
+	if v.supplyOn {
+		v.supply = append(v.supply, i)
+	}
 	if !v.isDirty[i] {
 		v.isDirty[i] = true
 		v.dirty = append(v.dirty, i)
