@@ -211,6 +211,18 @@ func TestReasons(t *testing.T) {
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("Reason() mismatch (-want +got):\n%s", diff)
 			}
+			// Reasons reads the same records at once; jobs without one
+			// are absent.
+			all, err := v.Reasons(ctx)
+			must(t, err)
+			for job, w := range got {
+				if w.Reason == "" && w.Detail == "" {
+					delete(got, job)
+				}
+			}
+			if diff := cmp.Diff(got, all); diff != "" {
+				t.Errorf("Reasons() mismatch (-Waiting +Reasons):\n%s", diff)
+			}
 		})
 	}
 }

@@ -50,6 +50,20 @@ func (v *View) Waiting(ctx context.Context, jobID gangway.JobID) (gangway.Waitin
 	return decodeWaiting(r), nil
 }
 
+// Reasons returns every pending job's reason as of the last dispatch
+// cycle, in one read: what the web view's queue shows beside each entry.
+func (v *View) Reasons(ctx context.Context) (map[gangway.JobID]gangway.Waiting, error) {
+	all, err := v.rdb.HGetAll(ctx, v.k.reasons).Result()
+	if err != nil {
+		return nil, fmt.Errorf("reasons: %w", err)
+	}
+	out := make(map[gangway.JobID]gangway.Waiting, len(all))
+	for id, r := range all {
+		out[id] = decodeWaiting(r)
+	}
+	return out, nil
+}
+
 // decodeWaiting reads a stored reason. Versions before typed reasons
 // stored the text "<reason code>: <detail>"; such a value (until the next
 // cycle replaces it) is split back into code and detail, with Retry as

@@ -53,3 +53,11 @@ func placementSnapshot(s capacity.Snapshot, nodeTTL time.Duration, onPremPrices 
 	ps.Running = s.Allocations
 	return ps
 }
+
+// Measure is the fragmentation report of the view s against its pending
+// mix, with nodes silent longer than nodeTTL not schedulable: what each
+// cycle exports as metrics, for readers outside the loop (the web view
+// samples it over time).
+func Measure(s capacity.Snapshot, nodeTTL time.Duration) placement.Report {
+	return placement.Measure(placementSnapshot(s, nodeTTL, nil), placement.WorkloadFromJobs(s.Queue))
+}

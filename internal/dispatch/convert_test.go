@@ -61,3 +61,29 @@ func TestPlacementSnapshotMIG(t *testing.T) {
 		t.Errorf("GPUs (-want +got):\n%s", diff)
 	}
 }
+
+// TestMeasure: the report counts free GPUs on schedulable nodes only; a
+// node silent past the TTL is left out.
+func TestMeasure(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	node := func(id string, heartbeat time.Time, held ...int) gangway.NodeStatus {
+		n := gangway.NodeStatus{Node: gangway.Node{ID: id, Pool: "onprem"}, State: gangway.NodeReady, LastHeartbeat: heartbeat,
+			Allocated: map[int]gangway.JobID{}}
+		for i := range 4 {
+			n.Node.GPUs = append(n.Node.GPUs, gangway.GPU{Index: i, Model: "H100", Healthy: true})
+		}
+		for _, i := range held {
+			n.Allocated[i] = "j"
+		}
+		return n
+	}
+	s := capacity.Snapshot{Now: now, Nodes: []gangway.NodeStatus{node("n1", now, 0), node("n2", now.Add(-time.Hour))},
+		Queue: []gangway.QueueEntry{{JobID: "q", Replicas: 1, GPUsPerReplica: 4}}}
+	r := Measure(s, time.Minute)
+	if r.FreeGPUs != 3 || r.Largest[string(gangway.LevelNode)] != 3 {
+		t.Errorf("free %d, largest per node %d; want 3 and 3 (n2 is silent)", r.FreeGPUs, r.Largest[string(gangway.LevelNode)])
+	}
+	if r.Rate != 1 {
+		t.Errorf("rate %v, want 1: no 4-GPU job fits in 3 free GPUs", r.Rate)
+	}
+}

@@ -127,6 +127,9 @@ type Loop struct {
 // again.
 const preemptResignal = 30 * time.Second
 
+// DefaultNodeTTL is Config.NodeTTL's default.
+const DefaultNodeTTL = 10 * time.Second
+
 // New returns a loop; Run starts it.
 func New(cfg Config, c Capacity, wf Workflows) *Loop {
 	if cfg.Interval <= 0 {
@@ -136,7 +139,7 @@ func New(cfg Config, c Capacity, wf Workflows) *Loop {
 		cfg.LeaseTTL = 5 * time.Second
 	}
 	if cfg.NodeTTL <= 0 {
-		cfg.NodeTTL = 10 * time.Second
+		cfg.NodeTTL = DefaultNodeTTL
 	}
 	if cfg.ReconcileEvery <= 0 {
 		cfg.ReconcileEvery = 30 * time.Second
