@@ -4,8 +4,10 @@
 #   make postgres PostgreSQL server binaries (tests of the production ledger)
 #   make build    bin/gangway
 #   make dev      deps + build, then `bin/gangway dev $(DEV_FLAGS)`
-#   make test     deps and postgres, then every test, integration tests on
-#                 real servers
+#   make test     deps, postgres and chromium, then every test, integration
+#                 tests on real servers and the web view's in headless
+#                 Chromium; screenshots and other test artifacts are kept in
+#                 test-artifacts/
 #   make lint     gofmt, go vet, workflowcheck (Temporal determinism)
 #   make fuzz     each parser's fuzz target for FUZZTIME (60s); `make test`
 #                 runs their seed corpora (testdata/fuzz/) as plain tests
@@ -36,7 +38,7 @@ TEST_FLAGS ?=
 export CGO_ENABLED ?= 1
 export CGO_CFLAGS ?= -Wno-deprecated-declarations
 
-.PHONY: deps redis postgres promtool build dev test lint clean distclean
+.PHONY: deps redis postgres promtool chromium build dev test lint clean distclean
 
 bin/temporal:
 	@echo "Installing the Temporal CLI $(TEMPORAL_VERSION) (dev server: Temporal Server + Web UI) into bin/temporal."
@@ -102,6 +104,22 @@ promtool:
 		exit 1; \
 	fi
 
+# chromium (Debian's package) is the headless browser the web view's test
+# (internal/web) drives; without it that test is skipped, with a message
+# saying so. GANGWAY_CHROMIUM may name another Chrome.
+chromium:
+	@if [ -n "$${GANGWAY_CHROMIUM:-}" ] || command -v chromium >/dev/null || command -v chromium-browser >/dev/null || \
+		command -v google-chrome >/dev/null; then \
+		exit 0; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "chromium not found; running as root, so installing it for the web view's browser test: apt-get update && apt-get install -y chromium"; \
+		apt-get update && apt-get install -y chromium; \
+	else \
+		echo "note: chromium not found, so the web view's browser test (internal/web) will be skipped. To run it:" >&2; \
+		echo "    sudo apt-get update && sudo apt-get install -y chromium" >&2; \
+		echo "(or point GANGWAY_CHROMIUM at a Chrome or Chromium binary)" >&2; \
+	fi
+
 deps: bin/temporal redis promtool
 
 build:
@@ -111,9 +129,14 @@ dev: deps build
 	./bin/gangway dev $(DEV_FLAGS)
 
 # -p 2: the integration tests start real servers; more packages at once
-# only fight over the CPUs.
-test: deps postgres
-	$(GO) test -p 2 -count=1 -timeout 25m $(TEST_FLAGS) ./...
+# only fight over the CPUs. -artifacts keeps what tests save in
+# t.ArtifactDir (the web view's screenshots) under TEST_ARTIFACTS, one
+# directory per test; each test's is named in its output (=== ARTIFACTS).
+# Relative profile paths in TEST_FLAGS (-coverprofile=c.out) land there too.
+TEST_ARTIFACTS ?= $(CURDIR)/test-artifacts
+test: deps postgres chromium
+	mkdir -p $(TEST_ARTIFACTS)
+	$(GO) test -p 2 -count=1 -timeout 25m -artifacts -outputdir $(TEST_ARTIFACTS) $(TEST_FLAGS) ./...
 
 lint:
 	@unformatted="$$(gofmt -l .)"; \
@@ -132,6 +155,7 @@ lint:
 
 clean:
 	rm -f bin/gangway coverage.out coverage.html *.coverprofile
+	rm -rf test-artifacts
 
 distclean: clean
 	rm -rf bin

@@ -19,6 +19,7 @@ import (
 	"github.com/gangwayhq/gangway/internal/devstack"
 	"github.com/gangwayhq/gangway/internal/devstack/fullstack"
 	"github.com/gangwayhq/gangway/internal/dispatch"
+	"github.com/gangwayhq/gangway/internal/server"
 	"github.com/gangwayhq/gangway/workflows/jobs"
 )
 
@@ -59,9 +60,9 @@ so an idle policy reclaims a job's GPUs (examples/notebook-idle.yaml). The
 jobs find this binary first on their PATH, as 'gangway': the files in
 examples/ run 'gangway demo-train' and run here as they are.
 
-The server serves the user API on --api-addr, and an admin token for it is
-written to the state directory: --keep prints the GANGWAY_API and
-GANGWAY_TOKEN_FILE settings the CLI finds it with.
+The server serves the user API on --api-addr, and the web view at /ui/ on
+it; an admin token for both is written to the state directory: --keep prints
+the GANGWAY_API and GANGWAY_TOKEN_FILE settings the CLI finds it with.
 
 --keep leaves the stack up afterwards and prints how to reach it. Ctrl-C
 stops everything and leaves no process behind.
@@ -139,6 +140,7 @@ func runDev(ctx context.Context, a *app, o devOptions, shapes []agent.NodeShape,
 			// Instances of a finished demo job are gone within seconds.
 			Reconcile: cloud.ReconcilerConfig{Interval: 10 * time.Second, Grace: time.Minute},
 			API:       &api.Config{Listen: o.apiAddr, TokenFile: tokens},
+			Web:       &server.WebOptions{},
 		},
 	})
 	if err != nil {
@@ -156,7 +158,7 @@ func runDev(ctx context.Context, a *app, o devOptions, shapes []agent.NodeShape,
 		}
 	}()
 	fmt.Fprintf(out, "gangway dev: redis at %s, temporal at %s, user API at %s\n", st.Redis.URL, st.Temporal.Addr, st.APIURL)
-	fmt.Fprintf(out, "gangway dev: %d simulated nodes up (%s)\n", len(nodes), o.nodes)
+	fmt.Fprintf(out, "gangway dev: %d simulated nodes up (%s); web view at %s\n", len(nodes), o.nodes, st.WebURL)
 	for _, line := range st.Cloud.Describe(runCtx) {
 		fmt.Fprintf(out, "gangway dev: %s\n", line)
 	}
@@ -179,6 +181,7 @@ func runDev(ctx context.Context, a *app, o devOptions, shapes []agent.NodeShape,
 		if st.Temporal.UIURL != "" {
 			fmt.Fprintf(out, "Temporal Web UI: %s\n", st.Temporal.UIURL)
 		}
+		fmt.Fprintf(out, "Web view:        %s (sign in with the token in %s)\n", st.WebURL, tokenFile)
 		fmt.Fprintf(out, "Metrics:         http://%s/metrics\nRedis:           %s\nUsage ledger:    %s\nCtrl-C stops everything.\n", st.MetricsAddr, st.Redis.URL, st.LedgerDSN)
 		<-runCtx.Done()
 	}

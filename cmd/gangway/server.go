@@ -30,8 +30,8 @@ func newServerCmd(a *app) *cobra.Command {
 		Long: `Run JobWorkflow and its server-side activities on the "gangway" task queue,
 compete for the Redis dispatch lease and, while leading, place queued jobs
 every dispatch interval; serve the user API on --api-addr (docs/api.md: users
-authenticate with tokens from --api-tokens, OIDC or client certificates) and
-Prometheus metrics on --metrics-addr. Usage is
+authenticate with tokens from --api-tokens, OIDC or client certificates), the
+web view at /ui/ on it, and Prometheus metrics on --metrics-addr. Usage is
 recorded in the SQL ledger named by --ledger: an SQLite file for a single
 server, one PostgreSQL database shared by all of them otherwise.
 
@@ -82,6 +82,7 @@ within the lease TTL when it dies.`,
 				TeamLimits:  cl.TeamLimits(),
 				Checkpoints: ckstore,
 				API:         &server.APIOptions{Config: a.cfg.API.Options(), OnDemandPrices: cl.OnDemandPrices()},
+				Web:         &server.WebOptions{},
 			},
 				// Fake providers' instances become in-process agents.
 				agent.Config{DataDir: filepath.Join(os.TempDir(), "gangway-fake-cloud"), Checkpoints: ckstore, Log: a.log},

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/http"
 	"slices"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 	"github.com/gangwayhq/gangway/internal/cloud"
 	"github.com/gangwayhq/gangway/internal/dispatch"
 	"github.com/gangwayhq/gangway/internal/metrics"
+	"github.com/gangwayhq/gangway/internal/web"
 	"github.com/gangwayhq/gangway/placement"
 	"github.com/gangwayhq/gangway/providers"
 	"github.com/gangwayhq/gangway/workflows"
@@ -56,6 +58,10 @@ type Options struct {
 	Ready func(metricsAddr string)
 	// API, when set with a listen address, serves the user API.
 	API *APIOptions
+	// Web, when set, serves the web view at WebPath on the user API: its
+	// pages behind the API's authentication, its sign-in form and assets
+	// without. Without the API there is none.
+	Web *WebOptions
 }
 
 // APIOptions are the user API's: its config, the on-demand prices its
@@ -69,6 +75,18 @@ type APIOptions struct {
 	Mount func(*api.Server)
 	// Ready, if set, gets the address the API listens on.
 	Ready func(addr string)
+}
+
+// WebPath is where Options.Web serves the web view.
+const WebPath = "/ui/"
+
+// WebOptions tune the web view.
+type WebOptions struct {
+	// SampleEvery is how often the fragmentation chart is sampled
+	// (web.FragEvery when not positive); Refresh how often pages refresh
+	// themselves (web.DefaultRefresh when zero).
+	SampleEvery time.Duration
+	Refresh     time.Duration
 }
 
 // Ledger is what the server needs of the usage ledger (an
@@ -220,6 +238,18 @@ func Run(ctx context.Context, o Options) error {
 		}
 		defer stop()
 	}
+	if o.Web != nil && (o.API == nil || o.API.Config.Listen == "") {
+		log.Info("no web view: it is served on the user API, which is off")
+	} else if o.Web != nil {
+		mount, stop, err := webView(ctx, o, log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		ao := *o.API
+		ao.Mount = mount
+		o.API = &ao
+	}
 	if o.API != nil && o.API.Config.Listen != "" {
 		stop, err := serveAPI(ctx, o, log)
 		if err != nil {
@@ -319,4 +349,45 @@ func serveAPI(ctx context.Context, o Options, log *slog.Logger) (stop func(), er
 		return nil, err
 	}
 	return func() { cancel(); <-done }, nil
+}
+
+// webView builds the web view over the server's own connections and
+// returns a Mount for the user API that mounts it, wrapping o.API.Mount,
+// and a stop function that ends its fragmentation sampling.
+func webView(ctx context.Context, o Options, log *slog.Logger) (func(*api.Server), func(), error) {
+	var ledger accounting.SegmentSource
+	if o.Ledger != nil {
+		ledger = o.Ledger
+	}
+	b := web.NewBackend(client.New(jobs.New(o.Temporal), o.View), o.View, ledger, o.Dispatch.NodeTTL, log)
+	var srv *api.Server // set by the mount, before the API serves
+	h, err := web.New(web.Options{Source: b, Prefix: WebPath, Identity: api.IdentityFrom,
+		Verify: func(r *http.Request, token string) error {
+			r = r.Clone(r.Context())
+			r.Header.Set("Authorization", "Bearer "+token)
+			_, err := srv.Authenticate(r)
+			return err
+		},
+		Quotas: o.Dispatch.Placement.Quotas, Budgets: o.TeamLimits, NodeTTL: b.NodeTTL, Refresh: o.Web.Refresh, Log: log})
+	if err != nil {
+		return nil, nil, err
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		b.Sample(sctx, o.Web.SampleEvery)
+	}()
+	more := o.API.Mount
+	mount := func(s *api.Server) {
+		if more != nil {
+			more(s)
+		}
+		srv = s
+		for _, p := range web.PublicPaths {
+			s.MountPublic(WebPath+p, h)
+		}
+		s.Mount(WebPath, h)
+	}
+	return mount, func() { cancel(); <-done }, nil
 }

@@ -3,7 +3,7 @@
 // clients of both and the Redis view, the usage ledger (an SQLite file in
 // the stack's directory, or Options.LedgerDSN), a shared file:// checkpoint
 // store, the server in-process (workflow worker, dispatch loop, reconciler,
-// /metrics), simulated on-prem nodes run by in-process agents (or, by the
+// /metrics and, with ServerOptions.Web, the web view), simulated on-prem nodes run by in-process agents (or, by the
 // thousand, by one agent host: Options.HostedNodes), and fake
 // clouds whose instances boot into in-process agents ([FakeAgents]).
 //

@@ -98,6 +98,9 @@ type ServerOptions struct {
 	// = a free port on 127.0.0.1) at Stack.APIURL; Mount mounts more on it.
 	API   *api.Config
 	Mount func(*api.Server)
+	// Web serves the web view on the user API (API must be set) at
+	// Stack.WebURL; nil: none.
+	Web *server.WebOptions
 }
 
 // Stack is a running dev system. Its fields are set by Start and must not
@@ -121,9 +124,11 @@ type Stack struct {
 	// Cloud is nil without Options.Cloud.
 	Cloud *Cloud
 	// MetricsAddr is the in-process server's /metrics address ("" without
-	// one); APIURL its user API's base URL ("" without one).
+	// one); APIURL its user API's base URL ("" without one), WebURL the
+	// web view on it ("" without ServerOptions.Web).
 	MetricsAddr string
 	APIURL      string
+	WebURL      string
 	// Host runs Options.HostedNodes; nil without them.
 	Host *agent.Host
 
@@ -308,7 +313,12 @@ func (s *Stack) startServer(ctx, runCtx context.Context, o ServerOptions) error 
 			scheme = "https"
 		}
 		apiOpts = &server.APIOptions{Config: cfg, Mount: o.Mount,
-			Ready: func(addr string) { s.APIURL = scheme + "://" + addr }}
+			Ready: func(addr string) {
+				s.APIURL = scheme + "://" + addr
+				if o.Web != nil {
+					s.WebURL = s.APIURL + server.WebPath
+				}
+			}}
 	}
 	ready := make(chan string, 1)
 	s.wg.Go(func() {
@@ -317,7 +327,7 @@ func (s *Stack) startServer(ctx, runCtx context.Context, o ServerOptions) error 
 			Temporal: s.TemporalClient, View: s.View, MetricsAddr: "127.0.0.1:0", Log: s.log,
 			Dispatch: d, Cloud: registry, Join: join, Reconcile: o.Reconcile,
 			Ledger:      s.Ledger,
-			Checkpoints: s.Checkpoints, TeamLimits: o.TeamLimits,
+			Checkpoints: s.Checkpoints, TeamLimits: o.TeamLimits, Web: o.Web,
 			Ready: func(addr string) { ready <- addr }, API: apiOpts,
 		})
 		if err != nil && runCtx.Err() == nil {
