@@ -112,7 +112,9 @@ type teamGPUs struct {
 	Team, Class string
 	// Visible: the viewer may open the team's page.
 	Visible bool
-	// Whole counts GPUs held whole; GPUs adds the shares.
+	// Whole counts the GPU cells held whole (MIG devices included); GPUs
+	// is what the team's allocations are metered for, in GPUs (a share
+	// or a MIG device as its part of one GPU).
 	Whole int
 	GPUs  float64
 }
@@ -155,7 +157,11 @@ type mapDomain struct {
 type mapGPU struct {
 	Index int
 	Model string
-	State string
+	// MIG is the device's MIG profile ("" for a whole GPU), Parent the
+	// physical GPU it is a partition of.
+	MIG    string
+	Parent int
+	State  string
 	// Team and Class for a GPU held whole (the first share's team for a
 	// shared GPU); Job is "" when the viewer may not see it.
 	Team, Class string
@@ -219,14 +225,22 @@ func buildMap(f Fleet, sc scope, pal palette, ttl time.Duration) clusterMap {
 	}
 	m := clusterMap{}
 	held := map[string]*teamGPUs{}
-	count := func(team string, whole int, gpus float64) {
+	count := func(team string, whole int) *teamGPUs {
 		t := held[team]
 		if t == nil {
 			t = &teamGPUs{Team: team, Class: pal.class(team), Visible: team != "" && sc.sees(team)}
 			held[team] = t
 		}
 		t.Whole += whole
-		t.GPUs += gpus
+		return t
+	}
+	// What a team holds in GPUs is what it is metered for: whole GPUs,
+	// shares and MIG devices at their share of the parent GPU.
+	for _, a := range f.Allocations {
+		t := count(a.Team, 0)
+		for _, m := range a.Members {
+			t.GPUs += float64(len(m.GPUs)) * float64(m.MeteredMilli()) / gangway.MilliPerGPU
+		}
 	}
 	for _, n := range f.Nodes {
 		p := pool(n.Node.Pool)
@@ -241,7 +255,7 @@ func buildMap(f Fleet, sc scope, pal palette, ttl time.Duration) clusterMap {
 		}
 		health := f.Health[n.Node.ID]
 		for _, g := range n.Node.GPUs {
-			mg := mapGPU{Index: g.Index, Model: g.Model, Unhealthy: !g.Healthy}
+			mg := mapGPU{Index: g.Index, Model: g.Model, Unhealthy: !g.Healthy, MIG: g.MIGProfile, Parent: g.ParentIndex}
 			if mg.Unhealthy {
 				mg.FenceReason = health[g.Index].Reason
 			}
@@ -250,7 +264,7 @@ func buildMap(f Fleet, sc scope, pal palette, ttl time.Duration) clusterMap {
 				if sc.sees(mg.Team) {
 					mg.Job = job
 				}
-				count(mg.Team, 1, 1)
+				count(mg.Team, 1)
 				m.Held++
 				mn.Held++
 			} else if shares := n.Shared[g.Index]; len(shares) > 0 {
@@ -261,7 +275,7 @@ func buildMap(f Fleet, sc scope, pal palette, ttl time.Duration) clusterMap {
 						s.Job = job
 					}
 					mg.Shares = append(mg.Shares, s)
-					count(s.Team, 0, float64(s.Milli)/gangway.MilliPerGPU)
+					count(s.Team, 0)
 				}
 				mg.Team = mg.Shares[0].Team
 				m.Shared++
@@ -327,7 +341,11 @@ func addToDomain(n *mapNode, domain string, g mapGPU) {
 // gpuLabel says what a GPU cell shows, in words (its accessible name).
 func gpuLabel(n mapNode, g mapGPU) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s GPU %d: ", n.ID, g.Index)
+	fmt.Fprintf(&b, "%s GPU %d", n.ID, g.Index)
+	if g.MIG != "" {
+		fmt.Fprintf(&b, " (MIG %s on GPU %d)", g.MIG, g.Parent)
+	}
+	b.WriteString(": ")
 	switch g.State {
 	case StateHeld:
 		fmt.Fprintf(&b, "held by team %s", orUnknown(g.Team))
@@ -548,10 +566,7 @@ func buildTeams(f Fleet, cfg teamConfig, usage accounting.Summary, sc scope, pal
 			j := teamJob{Job: a.JobID, Since: a.At, Dollars: running[a.JobID]}
 			var pools []string
 			for _, m := range a.Members {
-				g := float64(len(m.GPUs))
-				if m.Milli > 0 && m.Milli < gangway.MilliPerGPU {
-					g *= float64(m.Milli) / gangway.MilliPerGPU
-				}
+				g := float64(len(m.GPUs)) * float64(m.MeteredMilli()) / gangway.MilliPerGPU
 				j.GPUs += g
 				byModel[model[m.NodeID]] += g
 				if p := cmp.Or(m.Pool, "?"); !slices.Contains(pools, p) {

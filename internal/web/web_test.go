@@ -18,6 +18,7 @@ import (
 	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/client"
 	"github.com/gangwayhq/gangway/internal/accounting"
+	"github.com/gangwayhq/gangway/internal/capacity"
 )
 
 var (
@@ -282,12 +283,12 @@ func TestTeamPages(t *testing.T) {
 	}
 	// nlp: $10 spot and $2 on-prem recorded this month (not last
 	// month's $24), plus an hour of burst (8 × $3), nlp-train (4 × $2)
-	// and nlp-nb (1 × $2) in flight. Its H100 quota counts 4 + 0.5
-	// H100s; the burst runs on A100s.
+	// and nlp-nb (half a GPU, $1) in flight. Its H100 quota counts
+	// 4 + 0.5 H100s; the burst runs on A100s.
 	want := map[string]row{
-		"nlp":      {GPUs: "12.5", Quota: "4.5/8", Month: "46.000000"},
+		"nlp":      {GPUs: "12.5", Quota: "4.5/8", Month: "45.000000"},
 		"research": {GPUs: "0", Month: "0.000000"},
-		"vision":   {GPUs: "2.25", Quota: "2.25/2", Month: "6.000000"},
+		"vision":   {GPUs: "2.25", Quota: "2.25/2", Month: "4.500000"},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("teams (-want +got):\n%s", diff)
@@ -632,5 +633,27 @@ func TestBackendUsage(t *testing.T) {
 				t.Errorf("total %v, want %v", s.Total.TotalDollars, tc.wantTotal)
 			}
 		})
+	}
+}
+
+// TestMapMIG: a MIG device is a cell of its own, named with its profile
+// and parent GPU; the team holding it counts its share of the parent.
+func TestMapMIG(t *testing.T) {
+	src := newFakeSource()
+	n := gangway.Node{ID: "m1", Pool: "onprem", GPUs: []gangway.GPU{
+		{Index: 0, Model: "H100", Healthy: true, MIGProfile: "3g.40gb", ParentIndex: 0, ParentUUID: "GPU-a"},
+		{Index: 1, Model: "H100", Healthy: true, MIGProfile: "3g.40gb", ParentIndex: 0, ParentUUID: "GPU-a"}}}
+	src.fleet = Fleet{Snapshot: capacity.Snapshot{Now: t0,
+		Nodes: []gangway.NodeStatus{{Node: n, State: gangway.NodeReady, LastHeartbeat: t0, Allocated: map[int]gangway.JobID{1: "m"}}},
+		Allocations: []gangway.Assignment{{JobID: "m", Team: "nlp", At: t0,
+			Members: []gangway.Member{{NodeID: "m1", Pool: "onprem", GPUs: []int{1}, MIG: "3g.40gb", MIGMilli: 428}}}}}}
+	_, doc := get(t, serve(t, src, nil), "/ui/")
+	cells := all(doc, byAttr("data-mig", "3g.40gb"))
+	if len(cells) != 2 || attr(cells[1], "aria-label") != "m1 GPU 1 (MIG 3g.40gb on GPU 0): held by team nlp, job m" {
+		t.Errorf("MIG cells %q", attrs(cells, "aria-label"))
+	}
+	row := all(mustID(t, doc, "team-gpus"), and(tag("tr"), byAttr("data-team", "nlp")))
+	if len(row) != 1 || attr(all(row[0], byAttr("data-gpus", "*"))[0], "data-gpus") != "0.43" {
+		t.Errorf("nlp's GPUs in the legend: want 0.43 (one 3g.40gb device)")
 	}
 }
