@@ -333,11 +333,6 @@ func (se *Session) Release(jobID gangway.JobID) bool {
 	return true
 }
 
-// Running is every allocation the session holds: the snapshot's and those
-// its Place calls started, minus those released. Callers must not change
-// it.
-func (se *Session) Running() []gangway.Assignment { return se.running }
-
 func (se *Session) nodeIndex(id string) int {
 	if i, ok := se.nodeIdx[id]; ok {
 		return i
