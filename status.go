@@ -95,11 +95,14 @@ func shortDuration(d time.Duration) string {
 }
 
 // roundAbout rounds a wait to what a person reads: seconds under a
-// minute, minutes under a few hours, then hours.
+// minute, ten seconds under ten minutes, minutes under a few hours, then
+// hours.
 func roundAbout(d time.Duration) time.Duration {
 	switch {
 	case d < time.Minute:
 		return d.Round(time.Second)
+	case d < 10*time.Minute:
+		return d.Round(10 * time.Second)
 	case d < 3*time.Hour:
 		return d.Round(time.Minute)
 	}
