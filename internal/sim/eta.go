@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"cmp"
+	"context"
 	"fmt"
 	"io"
 	"math"
@@ -29,6 +31,9 @@ type ETAConfig struct {
 	MaxFactor float64
 	// Options tune the estimators.
 	Options forecast.Options
+	// limitsOnly gives jobs their limits and runs no estimator: the load
+	// probes of LoadedFleet.
+	limitsOnly bool
 }
 
 // DefaultLimitFactor is the default ETAConfig.MaxFactor: limits from 1 to
@@ -36,6 +41,12 @@ type ETAConfig struct {
 // workload logs show (users ask for about 2 to 3 times what they use, with
 // a long tail).
 const DefaultLimitFactor = 4.0
+
+// ETASpeedup is `gangway replay trace --eta`'s default --speedup: a
+// public trace loads only a small share of its fleet (LoadedFleet), and
+// compressing its arrivals tenfold makes that share tens of nodes rather
+// than a handful.
+const ETASpeedup = 10.0
 
 // DispatchInterval is the server's default cycle interval: the unit the
 // replay's waits are measured in against the load criterion (--eta's
@@ -79,6 +90,9 @@ type ETAChange struct {
 
 func newETAState(cfg *ETAConfig, jobs []TraceJob, seed uint64, oracle forecast.Runtimes) *etaState {
 	st := &etaState{factor: limitFactors(len(jobs), cmpOr(cfg.MaxFactor, DefaultLimitFactor), seed)}
+	if cfg.limitsOnly {
+		return st
+	}
 	o := cfg.Options
 	st.est[etaLearned] = forecast.NewEstimator(forecast.NewHistory(), o)
 	st.est[etaExact] = forecast.NewEstimator(oracle, o)
@@ -107,6 +121,9 @@ func limitFactors(n int, hi float64, seed uint64) []float64 {
 	}
 	return out
 }
+
+// measuring reports whether the replay runs estimators.
+func (st *etaState) measuring() bool { return st != nil && st.est[etaLearned] != nil }
 
 // note records the estimators' estimates for job k's first attempt after
 // a cycle at t.
@@ -157,8 +174,11 @@ type ETARun struct {
 	Jobs, Started, Waited int
 	MedianWait            float64
 	// Learned is the server's estimator, Exact the one that knows every
-	// runtime, Limits the Slurm-style baseline.
-	Learned, Exact, Limits ETAScore
+	// runtime, Limits the Slurm-style baseline; the Warm ones count only
+	// the jobs after the first quarter (in submit order), once the
+	// estimators have runs to learn from and starts to calibrate on.
+	Learned, Exact, Limits             ETAScore
+	WarmLearned, WarmExact, WarmLimits ETAScore
 	// Forecasts and PlaceCalls are the learned estimator's.
 	Forecasts, PlaceCalls int
 	History               []ETAChange
@@ -181,17 +201,19 @@ func (st *etaState) score(r *replay) ETARun {
 	out.Waited = len(waits)
 	slices.Sort(waits)
 	out.MedianWait = quantile(waits, 0.5)
-	out.Learned = st.scoreOf(r, etaLearned)
-	out.Exact = st.scoreOf(r, etaExact)
-	out.Limits = st.scoreOf(r, etaLimits)
+	out.Learned, out.Exact, out.Limits = st.scoreOf(r, etaLearned, 0), st.scoreOf(r, etaExact, 0), st.scoreOf(r, etaLimits, 0)
+	warm := len(r.jobs) / 4 // r.jobs are in submit order
+	out.WarmLearned, out.WarmExact, out.WarmLimits = st.scoreOf(r, etaLearned, warm), st.scoreOf(r, etaExact, warm),
+		st.scoreOf(r, etaLimits, warm)
 	return out
 }
 
-func (st *etaState) scoreOf(r *replay, e int) ETAScore {
+// scoreOf scores estimator e over the jobs from index from on.
+func (st *etaState) scoreOf(r *replay, e, from int) ETAScore {
 	var s ETAScore
 	var errs []float64
 	within, covered, beyond, changes := 0, 0, 0, 0
-	for k := range r.jobs {
+	for k := from; k < len(r.jobs); k++ {
 		rec := &st.rec[e][k]
 		start := r.firstStart[k]
 		submit := r.jobs[k].Submit
@@ -264,6 +286,8 @@ type ETAJSON struct {
 	BaselineMedianAbsError *float64 `json:"baseline_median_abs_error_s"`
 	BeyondHorizon          *float64 `json:"beyond_horizon"`
 	ChangesMean            *float64 `json:"changes_mean"`
+	// Warm is the same over the jobs after the first quarter.
+	Warm *ETAJSON `json:"warm,omitempty"`
 	// The load: jobs that started after waiting, as a share of all jobs,
 	// and their median wait in seconds and in dispatch intervals.
 	WaitedShare         *float64 `json:"waited_share"`
@@ -273,10 +297,18 @@ type ETAJSON struct {
 	PlaceCalls          int      `json:"forecast_place_calls"`
 }
 
-func (e *ETARun) json(s ETAScore) *ETAJSON {
+func (e *ETARun) json(s, warm ETAScore) *ETAJSON {
+	out := e.jsonOf(s, e.Limits)
+	out.Warm = e.jsonOf(warm, e.WarmLimits)
+	out.Warm.Forecasts, out.Warm.PlaceCalls = 0, 0
+	out.Warm.WaitedShare, out.Warm.MedianWaitSeconds, out.Warm.MedianWaitIntervals = nil, nil, nil
+	return out
+}
+
+func (e *ETARun) jsonOf(s, base ETAScore) *ETAJSON {
 	return &ETAJSON{Waited: s.Waited, Within25: ptr(s.Within25), P90Coverage: ptr(s.P90Coverage),
-		MedianAbsError: ptr(s.MedianAbsError), BaselineWithin25: ptr(e.Limits.Within25),
-		BaselineP90Coverage: ptr(e.Limits.P90Coverage), BaselineMedianAbsError: ptr(e.Limits.MedianAbsError),
+		MedianAbsError: ptr(s.MedianAbsError), BaselineWithin25: ptr(base.Within25),
+		BaselineP90Coverage: ptr(base.P90Coverage), BaselineMedianAbsError: ptr(base.MedianAbsError),
 		BeyondHorizon: ptr(s.Beyond), ChangesMean: ptr(s.Changes), WaitedShare: ptr(float64(e.Waited) / float64(max(e.Jobs, 1))),
 		MedianWaitSeconds: ptr(e.MedianWait), MedianWaitIntervals: ptr(e.MedianWait / DispatchInterval.Seconds()),
 		Forecasts: e.Forecasts, PlaceCalls: e.PlaceCalls}
@@ -287,24 +319,26 @@ func (r *TraceResult) writeETA(w io.Writer) error {
 	if len(r.Runs) == 0 || r.Runs[0].ETA == nil {
 		return nil
 	}
-	fmt.Fprintf(w, "\nStart-time estimates made at submit, over the jobs that waited and started (limits = work x [1, %g], seeded):\n",
-		r.LimitFactor)
+	fmt.Fprintf(w, "\nStart-time estimates made at submit, over the jobs that waited and started (limits = work x [1, %g], seeded;\n"+
+		"warm: the jobs after the first quarter):\n", r.LimitFactor)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "policy\twaited\tshare\tmedian wait\testimator\twithin ±25%\tP90 coverage\tmedian |error|\tbeyond horizon\tchanges\t")
+	fmt.Fprintln(tw, "policy\twaited\tshare\tmedian wait\testimator\twithin ±25%\tP90 coverage\tmedian |error|\twarm: within\tP90\t|error|\tbeyond horizon\tchanges\t")
 	for i := range r.Runs {
 		e := r.Runs[i].ETA
 		for k, row := range []struct {
-			name string
-			s    ETAScore
-		}{{"learned, limits only", e.Learned}, {"runtimes known", e.Exact}, {"Slurm-style (limits)", e.Limits}} {
+			name    string
+			s, warm ETAScore
+		}{{"learned, limits only", e.Learned, e.WarmLearned}, {"runtimes known", e.Exact, e.WarmExact},
+			{"Slurm-style (limits)", e.Limits, e.WarmLimits}} {
 			policy, waited, share, wait := "", "", "", ""
 			if k == 0 {
 				policy, waited = r.Runs[i].Policy, strconv.Itoa(e.Waited)
 				share = num(100*float64(e.Waited)/float64(max(e.Jobs, 1)), "%.1f%%")
 				wait = FormatSeconds(e.MedianWait)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", policy, waited, share, wait, row.name,
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", policy, waited, share, wait, row.name,
 				num(row.s.Within25, "%.3f"), num(row.s.P90Coverage, "%.3f"), FormatSeconds(row.s.MedianAbsError),
+				num(row.warm.Within25, "%.3f"), num(row.warm.P90Coverage, "%.3f"), FormatSeconds(row.warm.MedianAbsError),
 				num(row.s.Beyond, "%.3f"), num(row.s.Changes, "%.1f"))
 		}
 	}
@@ -355,4 +389,83 @@ func LoadedShare(jobs []TraceJob, capacity, load float64) float64 {
 	}
 	offered := work / (hi - lo).Seconds() / capacity
 	return min(1, offered/load)
+}
+
+// The load `gangway replay trace --eta` sizes the fleet for: at least
+// TargetWaited of the jobs wait, the median wait of those at least
+// MinWaitIntervals dispatch intervals (the issue asks for 20% and 10; the
+// margin is for the estimate replays, which are not the probes).
+const (
+	TargetWaited     = 0.30
+	MinWaitIntervals = 10
+)
+
+// LoadedFleet finds the share of cfg.Nodes (FleetShare) that loads the
+// fleet as TargetWaited says: about the largest share at which a replay of
+// the first policy, jobs declaring their limits but no estimates made, has
+// at least TargetWaited of the jobs waiting with a median wait of at least
+// MinWaitIntervals, by bisection from the share at which LoadedShare puts
+// the offered load at 1.
+// It returns 1 when the whole fleet is loaded so already, and reports each
+// probe to probe (may be nil).
+func LoadedFleet(ctx context.Context, cfg TraceConfig, probe func(share, waited, medianWait float64)) (float64, error) {
+	limits := ETAConfig{limitsOnly: true}
+	if cfg.ETA != nil {
+		limits.MaxFactor = cfg.ETA.MaxFactor
+	}
+	cfg.ETA, cfg.Policies, cfg.Progress, cfg.Parallel = &limits, cfg.Policies[:1], nil, 1
+	jobs := prepareJobs(cfg.Jobs, cmp.Or(cfg.Speedup, 1))
+	all := cfg.Nodes
+	loaded := func(share float64) (bool, error) {
+		cfg.Nodes = FleetShare(all, share)
+		res, err := RunTrace(ctx, cfg)
+		if err != nil {
+			return false, err
+		}
+		run := &res.Runs[0]
+		var waits []float64
+		for _, w := range run.Waits {
+			if w > 0 {
+				waits = append(waits, w)
+			}
+		}
+		waited := float64(len(waits)) / float64(max(run.Jobs, 1))
+		median := quantile(waits, 0.5) // sorted: run.Waits is
+		if probe != nil {
+			probe(share, waited, median)
+		}
+		return waited >= TargetWaited && median >= MinWaitIntervals*DispatchInterval.Seconds(), nil
+	}
+	if ok, err := loaded(1); ok || err != nil {
+		return 1, err
+	}
+	// Bisect on a log scale: lo is loaded, hi is not.
+	lo, hi := LoadedShare(jobs, float64(GPUCapacityMilli(all))/placement.Whole, 1), 1.0
+	floor := 1 / float64(len(all))
+	for ok, err := loaded(lo); !ok; ok, err = loaded(lo) {
+		if err != nil {
+			return 0, err
+		}
+		if lo <= floor {
+			return floor, nil
+		}
+		hi, lo = lo, max(lo/2, floor)
+	}
+	best := lo
+	for range 5 {
+		mid := math.Sqrt(lo * hi)
+		if len(FleetShare(all, mid)) == len(FleetShare(all, lo)) || len(FleetShare(all, mid)) == len(FleetShare(all, hi)) {
+			break
+		}
+		ok, err := loaded(mid)
+		if err != nil {
+			return 0, err
+		}
+		if ok {
+			lo, best = mid, mid
+		} else {
+			hi = mid
+		}
+	}
+	return best, nil
 }

@@ -322,7 +322,7 @@ func (r *replay) start() {
 	}
 	r.placer = &timedPlacer{}
 	cfg := dispatch.Config{Holder: "sim", Clock: r.clock, Placement: r.opts, Placer: r.placer, SignalParallelism: 1, NoETA: true}
-	if r.eta != nil {
+	if r.eta.measuring() {
 		cfg.NoETA, cfg.ETA, cfg.ETAAlso = false, r.eta.est[etaLearned], []*forecast.Estimator{r.eta.est[etaExact], r.eta.est[etaLimits]}
 	}
 	r.loop = dispatch.New(cfg, r.view, r.wf)
@@ -371,7 +371,7 @@ func (r *replay) run(ctx context.Context, policy string) (TraceRun, error) {
 				progressed++
 				// The loop learns runtimes from the ends it sees: with
 				// estimates on it sees each one when it happens.
-				changed = changed || len(r.pending) > 0 || r.eta != nil
+				changed = changed || len(r.pending) > 0 || r.eta.measuring()
 			}
 		}
 		for next < len(r.jobs) && r.jobs[next].Submit == t {
@@ -405,7 +405,7 @@ func (r *replay) run(ctx context.Context, policy string) (TraceRun, error) {
 	r.pending = nil
 	r.out.PlaceCalls, r.out.MaxQueue, r.out.MeanQueue = r.placer.calls, r.placer.maxQueue, r.placer.sumQueue
 	r.out.PlaceTime = r.placer.elapsed
-	if r.eta != nil {
+	if r.eta.measuring() {
 		e := r.eta.score(r)
 		r.out.ETA = &e
 	}
@@ -456,7 +456,7 @@ func (r *replay) enqueue(k int) {
 // instant when its cycle preempted, once the victims have stopped — and
 // plays the workflows' part in each signal it sent.
 func (r *replay) schedule(ctx context.Context, t time.Duration) error {
-	for round := 0; round < maxRounds && (len(r.pending) > 0 || (round == 0 && r.eta != nil)); round++ {
+	for round := 0; round < maxRounds && (len(r.pending) > 0 || (round == 0 && r.eta.measuring())); round++ {
 		r.view.Heartbeat() // the agents are alive
 		r.placer.last = placement.Plan{}
 		if err := r.loop.Tick(ctx); err != nil {
@@ -501,7 +501,7 @@ func (r *replay) schedule(ctx context.Context, t time.Duration) error {
 		if len(drop) > 0 {
 			r.pending = slices.DeleteFunc(r.pending, func(k int) bool { return drop[k] })
 		}
-		if r.eta != nil {
+		if r.eta.measuring() {
 			for _, k := range r.pending {
 				if r.st[k].attempt == 0 {
 					r.eta.note(k, r.jobs[k].Job.JobID)

@@ -254,7 +254,7 @@ func (r *TraceResult) WriteJSON(w io.Writer) error {
 			Speedup: r.Speedup, JobsFile: filepath.Base(r.JobsFile), Nodes: filepath.Base(r.NodesFile),
 			ElapsedSeconds: math.Round(run.Elapsed.Seconds()*1000) / 1000}
 		if e := run.ETA; e != nil {
-			o.ETA, o.ETAExact = e.json(e.Learned), e.json(e.Exact)
+			o.ETA, o.ETAExact = e.json(e.Learned, e.WarmLearned), e.json(e.Exact, e.WarmExact)
 		}
 		if err := enc.Encode(o); err != nil {
 			return err

@@ -97,16 +97,29 @@ type Estimator struct {
 	first map[gangway.JobID]firstEstimate
 
 	scores map[scoreKey]*ring
+	// level50 and level90 are the quantiles of the scores that scale the
+	// P50 and P90, adapted as jobs start (adaptive conformal inference):
+	// when more than half start after their P50, or more than one in ten
+	// after their P90, the level rises, and falls when fewer do, so that
+	// the shares hold while the workload drifts.
+	level50, level90 float64
 }
 
 // firstEstimate is the first estimate of one attempt: the wait the
-// median simulation gave, uncalibrated, and the job's priority.
+// median simulation gave, uncalibrated, the job's priority, and the P50
+// and P90 waits shown, when they were calibrated.
 type firstEstimate struct {
-	attempt  int
-	priority int
-	at       time.Time
-	w50      time.Duration
+	attempt          int
+	priority         int
+	at               time.Time
+	w50              time.Duration
+	calibrated       bool
+	shown50, shown90 time.Duration
 }
+
+// adaptRate is how far one start moves a level (the step size of
+// adaptive conformal inference).
+const adaptRate = 0.01
 
 // scoreKey groups the scores calibrated together: one priority and one
 // band of predicted wait, one priority and every band, or everything.
@@ -167,7 +180,8 @@ func NewEstimator(rt Runtimes, o Options) *Estimator {
 		rt = NewHistory()
 	}
 	e := &Estimator{rt: rt, o: o.withDefaults(), est: map[gangway.JobID]Estimate{},
-		prev: map[gangway.JobID]gangway.Assignment{}, first: map[gangway.JobID]firstEstimate{}, scores: map[scoreKey]*ring{}}
+		prev: map[gangway.JobID]gangway.Assignment{}, first: map[gangway.JobID]firstEstimate{}, scores: map[scoreKey]*ring{},
+		level50: 0.5, level90: 0.9}
 	e.learn, _ = rt.(Learner)
 	return e
 }
@@ -253,6 +267,16 @@ func compareIDs(a, b gangway.JobID) int {
 // the ratio of the real wait to the median simulation's (both plus
 // Slack), whose median and 90th percentile scale later estimates.
 func (e *Estimator) score(f firstEstimate, actual time.Duration) {
+	if f.calibrated {
+		hit := func(late bool) float64 {
+			if late {
+				return 1
+			}
+			return 0
+		}
+		e.level50 = min(max(e.level50+adaptRate*(hit(actual > f.shown50)-0.5), 0.05), 0.95)
+		e.level90 = min(max(e.level90+adaptRate*(hit(actual > f.shown90)-0.1), 0.5), 0.995)
+	}
 	s := e.ratio(actual, f.w50)
 	for k, key := range scoreKeys(f.priority, f.w50) {
 		r := e.scores[key]
@@ -304,10 +328,12 @@ func (e *Estimator) Forecast(in Input) {
 	e.est = make(map[gangway.JobID]Estimate, len(raw))
 	for id, r := range raw {
 		j := jobs[id]
-		if f, ok := e.first[id]; (!ok || f.attempt != j.Attempt) && !e.o.NoCalibration && !r.Bursting {
-			e.first[id] = firstEstimate{attempt: j.Attempt, priority: j.Priority, at: r.At, w50: r.P50.Sub(r.At)}
+		cal, ok := e.calibrate(r, j.Priority, c)
+		if f, seen := e.first[id]; (!seen || f.attempt != j.Attempt) && !e.o.NoCalibration && !r.Bursting {
+			e.first[id] = firstEstimate{attempt: j.Attempt, priority: j.Priority, at: r.At, w50: r.P50.Sub(r.At),
+				calibrated: ok, shown50: cal.P50.Sub(r.At), shown90: cal.P90.Sub(r.At)}
 		}
-		e.est[id] = e.calibrate(r, j.Priority, c)
+		e.est[id] = cal
 	}
 }
 
@@ -360,14 +386,15 @@ func (c *calibration) factor(k scoreKey) (groupFactor, bool) {
 		all := make([]float64, 0, len(r.v)+len(c.late[k]))
 		all = append(append(all, r.v...), c.late[k]...)
 		slices.Sort(all)
-		f = groupFactor{f50: conformal(all, 0.5), f90: conformal(all, 0.9), ok: true}
+		f = groupFactor{f50: conformal(all, c.e.level50), f90: conformal(all, c.e.level90), ok: true}
 	}
 	c.factors[k] = f
 	return f, f.ok
 }
 
 // conformal is the ⌈q(n+1)⌉-th smallest of sorted: the split-conformal
-// quantile, which covers q of new cases drawn like these.
+// quantile, which covers q of new cases drawn like these (the levels'
+// adaptation covers what drifts).
 func conformal(sorted []float64, q float64) float64 {
 	i := int(math.Ceil(q*float64(len(sorted)+1))) - 1
 	return sorted[min(max(i, 0), len(sorted)-1)]
@@ -375,12 +402,12 @@ func conformal(sorted []float64, q float64) float64 {
 
 // calibrate scales the median simulation's wait by its group's factors
 // (its priority and band of predicted wait; its priority; everything —
-// the first with enough scores) into the P50 and P90. A wait past the
-// horizon is a lower bound and only grows. Before there are enough scores
-// the estimate stays as simulated.
-func (e *Estimator) calibrate(r Estimate, priority int, c *calibration) Estimate {
+// the first with enough scores) into the P50 and P90, and reports whether
+// it did. A wait past the horizon is a lower bound and only grows. Before
+// there are enough scores the estimate stays as simulated.
+func (e *Estimator) calibrate(r Estimate, priority int, c *calibration) (Estimate, bool) {
 	if e.o.NoCalibration || r.Bursting {
-		return r
+		return r, false
 	}
 	w := r.P50.Sub(r.At)
 	var k groupFactor
@@ -391,7 +418,7 @@ func (e *Estimator) calibrate(r Estimate, priority int, c *calibration) Estimate
 		}
 	}
 	if !found {
-		return r
+		return r, false
 	}
 	scale := func(factor float64) time.Duration {
 		s := max(time.Duration(float64(w+e.o.Slack)*factor)-e.o.Slack, 0)
@@ -403,5 +430,5 @@ func (e *Estimator) calibrate(r Estimate, priority int, c *calibration) Estimate
 	w50, w90 := scale(k.f50), scale(k.f90)
 	r.P50, r.P90 = r.At.Add(w50), r.At.Add(max(w90, w50))
 	r.Beyond90 = r.Beyond
-	return r
+	return r, true
 }

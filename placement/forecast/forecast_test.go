@@ -231,3 +231,25 @@ func TestEstimatorCalibrates(t *testing.T) {
 		t.Errorf("calibrated P50 wait %s, want about 20m", w)
 	}
 }
+
+// TestForecastCloud: a waiting job is priced on the cloud offer it could
+// rent whether or not it may burst; one the plan sends there is Bursting,
+// and starts there in the estimate.
+func TestForecastCloud(t *testing.T) {
+	s := placement.Snapshot{Now: t0, Nodes: []placement.Node{node("n1", 8)}}
+	running(&s, "a", "nlp", "n1", all(8), 0, 4*time.Hour)
+	offer := gangway.Offer{Provider: "fake", Pool: "fake-a100-spot", Zone: "z", InstanceType: "a100x8", GPUModel: "A100",
+		GPUsPerInstance: 8, CapacityType: gangway.CapacitySpot, PricePerHour: 12}
+	stay := queued("stay", "nlp", 8, 100, time.Hour, time.Minute)
+	burst := queued("burst", "nlp", 8, 100, time.Hour, 2*time.Minute)
+	burst.Burst = gangway.Burst{Enabled: true}
+	in := forecast.Input{Snapshot: s, Queue: []gangway.QueueEntry{stay, burst},
+		Options: placement.Options{Offers: []gangway.Offer{offer}, BurstAfter: time.Minute}}
+	est, _ := forecast.Forecast(in, exact{"a": 2 * time.Hour, "stay": time.Hour, "burst": time.Hour}, forecast.Options{})
+	if e := est["stay"]; e.Cloud == nil || e.Cloud.Pool != "fake-a100-spot" || e.Cloud.ExpectedCost <= 0 || e.Bursting || e.Burst {
+		t.Errorf("stay: %+v, want the spot offer priced, not bursting", e)
+	}
+	if e := est["burst"]; e.Cloud == nil || !e.Bursting || !e.Burst {
+		t.Errorf("burst: %+v, want it bursting to the offer", e)
+	}
+}
