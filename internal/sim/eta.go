@@ -345,17 +345,50 @@ func (r *TraceResult) writeETA(w io.Writer) error {
 	return tw.Flush()
 }
 
-// FleetShare keeps about share of the nodes (0 < share <= 1), evenly
-// spaced in list order so that a list sorted by model keeps its mix of
-// models and shapes: a smaller fleet for a trace that would hardly load
-// its own.
+// FleetShare keeps about share of the nodes (0 < share <= 1): of each
+// shape of node (GPU model and count), that share of them (rounded, at
+// least one node in all), taken in a fixed pseudo-random order. A smaller
+// fleet keeps the mix of shapes, and the fleet kept at one share holds
+// the fleet kept at any smaller one, so the load grows as the share
+// shrinks. Nodes stay in list order.
 func FleetShare(nodes []placement.Node, share float64) []placement.Node {
-	if share >= 1 || share <= 0 {
+	if share >= 1 || share <= 0 || len(nodes) == 0 {
 		return nodes
+	}
+	type shape struct {
+		model string
+		gpus  int
+	}
+	groups := map[shape][]int{}
+	var order []shape
+	for i := range nodes {
+		k := shape{nodes[i].Model, len(nodes[i].GPUs)}
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], i)
+	}
+	keep := make([]bool, len(nodes))
+	kept, largest := 0, order[0]
+	for _, k := range order {
+		idx := groups[k]
+		rnd := rand.New(rand.NewPCG(0x666c656574, uint64(len(idx)))) // "fleet"
+		rnd.Shuffle(len(idx), func(a, b int) { idx[a], idx[b] = idx[b], idx[a] })
+		n := int(math.Floor(share*float64(len(idx)) + 0.5))
+		for _, i := range idx[:n] {
+			keep[i] = true
+		}
+		kept += n
+		if len(idx) > len(groups[largest]) {
+			largest = k
+		}
+	}
+	if kept == 0 {
+		keep[groups[largest][0]] = true
 	}
 	var out []placement.Node
 	for i := range nodes {
-		if math.Floor(float64(i+1)*share) > math.Floor(float64(i)*share) {
+		if keep[i] {
 			out = append(out, nodes[i])
 		}
 	}
