@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -28,6 +29,123 @@ type Waiting struct {
 	// the job holds a reservation.
 	ReservationStart time.Time `json:"reservationStart,omitzero"`
 	ReservedNodes    []string  `json:"reservedNodes,omitempty"`
+	// ETA is when the job is expected to start; nil when there is no
+	// estimate (not made yet, estimates are off, or it never fits).
+	ETA *ETA `json:"eta,omitempty"`
+	// WaitsFor are the jobs whose end frees what this one needs (GPUs on
+	// the nodes it is expected to start on, or its team's quota), as the
+	// estimate sees it: not every job that happens to be running.
+	WaitsFor []JobID `json:"waitsFor,omitempty"`
+	// Cloud is the cheapest cloud capacity the job could start on now,
+	// priced to completion; nil when no cloud offer fits it.
+	Cloud *CloudOption `json:"cloud,omitempty"`
+}
+
+// ETA is when a waiting job is expected to start: a forward simulation
+// of the fleet through the placement engine (placement/forecast), scaled
+// by how earlier estimates compared with the starts jobs got.
+type ETA struct {
+	// P50 and P90: of jobs given such an estimate, half start by P50 and
+	// nine in ten by P90.
+	P50 time.Time `json:"p50"`
+	P90 time.Time `json:"p90"`
+	// At is when the estimate was made.
+	At time.Time `json:"at"`
+	// Beyond: the job starts later than the forecast looked ahead; P50
+	// and P90 are lower bounds.
+	Beyond bool `json:"beyond,omitempty"`
+	// Cloud: it is expected to start on rented cloud capacity.
+	Cloud bool `json:"cloud,omitempty"`
+}
+
+// String is the estimate for people, relative to now: "in 42m (P90 in
+// 1h10m)".
+func (e ETA) String(now time.Time) string {
+	in := func(t time.Time) string {
+		d := t.Sub(now)
+		if d <= 0 {
+			return "now"
+		}
+		return "in " + shortDuration(roundAbout(d))
+	}
+	p50, p90 := in(e.P50), in(e.P90)
+	if e.Beyond {
+		return fmt.Sprintf("not %s or sooner (beyond what the estimate looks ahead)", p50)
+	}
+	where := ""
+	if e.Cloud {
+		where = " on cloud capacity"
+	}
+	if p90 == p50 {
+		return p50 + where
+	}
+	return fmt.Sprintf("%s%s (P90 %s)", p50, where, p90)
+}
+
+// shortDuration is d without its zero tail: "42m", "1h10m", "2h", "45s".
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// roundAbout rounds a wait to what a person reads: seconds under a
+// minute, ten seconds under ten minutes, minutes under a few hours, then
+// hours.
+func roundAbout(d time.Duration) time.Duration {
+	switch {
+	case d < time.Minute:
+		return d.Round(time.Second)
+	case d < 10*time.Minute:
+		return d.Round(10 * time.Second)
+	case d < 3*time.Hour:
+		return d.Round(time.Minute)
+	}
+	return d.Round(time.Hour)
+}
+
+// CloudOption is the cheapest cloud capacity a waiting job could rent now,
+// priced to completion (expected interruptions included).
+type CloudOption struct {
+	Pool         string       `json:"pool"`
+	CapacityType CapacityType `json:"capacityType"`
+	InstanceType string       `json:"instanceType"`
+	Instances    int          `json:"instances"`
+	// PricePerGPUHour is what each GPU the job holds costs there.
+	PricePerGPUHour  float64  `json:"pricePerGPUHour"`
+	ExpectedCost     float64  `json:"expectedCost"`
+	ExpectedDuration Duration `json:"expectedDuration"`
+	// Bursting: the dispatch loop is sending the job there now.
+	// BurstEnabled: the job's spec lets it burst; when false, this is what
+	// enabling burst would offer.
+	Bursting     bool `json:"bursting,omitempty"`
+	BurstEnabled bool `json:"burstEnabled"`
+}
+
+// CloudOptionOf is offer o for a job of gpusPerReplica GPUs per replica.
+func CloudOptionOf(o BurstOffer, gpusPerReplica int) CloudOption {
+	return CloudOption{Pool: o.Pool, CapacityType: o.CapacityType, InstanceType: o.InstanceType, Instances: o.Count,
+		PricePerGPUHour: o.PricePerGPUHourFor(gpusPerReplica), ExpectedCost: o.ExpectedCost,
+		ExpectedDuration: Duration{o.ExpectedDuration}}
+}
+
+// String is the option for people: "start now on spot in fake-a100-spot,
+// about $4.10 expected (1×a2-highgpu-1g at $2.93/GPU-h)".
+func (c CloudOption) String() string {
+	verb := "start now"
+	switch {
+	case c.Bursting:
+		verb = "starting"
+	case !c.BurstEnabled:
+		verb = "with burst enabled, it could start now"
+	}
+	return fmt.Sprintf("%s on %s in %s, about $%.2f expected (%d×%s at $%.2f/GPU-h)", verb, c.CapacityType, c.Pool,
+		c.ExpectedCost, c.Instances, c.InstanceType, c.PricePerGPUHour)
 }
 
 // String is the reason as one line: "<reason>: <detail>".

@@ -135,10 +135,22 @@ func (c *Client) Submit(ctx context.Context, spec gangway.JobSpec, o SubmitOptio
 	return c.b.submit(ctx, spec, o)
 }
 
-// Status returns the job's live status (a query) or, once finished, its
-// result.
+// Status returns the job's live status (a query, with the totals live as
+// of now: JobStatus.Live) or, once finished, its result.
 func (c *Client) Status(ctx context.Context, id gangway.JobID) (JobStatus, error) {
-	return c.b.status(ctx, id)
+	st, err := c.b.status(ctx, id)
+	if err != nil {
+		return st, err
+	}
+	return st.Live(time.Now()), nil
+}
+
+// Waiting is why the last dispatch cycle left the job pending, with its
+// start-time estimate: Status's Waiting, nil when the job is not waiting
+// or no cycle has considered it yet.
+func (c *Client) Waiting(ctx context.Context, id gangway.JobID) (*gangway.Waiting, error) {
+	st, err := c.Status(ctx, id)
+	return st.Waiting, err
 }
 
 // Result waits for the job to finish and returns its final status. A job

@@ -7,12 +7,15 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/workflows"
 )
 
 // WriteText writes the status as `gangway status` shows it: phase, reason,
-// attempts, placement, time and cost so far, each run, and the phase
-// history. Durations are rounded to 100 ms.
+// while it waits why, when it should start, what it waits for and its
+// cloud option, attempts, placement, time and cost so far, each run, and
+// the phase history. Durations are rounded to 100 ms; the estimate is
+// told relative to AsOf (now, when that is zero).
 func (st JobStatus) WriteText(w io.Writer) error {
 	fmt.Fprintf(w, "Job:       %s (team %s)\n", st.JobID, st.Team)
 	fmt.Fprintf(w, "Phase:     %s\n", st.Phase)
@@ -21,12 +24,18 @@ func (st JobStatus) WriteText(w io.Writer) error {
 	}
 	if st.Waiting != nil {
 		fmt.Fprintf(w, "Waiting:   %s\n", st.Waiting)
+		writeEstimate(w, *st.Waiting, st.asOf(), "%-11s")
 	}
 	fmt.Fprintf(w, "Attempts:  %d (user retries %d, infrastructure restarts %d)\n", st.Attempt, st.UserRetries, st.InfraRestarts)
 	if st.Assignment != nil {
 		fmt.Fprintf(w, "Placement: %s\n", st.Assignment.Where())
 	}
-	fmt.Fprintf(w, "Wait:      %s   Run: %s   GPU-seconds: %.0f   Cost: $%.2f\n", round(st.WaitTime), round(st.RunTime), st.GPUSeconds, st.Dollars)
+	soFar := ""
+	if !st.AsOf.IsZero() && !st.Phase.Terminal() {
+		soFar = " (so far)"
+	}
+	fmt.Fprintf(w, "Wait:      %s   Run: %s   GPU-seconds: %.0f   Cost: $%.2f%s\n", round(st.WaitTime), round(st.RunTime),
+		st.GPUSeconds, st.Dollars, soFar)
 	if st.LostGPUSeconds > 0 {
 		fmt.Fprintf(w, "Lost:      %.0f GPU-seconds of work redone after restarts\n", st.LostGPUSeconds)
 	}
@@ -79,3 +88,69 @@ func checkpointName(r *workflows.CheckpointRef) string {
 }
 
 func round(d time.Duration) time.Duration { return d.Round(100 * time.Millisecond) }
+
+func (st JobStatus) asOf() time.Time {
+	if st.AsOf.IsZero() {
+		return time.Now()
+	}
+	return st.AsOf
+}
+
+// writeEstimate writes when a waiting job should start, the jobs it waits
+// for and its cloud option, one line each, labels formatted by label.
+func writeEstimate(w io.Writer, wt gangway.Waiting, now time.Time, label string) {
+	line := func(name, format string, args ...any) {
+		fmt.Fprintf(w, label+format+"\n", append([]any{name + ":"}, args...)...)
+	}
+	if e := wt.ETA; e != nil {
+		at := func(t time.Time) string { return t.Local().Format(time.TimeOnly) }
+		when := fmt.Sprintf("P50 %s, P90 %s", at(e.P50), at(e.P90))
+		if e.P50.Sub(now) > 20*time.Hour || e.P90.Sub(now) > 20*time.Hour {
+			when = fmt.Sprintf("P50 %s, P90 %s", e.P50.Local().Format(time.DateTime), e.P90.Local().Format(time.DateTime))
+		}
+		line("ETA", "%s; %s (estimated %s ago)", e.String(now), when, max(now.Sub(e.At), 0).Round(time.Second))
+	}
+	if len(wt.WaitsFor) > 0 {
+		line("Waits for", "%s", strings.Join(wt.WaitsFor, ", "))
+	}
+	if c := wt.Cloud; c != nil {
+		line("Cloud", "%s", c)
+	}
+}
+
+// WriteWhy writes the status as `gangway why` shows it: the phase and,
+// while the job waits, the dispatch loop's reason, when it should start,
+// the jobs it waits for, its cloud option, its own reservation, and
+// whether waiting helps at all; where a placed job runs, or how a finished
+// one ended.
+func (st JobStatus) WriteWhy(w io.Writer, now time.Time) error {
+	since := ""
+	if n := len(st.Phases); n > 0 {
+		since = fmt.Sprintf(" since %s", st.Phases[n-1].At.Local().Format(time.DateTime))
+	}
+	fmt.Fprintf(w, "Job %s (team %s) is %s%s, attempt %d.\n", st.JobID, st.Team, st.Phase, since, st.Attempt)
+	switch {
+	case st.Phase == gangway.PhaseProvisioning:
+		fmt.Fprintf(w, "Why: launching cloud instances for it: %s\n", st.Reason)
+	case st.Phase == gangway.PhaseQueued || st.Phase == gangway.PhaseRequeued || st.Phase == gangway.PhaseSubmitted:
+		if st.Waiting == nil {
+			fmt.Fprintln(w, "Why: not yet considered by the dispatch loop (it runs every cycle; is a gangway server up?)")
+			break
+		}
+		wt := *st.Waiting
+		fmt.Fprintf(w, "Why: %s\n", wt)
+		writeEstimate(w, wt, now, "%s ")
+		if !wt.ReservationStart.IsZero() {
+			fmt.Fprintf(w, "Reserved: GPUs on %s from %s (in %s)\n", strings.Join(wt.ReservedNodes, ","),
+				wt.ReservationStart.Local().Format(time.DateTime), max(wt.ReservationStart.Sub(now), 0).Round(time.Second))
+		}
+		if wt.Reason != "" && !wt.Retry {
+			fmt.Fprintln(w, "It will not fit as the fleet stands: change the job's spec or add capacity.")
+		}
+	case st.Assignment != nil && !st.Phase.Terminal():
+		fmt.Fprintf(w, "Where: %s\n", st.Assignment.Where())
+	default:
+		fmt.Fprintf(w, "Reason: %s\n", st.Reason)
+	}
+	return nil
+}

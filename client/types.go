@@ -2,6 +2,7 @@ package client
 
 import (
 	"encoding/json"
+	"time"
 
 	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/workflows"
@@ -16,10 +17,54 @@ import (
 // "1m30s", "assignment": {"maxRuntime": "2h", ...}; never nanoseconds.
 type JobStatus struct {
 	workflows.Status
-	// Waiting is why the last dispatch cycle did not place the job; nil
-	// when it is not waiting, no cycle has considered it yet, or the
-	// client has no View.
+	// Waiting is why the last dispatch cycle did not place the job — the
+	// reason, the jobs it waits for, its start-time estimate and its cloud
+	// option; nil when it is not waiting, no cycle has considered it yet,
+	// or the client has no View.
 	Waiting *gangway.Waiting `json:"waiting,omitempty"`
+	// AsOf is the time the totals are live at (Live); zero when they are
+	// the workflow's own, which count a wait when it ends and a run when
+	// it ends.
+	AsOf time.Time `json:"asOf,omitzero"`
+}
+
+// Live is the status with what the current phase has accrued by now added
+// to the totals: for a waiting job the wait so far, for a running one the
+// run so far, its GPU-seconds and its cost at each member's price (in the
+// totals and in the open run's record). A finished job's totals are final
+// and stay as they are. On a status already live (AsOf set: the user API's
+// server made it so) it adds only what accrued since AsOf.
+func (s JobStatus) Live(now time.Time) JobStatus {
+	st := &s.Status
+	if st.Phase.Terminal() || len(st.Phases) == 0 || now.Before(s.AsOf) {
+		return s
+	}
+	since := func(t time.Time) time.Duration {
+		if t.Before(s.AsOf) {
+			t = s.AsOf
+		}
+		return max(now.Sub(t), 0)
+	}
+	switch st.Phase {
+	case gangway.PhaseSubmitted, gangway.PhaseQueued, gangway.PhaseRequeued, gangway.PhaseProvisioning:
+		st.WaitTime += since(st.Phases[len(st.Phases)-1].At)
+	}
+	if n := len(st.Attempts); n > 0 && st.Attempts[n-1].EndedAt.IsZero() && st.Assignment != nil {
+		open := st.Attempts[n-1]
+		d := since(open.StartedAt)
+		cost := 0.0
+		for _, m := range st.Assignment.Members {
+			seg := gangway.UsageSegment{GPUs: len(m.GPUs), Start: now.Add(-d), End: now, PricePerGPUHour: m.PricePerGPUHour}
+			cost += seg.Dollars()
+		}
+		st.RunTime += d
+		st.GPUSeconds += d.Seconds() * float64(st.Assignment.GPUCount())
+		st.Dollars += cost
+		open.Dollars += cost
+		st.Attempts = append(st.Attempts[:n-1:n-1], open)
+	}
+	s.AsOf = now
+	return s
 }
 
 // The JSON shapes of JobStatus. workflows.Status is the workflow's own
@@ -40,13 +85,14 @@ type (
 		RunTime    gangway.Duration `json:"runTime"`
 		Assignment *assignmentJSON  `json:"assignment,omitempty"`
 		Waiting    *gangway.Waiting `json:"waiting,omitempty"`
+		AsOf       time.Time        `json:"asOf,omitzero"`
 	}
 )
 
 // MarshalJSON writes durations as Go duration strings.
 func (s JobStatus) MarshalJSON() ([]byte, error) {
 	out := jobStatusJSON{statusFields: statusFields(s.Status), WaitTime: gangway.Duration{Duration: s.WaitTime},
-		RunTime: gangway.Duration{Duration: s.RunTime}, Waiting: s.Waiting}
+		RunTime: gangway.Duration{Duration: s.RunTime}, Waiting: s.Waiting, AsOf: s.AsOf}
 	if a := s.Assignment; a != nil {
 		out.Assignment = &assignmentJSON{assignmentFields: assignmentFields(*a),
 			MaxRuntime: gangway.Duration{Duration: a.MaxRuntime}, Runtime: gangway.Duration{Duration: a.Runtime}}
@@ -60,7 +106,7 @@ func (s *JobStatus) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &in); err != nil {
 		return err
 	}
-	*s = JobStatus{Status: workflows.Status(in.statusFields), Waiting: in.Waiting}
+	*s = JobStatus{Status: workflows.Status(in.statusFields), Waiting: in.Waiting, AsOf: in.AsOf}
 	s.WaitTime, s.RunTime = in.WaitTime.Duration, in.RunTime.Duration
 	if in.Assignment != nil {
 		a := gangway.Assignment(in.Assignment.assignmentFields)

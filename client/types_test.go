@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/client"
@@ -38,5 +39,62 @@ func TestJobStatusJSON(t *testing.T) {
 	}
 	if diff := cmp.Diff(st, back); diff != "" {
 		t.Errorf("round trip (-want +got):\n%s", diff)
+	}
+}
+
+// TestLive: a waiting job's wait and a running job's run, GPU-seconds and
+// cost grow with the clock; a finished job's totals are final.
+func TestLive(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	asg := &gangway.Assignment{JobID: "j", Attempt: 2, Members: []gangway.Member{
+		{Rank: 0, NodeID: "n0", GPUs: []int{0, 1, 2, 3}, PricePerGPUHour: 2},
+		{Rank: 1, NodeID: "n1", GPUs: []int{0, 1, 2, 3}, PricePerGPUHour: 2}}}
+	tests := map[string]struct {
+		st   workflows.Status
+		want workflows.Status
+	}{
+		"queued a minute: the wait so far, not the enqueue latency": {
+			st: workflows.Status{Phase: gangway.PhaseQueued, WaitTime: 200 * time.Millisecond,
+				Phases: []workflows.PhaseChange{{Phase: gangway.PhaseQueued, At: now.Add(-time.Minute)}}},
+			want: workflows.Status{Phase: gangway.PhaseQueued, WaitTime: time.Minute + 200*time.Millisecond,
+				Phases: []workflows.PhaseChange{{Phase: gangway.PhaseQueued, At: now.Add(-time.Minute)}}},
+		},
+		"running 90s on 8 GPUs at $2/GPU-h": {
+			st: workflows.Status{Phase: gangway.PhaseRunning, Assignment: asg, RunTime: time.Hour, GPUSeconds: 100, Dollars: 1,
+				Phases:   []workflows.PhaseChange{{Phase: gangway.PhaseRunning, At: now.Add(-90 * time.Second)}},
+				Attempts: []workflows.AttemptRecord{{Attempt: 1, Dollars: 1, EndedAt: now.Add(-time.Hour)}, {Attempt: 2, StartedAt: now.Add(-90 * time.Second)}}},
+			want: workflows.Status{Phase: gangway.PhaseRunning, Assignment: asg, RunTime: time.Hour + 90*time.Second, GPUSeconds: 820, Dollars: 1.4,
+				Phases:   []workflows.PhaseChange{{Phase: gangway.PhaseRunning, At: now.Add(-90 * time.Second)}},
+				Attempts: []workflows.AttemptRecord{{Attempt: 1, Dollars: 1, EndedAt: now.Add(-time.Hour)}, {Attempt: 2, StartedAt: now.Add(-90 * time.Second), Dollars: 0.4}}},
+		},
+		"finished": {
+			st: workflows.Status{Phase: gangway.PhaseSucceeded, WaitTime: time.Second,
+				Phases: []workflows.PhaseChange{{Phase: gangway.PhaseSucceeded, At: now.Add(-time.Hour)}}},
+			want: workflows.Status{Phase: gangway.PhaseSucceeded, WaitTime: time.Second,
+				Phases: []workflows.PhaseChange{{Phase: gangway.PhaseSucceeded, At: now.Add(-time.Hour)}}},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got := client.JobStatus{Status: tc.st}.Live(now)
+			if diff := cmp.Diff(tc.want, got.Status, cmpopts.EquateApprox(0, 1e-9)); diff != "" {
+				t.Errorf("live (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestLiveTwice: a status made live on the user API's server and again by
+// its client counts the time once.
+func TestLiveTwice(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	st := client.JobStatus{Status: workflows.Status{Phase: gangway.PhaseQueued,
+		Phases: []workflows.PhaseChange{{Phase: gangway.PhaseQueued, At: now.Add(-time.Minute)}}}}
+	once := st.Live(now.Add(10 * time.Second))
+	if got := once.Live(now.Add(10 * time.Second)).WaitTime; got != 70*time.Second {
+		t.Errorf("live twice at the same time: wait %s, want 1m10s", got)
+	}
+	if got := once.Live(now.Add(20 * time.Second)).WaitTime; got != 80*time.Second {
+		t.Errorf("live again 10s later: wait %s, want 1m20s", got)
 	}
 }

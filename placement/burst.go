@@ -115,6 +115,33 @@ func (se *Session) burst(j *gangway.QueueEntry, u Unplaced, rs []Reservation, ah
 	return Burst{JobID: j.JobID, Attempt: j.Attempt, Offers: choices, ETA: eta, Reason: reason}, true
 }
 
+// CloudOptions prices every offer in Options.Offers that j could rent now
+// within its burst policy (pools, capacity types, price cap), its team's
+// price cap and budget, and its deadline, cheapest expected cost to
+// completion first: the cloud alternative a waiting job is shown, whether
+// or not the plan sends it there. A job that has not enabled bursting is
+// priced as if it had, with no limits of its own. Jobs pinned to nodes and
+// CPU-only jobs have none.
+func (se *Session) CloudOptions(j *gangway.QueueEntry) []gangway.BurstOffer {
+	if len(j.Nodes) > 0 || len(se.opts.Offers) == 0 {
+		return nil
+	}
+	team, ok := se.opts.Teams[j.Team]
+	if !ok {
+		team = TeamPolicy{BudgetLeft: NoBudget}
+	}
+	var out []gangway.BurstOffer
+	for _, o := range se.opts.Offers {
+		c, ok := se.choose(j, o, team)
+		if !ok || (!j.Deadline.IsZero() && se.view.now.Add(c.ExpectedDuration).After(j.Deadline)) {
+			continue
+		}
+		out = append(out, c)
+	}
+	slices.SortStableFunc(out, func(a, b gangway.BurstOffer) int { return cmp.Compare(a.ExpectedCost, b.ExpectedCost) })
+	return out
+}
+
 // choose prices offer o for j, or rules it out.
 func (se *Session) choose(j *gangway.QueueEntry, o gangway.Offer, team TeamPolicy) (gangway.BurstOffer, bool) {
 	b := j.Burst

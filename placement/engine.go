@@ -129,6 +129,9 @@ type Session struct {
 	// rather than every node; cls are the classes.
 	classed ClassScorer
 	cls     classes
+	// ends is running by end (endOrder), up to running[:endsFor].
+	ends    []ending
+	endsFor int
 }
 
 // NewSession starts a session on a snapshot.
@@ -179,6 +182,7 @@ func (se *Session) Place(queue []gangway.QueueEntry) Plan {
 	se.view.clearReservations()
 	se.epoch++ // the last call's reservations and holds are gone
 	se.placedFrom = len(se.running)
+	se.endsFor = 0 // running may have changed between calls
 	defer se.releaseHeld()
 	jobs := make([]*gangway.QueueEntry, len(queue))
 	for i := range queue {
@@ -302,6 +306,31 @@ func shapeOf(j *gangway.QueueEntry) shapeKey {
 type failure struct {
 	epoch int
 	u     Unplaced
+}
+
+// Release ends a running allocation in the session: its capacity and
+// quota go back, and a job that runs again may be chosen as a victim again.
+// It reports whether the job was running. The start-time forecast
+// (placement/forecast) replays departures through it.
+func (se *Session) Release(jobID gangway.JobID) bool {
+	at := slices.IndexFunc(se.running, func(r gangway.Assignment) bool { return r.JobID == jobID })
+	if at < 0 {
+		return false
+	}
+	r := se.running[at]
+	se.vacate(&r, -1)
+	se.running = slices.Delete(se.running, at, at+1)
+	if at < se.placedFrom {
+		se.placedFrom--
+	}
+	delete(se.victims, jobID)
+	se.epoch++
+	for _, m := range r.Members {
+		if i := se.nodeIndex(m.NodeID); i >= 0 {
+			se.changed(i)
+		}
+	}
+	return true
 }
 
 func (se *Session) nodeIndex(id string) int {

@@ -161,7 +161,7 @@ func newListCmd(a *app) *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
 		Use:   "list",
-		Short: "List jobs, newest first",
+		Short: "List jobs, newest first, with when each waiting job should start",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.withClient(cmd, output, func(ctx context.Context, cl *client.Client) error {
@@ -169,13 +169,29 @@ func newListCmd(a *app) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				if output == "json" {
-					return printJSON(cmd.OutOrStdout(), jobs)
+				type row struct {
+					client.Summary
+					Waiting *gangway.Waiting `json:"waiting,omitempty"`
 				}
+				rows := make([]row, len(jobs))
+				for i, j := range jobs {
+					rows[i].Summary = j
+					if j.ClosedAt.IsZero() && (j.Phase == gangway.PhaseQueued || j.Phase == gangway.PhaseRequeued) {
+						rows[i].Waiting, _ = cl.Waiting(ctx, j.JobID) // a hint: a Redis hiccup must not hide jobs
+					}
+				}
+				if output == "json" {
+					return printJSON(cmd.OutOrStdout(), rows)
+				}
+				now := time.Now()
 				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "JOB\tTEAM\tGPUS\tPHASE\tSUBMITTED")
-				for _, j := range jobs {
-					fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", j.JobID, j.Team, j.GPUs, j.Phase, j.StartedAt.Local().Format(time.DateTime))
+				fmt.Fprintln(tw, "JOB\tTEAM\tGPUS\tPHASE\tSUBMITTED\tETA")
+				for _, r := range rows {
+					eta := "-"
+					if w := r.Waiting; w != nil && w.ETA != nil {
+						eta = w.ETA.String(now)
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", r.JobID, r.Team, r.GPUs, r.Phase, r.StartedAt.Local().Format(time.DateTime), eta)
 				}
 				return tw.Flush()
 			})
@@ -282,10 +298,16 @@ func newWhyCmd(a *app) *cobra.Command {
 		Long: `Print the job's phase and, while it waits, the dispatch loop's last reason
 for not placing it — typed, with numbers: quota, fragmentation, GPU model
 unavailable, reserved GPUs, a reservation of its own with its start time,
-preemption in progress, or never fits — and whether waiting helps. A job
-renting cloud capacity says why it burst: its on-prem ETA against the
-expected cost of the offer. With --output json the reason comes as fields
-under "waiting": reason, detail, retry, reservationStart, reservedNodes.`,
+preemption in progress, or never fits — and whether waiting helps; when it
+should start (P50 and P90, from a forward simulation of the fleet through
+the placement engine, calibrated against how earlier estimates did), the
+jobs whose end frees what it needs, and its cheapest cloud option, priced
+to completion. A job renting cloud capacity says why it burst: its on-prem
+ETA against the expected cost of the offer. With --output json the reason
+comes as fields under "waiting": reason, detail, retry, reservationStart,
+reservedNodes, eta {p50, p90, at, beyond, cloud}, waitsFor and cloud
+{pool, capacityType, instanceType, instances, pricePerGPUHour,
+expectedCost, expectedDuration, bursting, burstEnabled}.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.withClient(cmd, output, func(ctx context.Context, cl *client.Client) error {
@@ -302,45 +324,14 @@ under "waiting": reason, detail, retry, reservationStart, reservedNodes.`,
 }
 
 // printWhy is `gangway why`'s answer: the phase and, while the job waits,
-// the dispatch loop's typed reason (JSON: its fields under "waiting").
+// the dispatch loop's typed reason and estimate (JSON: their fields under
+// "waiting").
 func printWhy(w io.Writer, output string, st client.JobStatus, now time.Time) error {
 	if output == "json" {
 		return printJSON(w, map[string]any{
 			"jobId": st.JobID, "phase": st.Phase, "attempt": st.Attempt, "waiting": st.Waiting, "reason": st.Reason})
 	}
-	since := ""
-	if n := len(st.Phases); n > 0 {
-		since = fmt.Sprintf(" since %s", st.Phases[n-1].At.Local().Format(time.DateTime))
-	}
-	fmt.Fprintf(w, "Job %s (team %s) is %s%s, attempt %d.\n", st.JobID, st.Team, st.Phase, since, st.Attempt)
-	switch {
-	case st.Phase == gangway.PhaseProvisioning:
-		fmt.Fprintf(w, "Why: launching cloud instances for it: %s\n", st.Reason)
-	case st.Phase == gangway.PhaseQueued || st.Phase == gangway.PhaseRequeued || st.Phase == gangway.PhaseSubmitted:
-		if st.Waiting == nil {
-			fmt.Fprintln(w, "Why: not yet considered by the dispatch loop (it runs every cycle; is a gangway server up?)")
-		} else {
-			printWaiting(w, *st.Waiting, now)
-		}
-	case st.Assignment != nil && !st.Phase.Terminal():
-		fmt.Fprintf(w, "Where: %s\n", st.Assignment.Where())
-	default:
-		fmt.Fprintf(w, "Reason: %s\n", st.Reason)
-	}
-	return nil
-}
-
-// printWaiting says why a job waits, whether waiting helps, and when its
-// own reservation starts.
-func printWaiting(w io.Writer, wt gangway.Waiting, now time.Time) {
-	fmt.Fprintf(w, "Why: %s\n", wt)
-	if !wt.ReservationStart.IsZero() {
-		fmt.Fprintf(w, "Reserved: GPUs on %s from %s (in %s)\n", strings.Join(wt.ReservedNodes, ","),
-			wt.ReservationStart.Local().Format(time.DateTime), max(wt.ReservationStart.Sub(now), 0).Round(time.Second))
-	}
-	if wt.Reason != "" && !wt.Retry {
-		fmt.Fprintln(w, "It will not fit as the fleet stands: change the job's spec or add capacity.")
-	}
+	return st.WriteWhy(w, now)
 }
 
 func newCordonCmd(a *app) *cobra.Command {

@@ -146,7 +146,8 @@ type replayTraceFlags struct {
 	reservations, sampleNodes     int
 	speedup                       float64
 	limit                         int
-	exactRuntimes                 bool
+	exactRuntimes, eta            bool
+	limitFactor, fleetShare       float64
 	csvDir, plot, output          string
 	parallel                      int
 }
@@ -220,6 +221,9 @@ policy but gangway) measured in the same run.`,
 	fl.IntVar(&f.reservations, "reservations", f.reservations, "blocked jobs that get GPUs reserved, with backfill around them (0: off)")
 	fl.IntVar(&f.sampleNodes, "sample-nodes", 0, "score at most this many feasible nodes per replica (0: all)")
 	fl.Float64Var(&f.speedup, "speedup", f.speedup, "divide arrival times by this factor (durations stay) to raise the load (0: 1)")
+	fl.BoolVar(&f.eta, "eta", false, "measure start-time estimates: each waiting job's P50/P90 made at submit against its real start; defaults to --speedup 10 and a --fleet-share that loads the fleet (see docs/benchmarks.md)")
+	fl.Float64Var(&f.fleetShare, "fleet-share", 1, "keep this share of the nodes, evenly spaced in list order (0-1]; with --eta, by default the largest share at which 30% of jobs wait")
+	fl.Float64Var(&f.limitFactor, "limit-factor", sim.DefaultLimitFactor, "with --eta: jobs declare limits of their work x a seeded factor from 1 to this")
 	fl.BoolVar(&f.exactRuntimes, "exact-runtimes", false, "declare each job's exact remaining run time as its max runtime (default: rounded up to a power of two of minutes); only backfill reads it")
 	fl.IntVar(&f.limit, "limit", 0, "replay only the first N tasks (in file order) or jobs (in submit order) (0: all)")
 	fl.StringVar(&f.csvDir, "csv", "", "write each policy's per-instant series and sorted waits to this directory")
@@ -236,9 +240,18 @@ func runReplayTrace(cmd *cobra.Command, f replayTraceFlags) error {
 	if f.jobs != "" && cmd.Flags().Changed("tasks") {
 		return fmt.Errorf("--jobs and --tasks: give one trace, not both")
 	}
+	if f.fleetShare <= 0 || f.fleetShare > 1 {
+		return fmt.Errorf("--fleet-share: want a share above 0 and at most 1, got %g", f.fleetShare)
+	}
 	cfg := sim.TraceConfig{Policies: f.policies, NewScorer: baselines.ScorerByName, Seed: f.seed,
 		Options:         placement.Options{Reservations: f.reservations, Preempt: f.preempt, MinRuntime: f.minRuntime, SampleNodes: f.sampleNodes},
 		CheckpointEvery: f.checkpoint, ExactRuntimes: f.exactRuntimes, Speedup: f.speedup, Parallel: f.parallel}
+	if f.eta {
+		cfg.ETA = &sim.ETAConfig{MaxFactor: f.limitFactor}
+		if !cmd.Flags().Changed("speedup") {
+			cfg.Speedup = sim.ETASpeedup
+		}
+	}
 	if err := cfg.Validate(); err != nil {
 		return sim.FlagErrors(err)
 	}
@@ -247,6 +260,7 @@ func runReplayTrace(cmd *cobra.Command, f replayTraceFlags) error {
 	if err != nil {
 		return fmt.Errorf("--nodes: %w", err)
 	}
+	nodes = sim.FleetShare(nodes, f.fleetShare)
 	in, err := sim.LoadTraceJobs(sim.TraceInput{Jobs: f.jobs, Tasks: sim.FlagTracePath(f.tasks, !cmd.Flags().Changed("tasks")),
 		TimesFrom: sim.FlagTracePath(f.timesFrom, !cmd.Flags().Changed("times-from")), Limit: f.limit, Seed: f.seed})
 	if err != nil {
@@ -255,8 +269,19 @@ func runReplayTrace(cmd *cobra.Command, f replayTraceFlags) error {
 
 	stderr := cmd.ErrOrStderr()
 	start := time.Now()
+	cfg.Nodes, cfg.Jobs, cfg.Options.Workload = nodes, in.Jobs, in.Workload
+	if f.eta && !cmd.Flags().Changed("fleet-share") {
+		share, err := sim.LoadedFleet(cmd.Context(), cfg, func(share, waited, median float64) {
+			fmt.Fprintf(stderr, "trace: fleet share %.4f (%d nodes): %.0f%% of jobs wait, median %s\n", share,
+				len(sim.FleetShare(nodes, share)), 100*waited, sim.FormatSeconds(median))
+		})
+		if err != nil {
+			return err
+		}
+		cfg.Nodes = sim.FleetShare(nodes, share)
+	}
 	bar := sim.NewProgressBar(stderr, fmt.Sprintf("trace: %d policies x %d jobs", len(f.policies), len(in.Jobs)), "arrivals and departures")
-	cfg.Nodes, cfg.Jobs, cfg.Options.Workload, cfg.Progress = nodes, in.Jobs, in.Workload, bar.Update
+	cfg.Progress = bar.Update
 	res, err := sim.RunTrace(cmd.Context(), cfg)
 	bar.Done()
 	if err != nil {

@@ -35,6 +35,19 @@ func TestPrintWhy(t *testing.T) {
 				"Why: WaitingForReservation: 16 GPUs free up when 2 jobs end\n" +
 				"Reserved: GPUs on n1,n2 from 2026-11-30 11:30:00 (in 1h30m0s)\n",
 		},
+		"quota, with an estimate and a cloud option": {
+			output: "text",
+			waiting: &gangway.Waiting{Reason: "QuotaExceeded", Detail: "team nlp uses 8/8 GPUs of H100 quota", Retry: true,
+				ETA:      &gangway.ETA{P50: now.Add(42 * time.Minute), P90: now.Add(70 * time.Minute), At: now.Add(-3 * time.Second)},
+				WaitsFor: []gangway.JobID{"train-a", "train-b"},
+				Cloud: &gangway.CloudOption{Pool: "fake-a100-spot", CapacityType: gangway.CapacitySpot, InstanceType: "a2-highgpu-8g",
+					Instances: 1, PricePerGPUHour: 1.1, ExpectedCost: 4.1, BurstEnabled: true}},
+			want: "Job big (team nlp) is Queued, attempt 1.\n" +
+				"Why: QuotaExceeded: team nlp uses 8/8 GPUs of H100 quota\n" +
+				"ETA: in 42m (P90 in 1h10m); P50 10:42:00, P90 11:10:00 (estimated 3s ago)\n" +
+				"Waits for: train-a, train-b\n" +
+				"Cloud: start now on spot in fake-a100-spot, about $4.10 expected (1×a2-highgpu-8g at $1.10/GPU-h)\n",
+		},
 		"never fits": {
 			output:  "text",
 			waiting: &gangway.Waiting{Reason: "NeverFits", Detail: "needs 16 GPUs on one node; the largest has 8"},
@@ -43,8 +56,10 @@ func TestPrintWhy(t *testing.T) {
 				"It will not fit as the fleet stands: change the job's spec or add capacity.\n",
 		},
 		"json": {
-			output:  "json",
-			waiting: &gangway.Waiting{Reason: "QuotaExceeded", Detail: "team nlp uses 32 of 32 GPUs", Retry: true},
+			output: "json",
+			waiting: &gangway.Waiting{Reason: "QuotaExceeded", Detail: "team nlp uses 32 of 32 GPUs", Retry: true,
+				ETA:      &gangway.ETA{P50: now.Add(time.Hour).UTC(), P90: now.Add(2 * time.Hour).UTC(), At: now.UTC()},
+				WaitsFor: []gangway.JobID{"a"}},
 			want: `{
   "attempt": 1,
   "jobId": "big",
@@ -53,7 +68,15 @@ func TestPrintWhy(t *testing.T) {
   "waiting": {
     "reason": "QuotaExceeded",
     "detail": "team nlp uses 32 of 32 GPUs",
-    "retry": true
+    "retry": true,
+    "eta": {
+      "p50": "` + now.Add(time.Hour).UTC().Format(time.RFC3339) + `",
+      "p90": "` + now.Add(2*time.Hour).UTC().Format(time.RFC3339) + `",
+      "at": "` + now.UTC().Format(time.RFC3339) + `"
+    },
+    "waitsFor": [
+      "a"
+    ]
   }
 }
 `,

@@ -17,6 +17,7 @@ import (
 	"github.com/gangwayhq/gangway/internal/capacity"
 	"github.com/gangwayhq/gangway/internal/metrics"
 	"github.com/gangwayhq/gangway/placement"
+	"github.com/gangwayhq/gangway/placement/forecast"
 	"github.com/gangwayhq/gangway/workflows"
 	"github.com/gangwayhq/gangway/workflows/jobs"
 )
@@ -88,6 +89,16 @@ type Config struct {
 	// RunMetrics, if set, gets the per-pool run series of every pool the
 	// loop sees created (metrics.Lifecycle.Pools).
 	RunMetrics *metrics.Lifecycle
+	// ETA estimates when each waiting job starts (placement/forecast),
+	// stored with its reason; nil means an estimator with a runtime model
+	// learned from the runs the loop sees end, and the default options
+	// (a forecast every 10 cycles, and at once for a job without one).
+	// NoETA turns estimates off. ETAAlso are more estimators fed the same
+	// snapshots and asked on the same cycles, whose estimates are not
+	// stored: the simulator compares runtime models with them.
+	ETA     *forecast.Estimator
+	NoETA   bool
+	ETAAlso []*forecast.Estimator
 }
 
 // Offers is the cloud capacity jobs may burst to.
@@ -121,7 +132,16 @@ type Loop struct {
 	// teams caches the team budgets read at teamsAt.
 	teams   map[string]placement.TeamPolicy
 	teamsAt time.Time
+	// eta is cfg.ETA (nil with NoETA); no forecast starts before
+	// etaNotBefore.
+	eta          *forecast.Estimator
+	etaNotBefore time.Time
 }
+
+// etaGap bounds the loop's time spent forecasting: after a forecast
+// that took d, the next starts no sooner than etaGap × d later, so
+// forecasts take at most about 1/etaGap of the leader's time.
+const etaGap = 5
 
 // preemptResignal is how long a victim may take to stop before it is asked
 // again.
@@ -159,9 +179,16 @@ func New(cfg Config, c Capacity, wf Workflows) *Loop {
 	if cfg.SignalParallelism <= 0 {
 		cfg.SignalParallelism = 16
 	}
-	return &Loop{cfg: cfg, cap: c, wf: wf, log: cfg.Log.With("holder", cfg.Holder),
+	l := &Loop{cfg: cfg, cap: c, wf: wf, log: cfg.Log.With("holder", cfg.Holder),
 		unsignaled: map[gangway.JobID]gangway.Assignment{}, preempted: map[gangway.JobID]time.Time{},
-		bursts: map[gangway.JobID]workflows.BurstRequest{}}
+		bursts: map[gangway.JobID]workflows.BurstRequest{}, eta: cfg.ETA}
+	if l.eta == nil && !cfg.NoETA {
+		l.eta = forecast.NewEstimator(nil, forecast.Options{})
+	}
+	if cfg.NoETA {
+		l.eta = nil
+	}
+	return l
 }
 
 // Run calls Tick every interval (on the configured clock), and soon after
@@ -350,13 +377,15 @@ func (l *Loop) cycle(ctx context.Context, res *CycleResult) (string, error) {
 			return metrics.ResultError, fmt.Errorf("snapshot: %w", err)
 		}
 		ps := placementSnapshot(snap, l.cfg.NodeTTL, l.cfg.OnPremPrices)
-		plan := l.cfg.Placer.Place(ps, snap.Queue, l.placementOptions(ctx, snap.Now, snap.Queue))
+		opts := l.placementOptions(ctx, snap.Now, snap.Queue)
+		plan := l.cfg.Placer.Place(ps, snap.Queue, opts)
 		l.observe(snap, ps, plan)
 		l.preempt(ctx, plan.Preemptions)
 		l.burst(ctx, plan.Bursts)
 		if len(plan.Assignments) == 0 {
 			res.Unplaced = len(plan.Unplaced)
-			return metrics.ResultIdle, l.setReasons(ctx, plan)
+			l.estimate(ctx, ps, snap.Queue, opts, plan)
+			return metrics.ResultIdle, l.setReasons(ctx, snap.Queue, plan)
 		}
 		err = l.cap.Commit(ctx, l.cfg.Holder, plan.Assignments)
 		switch {
@@ -374,7 +403,8 @@ func (l *Loop) cycle(ctx context.Context, res *CycleResult) (string, error) {
 		}
 		res.Placed, res.Unplaced = len(plan.Assignments), len(plan.Unplaced)
 		l.placed(snap, plan.Assignments)
-		if err := l.setReasons(ctx, plan); err != nil {
+		l.estimate(ctx, ps, snap.Queue, opts, plan)
+		if err := l.setReasons(ctx, snap.Queue, plan); err != nil {
 			return metrics.ResultCommitted, err
 		}
 		return metrics.ResultCommitted, nil
@@ -442,15 +472,51 @@ func (l *Loop) signalPlaced(ctx context.Context, a gangway.Assignment) bool {
 	return true
 }
 
-func (l *Loop) setReasons(ctx context.Context, plan placement.Plan) error {
+func (l *Loop) setReasons(ctx context.Context, queue []gangway.QueueEntry, plan placement.Plan) error {
+	entries := make(map[gangway.JobID]*gangway.QueueEntry, len(queue))
+	for i := range queue {
+		entries[queue[i].JobID] = &queue[i]
+	}
+	bursting := make(map[gangway.JobID]gangway.BurstOffer, len(plan.Bursts))
+	for _, b := range plan.Bursts {
+		if len(b.Offers) > 0 {
+			bursting[b.JobID] = b.Offers[0]
+		}
+	}
 	reasons := make(map[gangway.JobID]gangway.Waiting, len(plan.Unplaced))
 	for _, u := range plan.Unplaced {
-		reasons[u.JobID] = waiting(u, plan.Reservations)
+		w := waiting(u, plan.Reservations)
+		if e := entries[u.JobID]; e != nil && u.Reason.Retry() {
+			l.withEstimate(&w, e, bursting)
+		}
+		reasons[u.JobID] = w
 	}
 	if err := l.cap.SetReasons(ctx, reasons); err != nil {
 		return fmt.Errorf("set reasons: %w", err)
 	}
 	return nil
+}
+
+// withEstimate adds the job's latest start-time estimate, the jobs it
+// waits for and its cloud option to w; a burst this cycle's plan makes
+// is the cloud option.
+func (l *Loop) withEstimate(w *gangway.Waiting, e *gangway.QueueEntry, bursting map[gangway.JobID]gangway.BurstOffer) {
+	var cloud *gangway.BurstOffer
+	if l.eta != nil {
+		if est, ok := l.eta.Estimate(e.JobID); ok {
+			w.ETA = &gangway.ETA{P50: est.P50, P90: est.P90, At: est.At, Beyond: est.Beyond, Cloud: est.Burst}
+			w.WaitsFor, cloud = est.WaitsFor, est.Cloud
+		}
+	}
+	b, now := bursting[e.JobID]
+	if now {
+		cloud = &b
+	}
+	if cloud != nil {
+		c := gangway.CloudOptionOf(*cloud, e.GPUsPerReplica)
+		c.Bursting, c.BurstEnabled = now, e.Burst.Enabled
+		w.Cloud = &c
+	}
 }
 
 // waiting is u as the view stores it: typed, with the start and nodes of
@@ -461,6 +527,44 @@ func waiting(u placement.Unplaced, rs []placement.Reservation) gangway.Waiting {
 		w.ReservationStart, w.ReservedNodes = rs[i].Start, rs[i].Nodes
 	}
 	return w
+}
+
+// estimate feeds the cycle's snapshot to the estimators and, when one is
+// due, forecasts every waiting job's start from it. Cloud options are
+// priced for every waiting job, so offers are read for the forecast even
+// when no job may burst.
+func (l *Loop) estimate(ctx context.Context, ps placement.Snapshot, queue []gangway.QueueEntry, o placement.Options, plan placement.Plan) {
+	if l.eta == nil {
+		return
+	}
+	stopped := func(id gangway.JobID) bool { _, ok := l.preempted[id]; return ok }
+	l.eta.Observe(ps, queue, stopped)
+	for _, e := range l.cfg.ETAAlso {
+		e.Observe(ps, queue, stopped)
+	}
+	var waiting []gangway.JobID
+	for _, u := range plan.Unplaced {
+		if u.Reason.Retry() {
+			waiting = append(waiting, u.JobID)
+		}
+	}
+	if !l.eta.Due(waiting) || len(waiting) == 0 || l.cfg.Clock.Now().Before(l.etaNotBefore) {
+		return
+	}
+	if len(o.Offers) == 0 && l.cfg.Cloud != nil {
+		if offers, err := l.cfg.Cloud.Offers(ctx); err == nil {
+			o.Offers = offers
+		}
+	}
+	start := l.cfg.Clock.Now()
+	in := forecast.Input{Snapshot: ps, Queue: queue, Options: o}
+	l.eta.Forecast(in)
+	for _, e := range l.cfg.ETAAlso {
+		e.Forecast(in)
+	}
+	took := l.cfg.Clock.Now().Sub(start)
+	l.etaNotBefore = start.Add(etaGap * took)
+	l.log.Debug("estimated start times", "waiting", len(waiting), "took", took)
 }
 
 // ResignalAt is when the loop will ask the victim jobID to stop again, if it

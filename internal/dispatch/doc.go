@@ -10,7 +10,13 @@
 //
 // Every job the plan leaves waiting gets its typed reason (code, detail,
 // whether waiting helps, its own reservation) in the view, for `gangway
-// why` and the client. Workflows are reached through the small Workflows
+// why` and the client, and beside it the start-time estimate of
+// placement/forecast: every Config.ETA cycles (10 by default), and at once
+// for a job that has none yet, but never so often that forecasting takes
+// more than a fifth of the loop's time, the loop simulates the cycle's
+// snapshot forward through the same placement engine; the estimator
+// learns runtimes from the allocations it sees end and calibrates against
+// the starts it sees. Workflows are reached through the small Workflows
 // interface; in production that is *jobs.Jobs (workflows/jobs), whose
 // ErrJobGone is the loop's "workflow not running".
 //

@@ -23,6 +23,13 @@
 // and RunSweep (gangway replay sweep) runs the FGD protocol on each point
 // of a sweep of them.
 //
+// With TraceConfig.ETA (gangway replay trace --eta) the replay also
+// measures start-time estimates: jobs declare only limits (their work
+// times a seeded factor), each loop estimates as the server does, and an
+// estimator that knows every runtime and the Slurm-style baseline estimate
+// on the same cycles; each job's estimate at submit is scored against its
+// real start (eta.go). LoadedFleet sizes the fleet so that it is loaded.
+//
 // RunTrace is the dynamic replay (gangway replay trace): a discrete-event
 // simulation in virtual time over TraceJobs (from an openb pod list,
 // OpenBTraceJobs, or a gang-job CSV, LoadGangJobs; LoadTraceJobs picks and

@@ -16,6 +16,7 @@ import (
 	"github.com/gangwayhq/gangway/internal/dispatch"
 	"github.com/gangwayhq/gangway/internal/dispatch/dispatchtest"
 	"github.com/gangwayhq/gangway/placement"
+	"github.com/gangwayhq/gangway/placement/forecast"
 	"github.com/gangwayhq/gangway/workflows"
 )
 
@@ -64,6 +65,9 @@ type TraceConfig struct {
 	Speedup float64
 	// Parallel bounds the runs in flight; 0 means GOMAXPROCS.
 	Parallel int
+	// ETA, when set, measures start-time estimates (see ETAConfig); jobs
+	// then declare limits, not ExactRuntimes or rounded ones.
+	ETA *ETAConfig
 	// Progress, when set, is called with the arrivals and completions
 	// done and to do over all runs. Calls are serialized.
 	Progress func(done, total int)
@@ -125,6 +129,8 @@ type TraceRun struct {
 	MaxRunning         int
 	PlaceTime, Elapsed time.Duration
 	Series             []Sample
+	// ETA is the estimate measurement, with TraceConfig.ETA.
+	ETA *ETARun
 }
 
 // RunTrace replays cfg.Jobs for every policy, runs in parallel, and
@@ -169,6 +175,9 @@ func RunTrace(ctx context.Context, cfg TraceConfig) (*TraceResult, error) {
 				o.Scorer, o.Seed = sc, cfg.Seed
 				rp := newReplay(cfg.Nodes, jobs, o, cfg.CheckpointEvery, prog)
 				rp.exactRuntime = cfg.ExactRuntimes
+				if cfg.ETA != nil {
+					rp.withETA(cfg.ETA, cfg.Seed)
+				}
 				runs[p], err = rp.run(ctx, policy)
 			}
 			if err != nil {
@@ -284,11 +293,24 @@ type replay struct {
 	byID    map[gangway.JobID]int
 	running int
 	out     TraceRun
+	// eta measures estimates (nil: off); firstStart is each job's first
+	// start, -1 before it.
+	eta        *etaState
+	firstStart []time.Duration
 }
 
 func newReplay(nodes []placement.Node, jobs []TraceJob, o placement.Options, checkpoint time.Duration, prog *progress) *replay {
 	return &replay{nodes: nodes, jobs: jobs, st: make([]jobState, len(jobs)), opts: o, checkpoint: checkpoint,
 		prog: prog, byID: make(map[gangway.JobID]int, len(jobs))}
+}
+
+// withETA turns the estimate measurement on.
+func (r *replay) withETA(cfg *ETAConfig, seed uint64) {
+	r.eta = newETAState(cfg, r.jobs, seed, r.oracle())
+	r.firstStart = make([]time.Duration, len(r.jobs))
+	for k := range r.firstStart {
+		r.firstStart[k] = -1
+	}
 }
 
 // start sets up the view, the workflows and the loop on a fresh clock.
@@ -299,8 +321,11 @@ func (r *replay) start() {
 		r.view.RegisterNode(viewNode(r.nodes[i]))
 	}
 	r.placer = &timedPlacer{}
-	r.loop = dispatch.New(dispatch.Config{Holder: "sim", Clock: r.clock, Placement: r.opts, Placer: r.placer,
-		SignalParallelism: 1}, r.view, r.wf)
+	cfg := dispatch.Config{Holder: "sim", Clock: r.clock, Placement: r.opts, Placer: r.placer, SignalParallelism: 1, NoETA: true}
+	if r.eta.measuring() {
+		cfg.NoETA, cfg.ETA, cfg.ETAAlso = false, r.eta.est[etaLearned], []*forecast.Estimator{r.eta.est[etaExact], r.eta.est[etaLimits]}
+	}
+	r.loop = dispatch.New(cfg, r.view, r.wf)
 	r.meter = newFleetMeter(r.view, r.nodes, r.opts.Workload)
 }
 
@@ -344,7 +369,9 @@ func (r *replay) run(ctx context.Context, policy string) (TraceRun, error) {
 					return TraceRun{}, err
 				}
 				progressed++
-				changed = changed || len(r.pending) > 0
+				// The loop learns runtimes from the ends it sees: with
+				// estimates on it sees each one when it happens.
+				changed = changed || len(r.pending) > 0 || r.eta.measuring()
 			}
 		}
 		for next < len(r.jobs) && r.jobs[next].Submit == t {
@@ -378,6 +405,10 @@ func (r *replay) run(ctx context.Context, policy string) (TraceRun, error) {
 	r.pending = nil
 	r.out.PlaceCalls, r.out.MaxQueue, r.out.MeanQueue = r.placer.calls, r.placer.maxQueue, r.placer.sumQueue
 	r.out.PlaceTime = r.placer.elapsed
+	if r.eta.measuring() {
+		e := r.eta.score(r)
+		r.out.ETA = &e
+	}
 	r.finishStats(&integ, time.Since(start))
 	return r.out, nil
 }
@@ -410,7 +441,11 @@ func (r *replay) enqueue(k int) {
 	s := &r.st[k]
 	e := r.jobs[k].Job
 	e.Attempt, e.SubmittedAt, e.EnqueuedAt = s.attempt+1, TraceEpoch.Add(r.jobs[k].Submit), r.clock.Now()
-	if r.opts.Reservations > 0 {
+	switch {
+	case r.eta != nil:
+		// A user's limit: the work times the job's factor, whole seconds.
+		e.MaxRuntime = time.Duration(math.Ceil(s.remaining.Seconds()*r.eta.factor[k])) * time.Second
+	case r.opts.Reservations > 0:
 		e.MaxRuntime = r.estimate(s.remaining)
 	}
 	r.view.Enqueue(e)
@@ -421,7 +456,7 @@ func (r *replay) enqueue(k int) {
 // instant when its cycle preempted, once the victims have stopped — and
 // plays the workflows' part in each signal it sent.
 func (r *replay) schedule(ctx context.Context, t time.Duration) error {
-	for round := 0; round < maxRounds && len(r.pending) > 0; round++ {
+	for round := 0; round < maxRounds && (len(r.pending) > 0 || (round == 0 && r.eta.measuring())); round++ {
 		r.view.Heartbeat() // the agents are alive
 		r.placer.last = placement.Plan{}
 		if err := r.loop.Tick(ctx); err != nil {
@@ -465,6 +500,13 @@ func (r *replay) schedule(ctx context.Context, t time.Duration) error {
 		}
 		if len(drop) > 0 {
 			r.pending = slices.DeleteFunc(r.pending, func(k int) bool { return drop[k] })
+		}
+		if r.eta.measuring() {
+			for _, k := range r.pending {
+				if r.st[k].attempt == 0 {
+					r.eta.note(k, r.jobs[k].Job.JobID)
+				}
+			}
 		}
 		if stopped == 0 {
 			return nil
@@ -524,6 +566,9 @@ func (r *replay) begin(k int, a gangway.Assignment, t time.Duration) {
 	s := &r.st[k]
 	if s.attempt == 0 {
 		r.out.Placed++
+		if r.firstStart != nil {
+			r.firstStart[k] = t
+		}
 	}
 	s.state, s.start = stRunning, t
 	s.wait += t - s.queuedAt

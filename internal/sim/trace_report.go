@@ -38,12 +38,15 @@ type TraceResult struct {
 	SampleNodes           int
 	Seed                  uint64
 	WorkloadClasses       int
-	Runs                  []TraceRun
-	BestAllocPolicy       string // baseline with the highest mean GPU allocation
-	BestWaitPolicy        string // baseline with the lowest mean queue wait
-	AllocVsBest           []float64
-	WaitVsBest            []float64
-	WaitP99VsBestP99      []float64
+	// LimitFactor is the largest limit ÷ work, with estimates measured
+	// (TraceConfig.ETA); 0 without.
+	LimitFactor      float64
+	Runs             []TraceRun
+	BestAllocPolicy  string // baseline with the highest mean GPU allocation
+	BestWaitPolicy   string // baseline with the lowest mean queue wait
+	AllocVsBest      []float64
+	WaitVsBest       []float64
+	WaitP99VsBestP99 []float64
 }
 
 func newTraceResult(cfg TraceConfig, jobs []TraceJob, runs []TraceRun) *TraceResult {
@@ -53,6 +56,9 @@ func newTraceResult(cfg TraceConfig, jobs []TraceJob, runs []TraceRun) *TraceRes
 		Seed: cfg.Seed, WorkloadClasses: len(cfg.Options.Workload), Runs: runs}
 	if cfg.Speedup > 0 {
 		res.Speedup = cfg.Speedup
+	}
+	if cfg.ETA != nil {
+		res.LimitFactor = cmpOr(cfg.ETA.MaxFactor, DefaultLimitFactor)
 	}
 	res.ArrivalWindow = jobs[len(jobs)-1].Submit - jobs[0].Submit
 	res.OfferedLoad, res.PeakLoad = offeredLoad(jobs, float64(res.GPUs))
@@ -138,6 +144,9 @@ func (r *TraceResult) WriteText(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if err := r.writeETA(w); err != nil {
+		return err
+	}
 	_, err := fmt.Fprintf(w, "\nGPU alloc %% and frag %% are time-weighted means over the arrival window, peak the highest GPU alloc %% reached;\n"+
 		"waits are per placed job, all attempts;\n"+
 		"vs best: GPU alloc over the best baseline's (%s, higher is better), mean wait over the best baseline's (%s, lower is better)\n",
@@ -221,9 +230,13 @@ type TraceJSON struct {
 	AllocVsBest          *float64 `json:"gpu_alloc_vs_best_baseline,omitempty"`
 	WaitVsBest           *float64 `json:"wait_mean_vs_best_baseline,omitempty"`
 	Speedup              float64  `json:"speedup"`
-	JobsFile             string   `json:"jobs_file"`
-	Nodes                string   `json:"nodes"`
-	ElapsedSeconds       float64  `json:"elapsed_seconds"`
+	// ETA and ETAExact are the start-time estimates' calibration, with
+	// --eta: jobs declaring only limits, and every runtime known.
+	ETA            *ETAJSON `json:"eta,omitempty"`
+	ETAExact       *ETAJSON `json:"eta_exact,omitempty"`
+	JobsFile       string   `json:"jobs_file"`
+	Nodes          string   `json:"nodes"`
+	ElapsedSeconds float64  `json:"elapsed_seconds"`
 }
 
 // WriteJSON writes one JSON object per policy, one per line.
@@ -240,6 +253,9 @@ func (r *TraceResult) WriteJSON(w io.Writer) error {
 			PlaceCalls: run.PlaceCalls, MaxQueue: run.MaxQueue, AllocVsBest: ptr(r.AllocVsBest[i]), WaitVsBest: ptr(r.WaitVsBest[i]),
 			Speedup: r.Speedup, JobsFile: filepath.Base(r.JobsFile), Nodes: filepath.Base(r.NodesFile),
 			ElapsedSeconds: math.Round(run.Elapsed.Seconds()*1000) / 1000}
+		if e := run.ETA; e != nil {
+			o.ETA, o.ETAExact = e.json(e.Learned, e.WarmLearned), e.json(e.Exact, e.WarmExact)
+		}
 		if err := enc.Encode(o); err != nil {
 			return err
 		}

@@ -1,0 +1,60 @@
+package forecast_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/gangwayhq/gangway/internal/sim"
+	"github.com/gangwayhq/gangway/placement"
+	"github.com/gangwayhq/gangway/placement/baselines"
+	"github.com/gangwayhq/gangway/placement/forecast"
+)
+
+// BenchmarkForecast times one forecast — what the dispatch loop runs every
+// few cycles — on the synthetic fleet and queue of `gangway replay
+// scale`: 1,000 nodes of 8 GPUs, 90% busy, with 500 and 2,000 queued
+// jobs, the server's engine options and a learned runtime model with
+// history (two simulations: P50 and P90). It reports Place calls and
+// milliseconds per forecast.
+//
+//	go test -run '^$' -bench BenchmarkForecast -benchtime 3x -cpu 1 ./placement/forecast/
+func BenchmarkForecast(b *testing.B) {
+	now := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+	for _, size := range []struct{ nodes, queue int }{{1000, 500}, {1000, 2000}} {
+		b.Run(fmt.Sprintf("%dx8/%d", size.nodes, size.queue), func(b *testing.B) {
+			snap := sim.FillFleet(sim.SyntheticFleet(sim.FleetSpec{Nodes: size.nodes, GPUsPerNode: 8}, 1), 0.9, now, 1)
+			queue := sim.SyntheticQueue(size.queue, 8, now, 1)
+			sc, err := baselines.ScorerByName(sim.GangwayPolicy)
+			if err != nil {
+				b.Fatal(err)
+			}
+			opts := placement.Options{Scorer: sc, Reservations: 4, Preempt: true, MinRuntime: 10 * time.Minute}
+			h := forecast.NewHistory()
+			// Runs took 10% to 100% of their limits.
+			for k := range 200 {
+				h.Observe(forecast.Job{ID: fmt.Sprintf("old-%d", k), Team: "t", MaxRuntime: 10 * time.Hour},
+					time.Duration(1+k%10)*time.Hour)
+			}
+			in := forecast.Input{Snapshot: snap, Queue: queue, Options: opts}
+			calls := 0
+			b.ResetTimer()
+			for range b.N {
+				est, c := forecast.Forecast(in, h, forecast.Options{})
+				calls += c
+				beyond := 0
+				var last time.Duration
+				for _, e := range est {
+					if e.Beyond {
+						beyond++
+					}
+					last = max(last, e.P50.Sub(now))
+				}
+				b.ReportMetric(float64(beyond)/float64(len(est)), "beyond")
+				b.ReportMetric(last.Hours(), "horizon-h")
+			}
+			b.ReportMetric(float64(calls)/float64(b.N), "place-calls/op")
+			b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/forecast")
+		})
+	}
+}

@@ -1,0 +1,34 @@
+// Package forecast estimates when each waiting job starts: P50 and P90 of
+// its start time, the jobs whose end frees what it needs, and the priced
+// cloud alternative.
+//
+// It simulates the current state forward with the placement engine itself
+// (a placement.Session over the dispatch loop's snapshot and queue, with
+// the loop's options: queue order, fair share, quotas, reservations and
+// backfill, preemption, bursting): running jobs end when a runtime model
+// says they will, each end is a cycle of Place, and the instant a job is
+// placed is its start. Running it twice, with every runtime at its median
+// and at its 90th percentile, gives P50 and P90. Far ahead, ends close
+// together (relative to how far ahead they are) are one instant, and the
+// number of instants is bounded, so a forecast costs a bounded number of
+// Place calls.
+//
+// Runtime models (Runtimes): History learns, from the allocations the loop
+// saw end, the distribution of actual ÷ requested runtime (the job's
+// estimatedRuntime, else its maxRuntime) per team, team and project, and
+// team, project and name prefix, each shrunk towards the coarser group
+// while it has few observations, and conditions a running job's remaining
+// time on how long it has run; with no history it falls back to
+// estimatedRuntime, then maxRuntime. Limits is the Slurm-style baseline:
+// every job runs to its limit.
+//
+// An Estimator keeps the model, learns from each cycle's snapshot, decides
+// when a forecast is due, and calibrates: it compares the first estimate
+// of each job with the start it got, and scales later estimates so that
+// the P50 and P90 are those quantiles of the waits seen (per band of
+// predicted wait), as conformal prediction does.
+//
+// Like placement, the package is pure: no clock (now is the snapshot's),
+// no I/O, no global randomness. The dispatch loop feeds it; the trace
+// replay measures how well it is calibrated (`gangway replay trace --eta`).
+package forecast

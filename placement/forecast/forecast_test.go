@@ -1,0 +1,255 @@
+package forecast_test
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/gangwayhq/gangway"
+	"github.com/gangwayhq/gangway/placement"
+	"github.com/gangwayhq/gangway/placement/forecast"
+)
+
+var t0 = time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+
+// node is an on-prem node of gpus free H100 GPUs.
+func node(id string, gpus int) placement.Node {
+	n := placement.Node{ID: id, Pool: "onprem", Model: "H100", CapacityType: gangway.CapacityOnPrem,
+		CPUMilli: 64000, MemMiB: 1 << 20, Schedulable: true}
+	for i := range gpus {
+		n.GPUs = append(n.GPUs, placement.GPU{Index: i, Model: "H100", Healthy: true})
+	}
+	return n
+}
+
+// running puts job id on GPUs of node n, started ago, with a max runtime.
+func running(s *placement.Snapshot, id, team, nodeID string, gpus []int, ago, maxRuntime time.Duration) {
+	for i := range s.Nodes {
+		if s.Nodes[i].ID == nodeID {
+			for _, g := range gpus {
+				s.Nodes[i].GPUs[g].UsedMilli = placement.Whole
+			}
+		}
+	}
+	s.Running = append(s.Running, gangway.Assignment{JobID: id, Attempt: 1, Team: team, At: s.Now.Add(-ago),
+		MaxRuntime: maxRuntime, Members: []gangway.Member{{NodeID: nodeID, GPUs: gpus, Pool: "onprem"}}})
+}
+
+func queued(id, team string, gpus, priority int, maxRuntime time.Duration, submitted time.Duration) gangway.QueueEntry {
+	return gangway.QueueEntry{JobID: id, Team: team, Replicas: 1, GPUsPerReplica: gpus, Priority: priority,
+		Attempt: 1, MaxRuntime: maxRuntime, SubmittedAt: t0.Add(-submitted), EnqueuedAt: t0.Add(-submitted)}
+}
+
+// exact knows every job's runtime: left[id] more for a running job, the
+// whole run for a queued one.
+type exact map[gangway.JobID]time.Duration
+
+func (x exact) Remaining(j forecast.Job, elapsed time.Duration, _ float64) time.Duration {
+	if elapsed > 0 {
+		return x[j.ID]
+	}
+	return x[j.ID]
+}
+func (exact) Point() bool { return true }
+
+func all(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}
+
+func TestForecastStarts(t *testing.T) {
+	quota := []placement.Quota{{Team: "vision", Nominal: 8}}
+	tests := map[string]struct {
+		setup    func(s *placement.Snapshot)
+		queue    []gangway.QueueEntry
+		rt       exact
+		opts     placement.Options
+		want     map[gangway.JobID]time.Duration // start after t0
+		waitsFor map[gangway.JobID][]gangway.JobID
+	}{
+		"waits only for the job whose end frees a node": {
+			setup: func(s *placement.Snapshot) {
+				running(s, "a", "nlp", "n1", all(8), time.Hour, 4*time.Hour)
+				running(s, "b", "nlp", "n2", all(8), time.Hour, 4*time.Hour)
+			},
+			queue:    []gangway.QueueEntry{queued("big", "nlp", 8, 100, time.Hour, time.Minute)},
+			rt:       exact{"a": 2 * time.Hour, "b": 30 * time.Minute, "big": time.Hour},
+			want:     map[gangway.JobID]time.Duration{"big": 30 * time.Minute},
+			waitsFor: map[gangway.JobID][]gangway.JobID{"big": {"b"}},
+		},
+		"in queue order, behind the one ahead": {
+			setup: func(s *placement.Snapshot) {
+				running(s, "a", "nlp", "n1", all(8), time.Hour, 4*time.Hour)
+				running(s, "b", "nlp", "n2", all(8), time.Hour, 8*time.Hour)
+			},
+			queue: []gangway.QueueEntry{queued("first", "nlp", 8, 200, time.Hour, time.Minute),
+				queued("second", "nlp", 8, 100, time.Hour, 2*time.Minute)},
+			rt:       exact{"a": time.Hour, "b": 5 * time.Hour, "first": 2 * time.Hour, "second": time.Hour},
+			want:     map[gangway.JobID]time.Duration{"first": time.Hour, "second": 3 * time.Hour},
+			waitsFor: map[gangway.JobID][]gangway.JobID{"first": {"a"}, "second": {"first"}},
+		},
+		"quota: starts on free GPUs when a team job ends": {
+			setup: func(s *placement.Snapshot) {
+				running(s, "mine", "vision", "n1", all(8), time.Hour, 4*time.Hour)
+			},
+			queue:    []gangway.QueueEntry{queued("next", "vision", 8, 100, time.Hour, time.Minute)},
+			rt:       exact{"mine": 45 * time.Minute, "next": time.Hour},
+			opts:     placement.Options{Quotas: quota},
+			want:     map[gangway.JobID]time.Duration{"next": 45 * time.Minute},
+			waitsFor: map[gangway.JobID][]gangway.JobID{"next": {"mine"}},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			s := placement.Snapshot{Now: t0, Nodes: []placement.Node{node("n1", 8), node("n2", 8)}}
+			tc.setup(&s)
+			est, _ := forecast.Forecast(forecast.Input{Snapshot: s, Queue: tc.queue, Options: tc.opts}, tc.rt, forecast.Options{MinStep: time.Millisecond})
+			got := map[gangway.JobID]time.Duration{}
+			waits := map[gangway.JobID][]gangway.JobID{}
+			for id, e := range est {
+				got[id] = e.P50.Sub(t0)
+				waits[id] = e.WaitsFor
+				if !e.P90.Equal(e.P50) {
+					t.Errorf("%s: P90 %s, want P50 %s for a point model", id, e.P90, e.P50)
+				}
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("starts after t0 (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.waitsFor, waits); diff != "" {
+				t.Errorf("waits for (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestForecastReservationAndLimits: a blocked gang holds a reservation;
+// the baseline (every job lasts its limit) puts its start at the limit,
+// a model that knows runtimes at the real end.
+func TestForecastReservationAndLimits(t *testing.T) {
+	s := placement.Snapshot{Now: t0, Nodes: []placement.Node{node("n1", 8), node("n2", 8)}}
+	running(&s, "a", "nlp", "n1", all(8), time.Hour, 8*time.Hour)
+	running(&s, "b", "nlp", "n2", []int{0, 1, 2, 3}, time.Hour, 8*time.Hour)
+	queue := []gangway.QueueEntry{queued("gang", "nlp", 8, 200, time.Hour, time.Minute)}
+	queue[0].Replicas = 2
+	in := forecast.Input{Snapshot: s, Queue: queue, Options: placement.Options{Reservations: 2}}
+	lim, _ := forecast.Forecast(in, forecast.Limits{}, forecast.Options{})
+	if got, want := lim["gang"].P50.Sub(t0), 7*time.Hour; got != want {
+		t.Errorf("limits: gang starts after %s, want %s (the later limit)", got, want)
+	}
+	ex, _ := forecast.Forecast(in, exact{"a": 20 * time.Minute, "b": 2 * time.Hour, "gang": time.Hour}, forecast.Options{})
+	if got, want := ex["gang"].P50.Sub(t0), 2*time.Hour; got != want {
+		t.Errorf("exact: gang starts after %s, want %s", got, want)
+	}
+	if diff := cmp.Diff([]gangway.JobID{"a", "b"}, ex["gang"].WaitsFor); diff != "" {
+		t.Errorf("waits for (-want +got):\n%s", diff)
+	}
+}
+
+// TestForecastHorizon: a job behind more ends than the simulation plays
+// is Beyond the horizon, a lower bound.
+func TestForecastHorizon(t *testing.T) {
+	s := placement.Snapshot{Now: t0, Nodes: []placement.Node{node("n1", 8)}}
+	rt := exact{}
+	var queue []gangway.QueueEntry
+	for i := range 10 {
+		id := gangway.JobID("j" + string(rune('a'+i)))
+		queue = append(queue, queued(id, "nlp", 8, 100, time.Hour, time.Duration(10-i)*time.Minute))
+		rt[id] = time.Hour
+	}
+	est, _ := forecast.Forecast(forecast.Input{Snapshot: s, Queue: queue}, rt, forecast.Options{MaxSteps: 4})
+	if e := est["ja"]; e.Beyond || !e.P50.Equal(t0) {
+		t.Errorf("first job: %+v, want a start now", e)
+	}
+	if e := est["jj"]; !e.Beyond || e.P50.Sub(t0) != 3*time.Hour {
+		t.Errorf("last job: %+v, want Beyond the horizon at 3h", e)
+	}
+}
+
+// TestHistoryShrinks: a group with few runs leans on its team's
+// distribution; a running job's remaining time is conditioned on how long
+// it has run.
+func TestHistoryShrinks(t *testing.T) {
+	h := forecast.NewHistory()
+	limit := 10 * time.Hour
+	// The team's jobs run a tenth of their limit; one "sweep" job ran it all.
+	for range 50 {
+		h.Observe(forecast.Job{ID: "train-1", Team: "nlp", Project: "lm", MaxRuntime: limit}, limit/10)
+	}
+	h.Observe(forecast.Job{ID: "sweep-1", Team: "nlp", Project: "lm", MaxRuntime: limit}, limit)
+	near := func(got, want time.Duration) bool { return math.Abs(float64(got-want)) <= 0.1*float64(want) }
+	if got := h.Remaining(forecast.Job{ID: "train-9", Team: "nlp", Project: "lm", MaxRuntime: limit}, 0, 0.5); !near(got, time.Hour) {
+		t.Errorf("train median %s, want about 1h", got)
+	}
+	// One run of sweep weighs 1 against 8 for the team's: still mostly short.
+	if got := h.Remaining(forecast.Job{ID: "sweep-2", Team: "nlp", Project: "lm", MaxRuntime: limit}, 0, 0.5); got > 2*time.Hour {
+		t.Errorf("sweep median %s, want near the team's 1h", got)
+	}
+	// Past every short run, the remaining time comes from the long one.
+	if got := h.Remaining(forecast.Job{ID: "train-9", Team: "nlp", Project: "lm", MaxRuntime: limit}, 2*time.Hour, 0.5); got < 5*time.Hour {
+		t.Errorf("remaining after 2h: %s, want most of the rest of the limit", got)
+	}
+	// No history for this team's runtime: its own estimate.
+	if got := forecast.NewHistory().Remaining(forecast.Job{ID: "x", Runtime: 3 * time.Hour, MaxRuntime: limit}, time.Hour, 0.9); got != 2*time.Hour {
+		t.Errorf("no history: %s, want the estimate's 2h left", got)
+	}
+	if got := forecast.NamePrefix("resnet-sweep-17"); got != "resnet-sweep" {
+		t.Errorf("NamePrefix = %q", got)
+	}
+}
+
+// TestEstimatorCalibrates: when jobs keep starting twice as late as the
+// simulation says (arrivals it cannot know of cut in), the calibrated
+// estimates stretch to match.
+func TestEstimatorCalibrates(t *testing.T) {
+	e := forecast.NewEstimator(forecast.Limits{}, forecast.Options{MinScores: 5, Slack: time.Second})
+	now := t0
+	for i := range 30 {
+		id := gangway.JobID("j" + string(rune('A'+i)))
+		s := placement.Snapshot{Now: now, Nodes: []placement.Node{node("n1", 8)}}
+		running(&s, "blocker", "nlp", "n1", all(8), 0, 10*time.Minute)
+		q := []gangway.QueueEntry{queued(id, "nlp", 8, 100, time.Hour, 0)}
+		q[0].SubmittedAt, q[0].EnqueuedAt = now, now
+		e.Observe(s, q, nil)
+		e.Forecast(forecast.Input{Snapshot: s, Queue: q})
+		// It starts after 20 minutes, not 10.
+		now = now.Add(20 * time.Minute)
+		s2 := placement.Snapshot{Now: now, Nodes: []placement.Node{node("n1", 8)}}
+		running(&s2, id, "nlp", "n1", all(8), 0, time.Hour)
+		e.Observe(s2, nil, nil)
+	}
+	s := placement.Snapshot{Now: now, Nodes: []placement.Node{node("n1", 8)}}
+	running(&s, "blocker", "nlp", "n1", all(8), 0, 10*time.Minute)
+	e.Forecast(forecast.Input{Snapshot: s, Queue: []gangway.QueueEntry{queued("last", "nlp", 8, 100, time.Hour, 0)}})
+	est, _ := e.Estimate("last")
+	if w := est.P50.Sub(now); w < 19*time.Minute || w > 21*time.Minute {
+		t.Errorf("calibrated P50 wait %s, want about 20m", w)
+	}
+}
+
+// TestForecastCloud: a waiting job is priced on the cloud offer it could
+// rent whether or not it may burst; one the plan sends there is Bursting,
+// and starts there in the estimate.
+func TestForecastCloud(t *testing.T) {
+	s := placement.Snapshot{Now: t0, Nodes: []placement.Node{node("n1", 8)}}
+	running(&s, "a", "nlp", "n1", all(8), 0, 4*time.Hour)
+	offer := gangway.Offer{Provider: "fake", Pool: "fake-a100-spot", Zone: "z", InstanceType: "a100x8", GPUModel: "A100",
+		GPUsPerInstance: 8, CapacityType: gangway.CapacitySpot, PricePerHour: 12}
+	stay := queued("stay", "nlp", 8, 100, time.Hour, time.Minute)
+	burst := queued("burst", "nlp", 8, 100, time.Hour, 2*time.Minute)
+	burst.Burst = gangway.Burst{Enabled: true}
+	in := forecast.Input{Snapshot: s, Queue: []gangway.QueueEntry{stay, burst},
+		Options: placement.Options{Offers: []gangway.Offer{offer}, BurstAfter: time.Minute}}
+	est, _ := forecast.Forecast(in, exact{"a": 2 * time.Hour, "stay": time.Hour, "burst": time.Hour}, forecast.Options{})
+	if e := est["stay"]; e.Cloud == nil || e.Cloud.Pool != "fake-a100-spot" || e.Cloud.ExpectedCost <= 0 || e.Bursting || e.Burst {
+		t.Errorf("stay: %+v, want the spot offer priced, not bursting", e)
+	}
+	if e := est["burst"]; e.Cloud == nil || !e.Bursting || !e.Burst {
+		t.Errorf("burst: %+v, want it bursting to the offer", e)
+	}
+}
