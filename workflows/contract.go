@@ -293,6 +293,9 @@ type RunTaskInput struct {
 	Args       []string          `json:"args,omitempty"`
 	Env        map[string]string `json:"env,omitempty"`
 	WorkingDir string            `json:"workingDir,omitempty"`
+	// RunAs is the spec's runAs: the Unix user the agent runs the task as
+	// when its policy allows the team that one ("": the team's default).
+	RunAs string `json:"runAs,omitempty"`
 	// StopSignal and GracePeriod govern how the agent stops the process on
 	// cancel: the signal, then SIGKILL to the group after the grace period.
 	StopSignal  string        `json:"stopSignal,omitempty"`

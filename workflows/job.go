@@ -400,6 +400,7 @@ func (j *job) taskInput(asg gangway.Assignment, m gangway.Member) RunTaskInput {
 		Args:        j.spec.Args,
 		Env:         j.spec.Env,
 		WorkingDir:  j.spec.WorkingDir,
+		RunAs:       j.spec.RunAs,
 		StopSignal:  j.spec.Checkpoint.Signal,
 		GracePeriod: j.spec.Checkpoint.GracePeriod.Duration,
 		Checkpoint:  j.spec.Checkpoint.Enabled,

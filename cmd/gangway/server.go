@@ -81,7 +81,8 @@ within the lease TTL when it dies.`,
 				Ledger:      ledger,
 				TeamLimits:  cl.TeamLimits(),
 				Checkpoints: ckstore,
-				API:         &server.APIOptions{Config: a.cfg.API.Options(), OnDemandPrices: cl.OnDemandPrices()},
+				API: &server.APIOptions{Config: a.cfg.API.Options(), OnDemandPrices: cl.OnDemandPrices(),
+					Validate: a.cfg.Jobs.ValidateOptions()},
 			},
 				// Fake providers' instances become in-process agents.
 				agent.Config{DataDir: filepath.Join(os.TempDir(), "gangway-fake-cloud"), Checkpoints: ckstore, Log: a.log},
@@ -164,7 +165,7 @@ prints the inventory and topology as JSON and exits.`,
 			ag := agent.New(agent.Config{Node: node, DataDir: ac.DataDir,
 				HeartbeatInterval: ac.HeartbeatInterval.Duration, Log: a.log,
 				Checkpoints: store, Notices: notices, CheckpointObserver: agent.CheckpointMetrics(metrics.NewCheckpoints(reg)), LogDrops: metrics.NewTaskLogs(reg),
-				GPU: ac.GPUConfig(gpus, metrics.NewGPU(reg))}, c.view)
+				GPU: ac.GPUConfig(gpus, metrics.NewGPU(reg)), TaskUsers: a.cfg.Jobs.TaskUsers, PassEnv: a.cfg.Jobs.PassEnv}, c.view)
 			return ag.Run(cmd.Context(), c.temporal)
 		},
 	}

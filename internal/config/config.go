@@ -9,6 +9,7 @@ import (
 	"maps"
 	"net"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -39,6 +40,78 @@ type Config struct {
 	Ledger     LedgerConfig     `yaml:"ledger"`
 	Cloud      CloudConfig      `yaml:"cloud"`
 	API        APIConfig        `yaml:"api"`
+	Jobs       JobsConfig       `yaml:"jobs"`
+}
+
+// JobsConfig is the site's policy for what jobs may ask of the nodes they
+// run on: the loader variables a spec may set (checked at submit), the
+// agent variables tasks get, and the Unix users they run as (each team's,
+// a spec choosing among them with runAs). The user API checks submitted
+// specs against it; every agent applies it.
+type JobsConfig struct {
+	// AllowEnv names the loader variables (LD_*, DYLD_*, GLIBC_TUNABLES) a
+	// spec may set; any other is refused at submit.
+	AllowEnv []string `yaml:"allowEnv"`
+	// PassEnv names the variables of the agent's own environment a task
+	// gets; nothing else of it reaches a task.
+	PassEnv           []string `yaml:"passEnv"`
+	gangway.TaskUsers `yaml:",inline"`
+}
+
+// ValidateOptions are the spec checks of submit under this policy.
+func (j JobsConfig) ValidateOptions() []gangway.ValidateOption {
+	opts := []gangway.ValidateOption{gangway.AllowEnv(j.AllowEnv...)}
+	if j.Enabled() {
+		opts = append(opts, gangway.WithTaskUsers(j.TaskUsers))
+	}
+	return opts
+}
+
+// validate reports each bad field of the jobs section through bad.
+func (j JobsConfig) validate(bad func(field, format string, args ...any)) {
+	for i, name := range j.AllowEnv {
+		if !gangway.IsLoaderEnv(name) {
+			bad(fmt.Sprintf("jobs.allowEnv[%d]", i), "%q is not a loader variable (LD_*, DYLD_*, GLIBC_TUNABLES); other names need no allowing", name)
+		}
+	}
+	for i, name := range j.PassEnv {
+		field := fmt.Sprintf("jobs.passEnv[%d]", i)
+		switch {
+		case !envNameRE.MatchString(name):
+			bad(field, "not an environment variable name: %q", name)
+		case strings.HasPrefix(name, "GANGWAY_"):
+			bad(field, "%s: the agent's GANGWAY_* variables hold its credentials and the workload contract sets the task's own", name)
+		case strings.HasPrefix(name, "AWS_"):
+			bad(field, "%s: AWS_* are the agent's cloud credentials, never a task's", name)
+		}
+	}
+	for _, team := range slices.Sorted(maps.Keys(j.Teams)) {
+		field := "jobs.users." + team
+		if !gangway.IsDNSLabel(team) {
+			bad(field, "must be a team name (a DNS label)")
+			continue
+		}
+		if len(j.Teams[team]) == 0 {
+			bad(field, "give at least one Unix user (the first is the team's default)")
+		}
+		for i, u := range j.Teams[team] {
+			checkTaskUser(bad, fmt.Sprintf("%s[%d]", field, i), u)
+		}
+	}
+	if j.Default != "" {
+		checkTaskUser(bad, "jobs.defaultUser", j.Default)
+	}
+}
+
+var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+func checkTaskUser(bad func(field, format string, args ...any), field, name string) {
+	switch {
+	case !gangway.IsUnixUser(name):
+		bad(field, "must be a Unix user name (lowercase letters, digits, '_', '-', at most 32), got %q", name)
+	case name == "root":
+		bad(field, "tasks never run as root")
+	}
 }
 
 // LedgerConfig locates the SQL usage ledger `gangway server` records every
@@ -186,6 +259,7 @@ func Default() Config {
 		Ledger: LedgerConfig{DSN: "sqlite:/var/lib/gangway-server/ledger.db"},
 		Cloud:  defaultCloudConfig(),
 		API:    defaultAPIConfig(),
+		Jobs:   JobsConfig{PassEnv: slices.Clone(agent.DefaultPassEnv)},
 	}
 }
 
@@ -365,6 +439,7 @@ func (c Config) Validate(server, agentCmd bool) error {
 		!strings.HasPrefix(c.Ledger.DSN, "postgresql://") {
 		bad("ledger.dsn", "want %s, got %q", accounting.DSNHelp, redact.URL(c.Ledger.DSN))
 	}
+	c.Jobs.validate(bad)
 	if server || agentCmd {
 		if !strings.HasPrefix(c.Checkpoint.Store, "file://") && !strings.HasPrefix(c.Checkpoint.Store, "s3://") {
 			bad("checkpoint.store", "must be a file:///path or s3://bucket/prefix URL, got %q", c.Checkpoint.Store)
