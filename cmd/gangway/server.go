@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/gangwayhq/gangway/internal/accounting"
-	"github.com/gangwayhq/gangway/internal/redact"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
@@ -62,7 +61,7 @@ within the lease TTL when it dies.`,
 				return fmt.Errorf("--ledger: %w", err)
 			}
 			defer ledger.Close()
-			a.log.Info("gangway server connected", "temporal", a.cfg.Temporal.Address, "redis", redact.URL(a.cfg.Redis.URL))
+			a.log.Info("gangway server connected", "temporal", a.cfg.Temporal.Transport().Describe(), "redis", a.cfg.Redis.Transport().Describe())
 			return fullstack.RunServer(cmd.Context(), server.Options{
 				Temporal:    c.temporal,
 				View:        c.view,

@@ -24,6 +24,7 @@ import (
 	"github.com/gangwayhq/gangway/internal/gpuinfo"
 	"github.com/gangwayhq/gangway/internal/metrics"
 	"github.com/gangwayhq/gangway/internal/redact"
+	"github.com/gangwayhq/gangway/internal/transport"
 	"github.com/gangwayhq/gangway/placement"
 	"github.com/gangwayhq/gangway/placement/baselines"
 )
@@ -133,17 +134,32 @@ type CheckpointConfig struct {
 	S3Region    string `yaml:"s3Region"`
 }
 
-// TemporalConfig locates the Temporal frontend.
+// TemporalConfig locates the Temporal frontend and says how to reach it:
+// TLS or mutual TLS (TLS), and an API key sent as a bearer token.
 type TemporalConfig struct {
-	Address   string `yaml:"address"`
-	Namespace string `yaml:"namespace"`
+	Address   string             `yaml:"address"`
+	Namespace string             `yaml:"namespace"`
+	TLS       transport.TLSFiles `yaml:"tls"`
+	// APIKey is best given in the environment (GANGWAY_TEMPORAL_API_KEY).
+	APIKey string `yaml:"apiKey"`
 }
 
-// RedisConfig locates the Redis view.
-type RedisConfig struct {
-	URL    string `yaml:"url"`
-	Prefix string `yaml:"prefix"`
+// Transport is the connection the config describes.
+func (t TemporalConfig) Transport() transport.Temporal {
+	return transport.Temporal{Address: t.Address, Namespace: t.Namespace, TLS: t.TLS, APIKey: t.APIKey}
 }
+
+// RedisConfig locates the Redis view. The URL names the ACL user and its
+// password (redis://user:password@host:port/db), rediss:// for TLS, which
+// TLS refines (a CA, a client certificate, a server name).
+type RedisConfig struct {
+	URL    string             `yaml:"url"`
+	Prefix string             `yaml:"prefix"`
+	TLS    transport.TLSFiles `yaml:"tls"`
+}
+
+// Transport is the connection the config describes.
+func (r RedisConfig) Transport() transport.Redis { return transport.Redis{URL: r.URL, TLS: r.TLS} }
 
 // LogConfig sets log level and format.
 type LogConfig struct {
@@ -279,10 +295,17 @@ var envVars = map[string]string{
 	"GANGWAY_LEDGER_DSN":       "ledger",
 }
 
+// secretEnv maps environment variables that have no flag, since a
+// command line is no place for a secret, to the fields they set.
+var secretEnv = map[string]func(*Config, string){
+	"GANGWAY_TEMPORAL_API_KEY": func(c *Config, v string) { c.Temporal.APIKey = v },
+}
+
 // EnvNames are the environment variables Load reads, GANGWAY_CONFIG
 // included, sorted.
 func EnvNames() []string {
-	return append(slices.Sorted(maps.Keys(envVars)), "GANGWAY_CONFIG")
+	names := append(slices.Collect(maps.Keys(envVars)), slices.Collect(maps.Keys(secretEnv))...)
+	return append(slices.Sorted(slices.Values(names)), "GANGWAY_CONFIG")
 }
 
 // BindGlobalFlags binds the flags every command shares to cfg's fields.
@@ -320,6 +343,11 @@ func Load(fs *pflag.FlagSet, cfg *Config, configFile string) error {
 			}
 		}
 	}
+	for env, set := range secretEnv {
+		if v, ok := os.LookupEnv(env); ok {
+			set(cfg, v)
+		}
+	}
 	// Re-applying every flag's own default would undo the file; only the
 	// flags the user set are applied again. Unchanged flags still point at
 	// cfg's fields, which now hold file/env values.
@@ -341,8 +369,19 @@ func (c Config) Validate(server, agentCmd bool) error {
 	if c.Temporal.Namespace == "" {
 		bad("temporal.namespace", "must not be empty")
 	}
+	for _, p := range c.Temporal.TLS.Problems() {
+		bad("temporal.tls."+p[0], "%s", p[1])
+	}
+	if c.Temporal.APIKey != "" && !c.Temporal.TLS.On() {
+		bad("temporal.apiKey", "needs TLS (temporal.tls): an API key must not travel in plaintext")
+	}
 	if _, err := redis.ParseURL(c.Redis.URL); err != nil {
 		bad("redis.url", "%v", redact.Error(err))
+	} else if c.Redis.TLS.On() && !strings.HasPrefix(c.Redis.URL, "rediss://") {
+		bad("redis.tls", "is set, but redis.url is not a rediss:// URL: %s", redact.URL(c.Redis.URL))
+	}
+	for _, p := range c.Redis.TLS.Problems() {
+		bad("redis.tls."+p[0], "%s", p[1])
 	}
 	if c.Redis.Prefix == "" {
 		bad("redis.prefix", "must not be empty")

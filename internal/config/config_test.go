@@ -107,6 +107,19 @@ func TestValidate(t *testing.T) {
 				`jobs.defaultUser: tasks never run as root`,
 			},
 		},
+		"tls: an API key without TLS, TLS on a redis:// URL, a certificate without its key": {
+			change: func(c *Config) {
+				c.Temporal.APIKey = "k3y"
+				c.Redis.TLS.CAFile = "/nonexistent/ca.pem"
+				c.Temporal.TLS.CertFile = "/nonexistent/client.pem"
+			},
+			wantErrs: []string{
+				"temporal.tls.certFile: certFile and keyFile go together: give both for mutual TLS, or neither",
+				"temporal.tls.certFile: stat /nonexistent/client.pem: no such file or directory",
+				"redis.tls: is set, but redis.url is not a rediss:// URL: redis://127.0.0.1:6379/0",
+				"redis.tls.caFile: stat /nonexistent/ca.pem: no such file or directory",
+			},
+		},
 		"temporal address without port": {
 			change:   func(c *Config) { c.Temporal.Address = "temporal" },
 			wantErrs: []string{`temporal.address: want host:port, got "temporal"`},
