@@ -46,13 +46,31 @@ const (
 	ActivityRecordUsage      = "RecordUsage"      // RecordUsageInput
 	ActivityLatestCheckpoint = "LatestCheckpoint" // LatestCheckpointInput → CheckpointRef (ID "" when none)
 	ActivityRecordRun        = "RecordRun"        // RecordRunInput: run metrics
+
+	// ActivityCheckPlacement compares a placed signal with the allocation
+	// committed in Redis: CheckPlacementInput → CheckPlacementResult.
+	ActivityCheckPlacement = "CheckPlacement"
 )
+
+// CheckPlacementInput is a placed signal the workflow is about to act on.
+type CheckPlacementInput struct {
+	Assignment gangway.Assignment `json:"assignment"`
+}
+
+// CheckPlacementResult says whether the signal is the allocation the
+// dispatch loop committed; Reason says how it differs when it is not.
+type CheckPlacementResult struct {
+	Committed bool   `json:"committed"`
+	Reason    string `json:"reason,omitempty"`
+}
 
 // Signal and query names.
 const (
 	// SignalPlaced carries a gangway.Assignment from the dispatch loop. It is
 	// sent only after the assignment is committed in Redis, and may be sent
-	// again (a new leader re-signals); the workflow ignores repeats.
+	// again (a new leader re-signals); the workflow ignores repeats, and
+	// ignores (and logs) one that is not the committed allocation: a
+	// forged signal cannot send the job's tasks anywhere.
 	SignalPlaced = "placed"
 	// SignalPreempt carries a PreemptRequest: the scheduler wants the
 	// running attempt's GPUs for higher-priority work, a node is drained, a
@@ -361,6 +379,9 @@ type Status struct {
 	LostGPUSeconds float64 `json:"lostGPUSeconds,omitempty"`
 	// Attempts records each run: where, how it ended, what it resumed from.
 	Attempts []AttemptRecord `json:"attempts,omitempty"`
+	// IgnoredPlacements counts placed signals for the current attempt that
+	// did not match the committed allocation (forged, or stale).
+	IgnoredPlacements int `json:"ignoredPlacements,omitempty"`
 }
 
 // AttemptRecord is one run of the gang.
