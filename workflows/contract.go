@@ -144,6 +144,9 @@ type ProvisionInput struct {
 	Offer   gangway.BurstOffer `json:"offer"`
 	// MaxPricePerHour caps a spot price per instance (0: the cloud's default).
 	MaxPricePerHour float64 `json:"maxPricePerHour,omitempty"`
+	// JoinBy is when the instances' one-use join token expires; set by the
+	// workflow so a retried launch renders the same boot data.
+	JoinBy time.Time `json:"joinBy,omitzero"`
 }
 
 // Instance is a launched instance as the workflow tracks it.

@@ -174,6 +174,17 @@ type ServerConfig struct {
 	LeaseTTL         gangway.Duration `yaml:"leaseTTL"`
 	NodeTTL          gangway.Duration `yaml:"nodeTTL"`
 	Placement        PlacementConfig  `yaml:"placement"`
+	Join             ServerJoinConfig `yaml:"join"`
+}
+
+// ServerJoinConfig is what agents join with (internal/nodeauth).
+type ServerJoinConfig struct {
+	// TokensFile lists the join tokens by SHA-256, each for a pool or a
+	// node; re-read when it changes.
+	TokensFile string `yaml:"tokensFile"`
+	// SecretFile holds the secrets node tokens and cloud instances'
+	// one-use tokens are signed with, newest first.
+	SecretFile string `yaml:"secretFile"`
 }
 
 // PlacementConfig tunes the placement engine the dispatch loop runs.
@@ -232,6 +243,12 @@ type AgentConfig struct {
 	Notices string `yaml:"notices"`
 	// MetricsAddr serves the per-GPU metrics ("" = off).
 	MetricsAddr string `yaml:"metricsAddr"`
+	// JoinTokenFile holds the token the agent joins with (or give it in
+	// GANGWAY_JOIN_TOKEN); the node token the server returns is kept in
+	// dataDir/node-token.
+	JoinTokenFile string `yaml:"joinTokenFile"`
+	// JoinToken is GANGWAY_JOIN_TOKEN (never from the file).
+	JoinToken string `yaml:"-"`
 	// SampleInterval, ZombieGrace and IdleReport tune GPU health and
 	// reclaim (agent.GPUConfig).
 	SampleInterval gangway.Duration `yaml:"sampleInterval"`
@@ -299,6 +316,7 @@ var envVars = map[string]string{
 // command line is no place for a secret, to the fields they set.
 var secretEnv = map[string]func(*Config, string){
 	"GANGWAY_TEMPORAL_API_KEY": func(c *Config, v string) { c.Temporal.APIKey = v },
+	"GANGWAY_JOIN_TOKEN":       func(c *Config, v string) { c.Agent.JoinToken = v },
 }
 
 // EnvNames are the environment variables Load reads, GANGWAY_CONFIG
@@ -437,8 +455,16 @@ func (c Config) Validate(server, agentCmd bool) error {
 				bad(field+".lendingLimit", "must not be negative, got %d", *q.LendingLimit)
 			}
 		}
+		for _, f := range []struct{ field, path string }{{"server.join.tokensFile", s.Join.TokensFile}, {"server.join.secretFile", s.Join.SecretFile}} {
+			if f.path != "" {
+				if _, err := os.Stat(f.path); err != nil {
+					bad(f.field, "%v", err)
+				}
+			}
+		}
 		c.Cloud.validate(bad)
 		c.API.validate(bad)
+		c.validateCloudJoin(bad)
 	}
 	if agentCmd {
 		a := c.Agent
@@ -463,6 +489,11 @@ func (c Config) Validate(server, agentCmd bool) error {
 			{"agent.idleReport", a.IdleReport.Duration}} {
 			if d.d <= 0 {
 				bad(d.field, "must be positive, got %v", d.d)
+			}
+		}
+		if a.JoinTokenFile != "" {
+			if _, err := os.Stat(a.JoinTokenFile); err != nil {
+				bad("agent.joinTokenFile", "%v", err)
 			}
 		}
 		if a.HeartbeatInterval.Duration <= 0 {

@@ -53,6 +53,9 @@ func yamlFields(t reflect.Type, prefix string) []string {
 	for i := range t.NumField() {
 		f := t.Field(i)
 		name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if name == "-" { // environment only
+			continue
+		}
 		if opts == "inline" {
 			out = append(out, yamlFields(f.Type, prefix)...)
 			continue

@@ -27,6 +27,7 @@ import (
 	"github.com/gangwayhq/gangway/internal/devstack"
 	"github.com/gangwayhq/gangway/internal/dispatch"
 	"github.com/gangwayhq/gangway/internal/gpuinfo"
+	"github.com/gangwayhq/gangway/internal/nodeauth"
 	"github.com/gangwayhq/gangway/internal/server"
 	"github.com/gangwayhq/gangway/providers"
 )
@@ -98,6 +99,9 @@ type ServerOptions struct {
 	// = a free port on 127.0.0.1) at Stack.APIURL; Mount mounts more on it.
 	API   *api.Config
 	Mount func(*api.Server)
+	// NodeAuth checks agents that join through the server (`gangway
+	// agent` processes); nil refuses them. In-process agents need none.
+	NodeAuth *nodeauth.Authority
 }
 
 // Stack is a running dev system. Its fields are set by Start and must not
@@ -315,7 +319,7 @@ func (s *Stack) startServer(ctx, runCtx context.Context, o ServerOptions) error 
 		defer close(s.done)
 		err := server.Run(runCtx, server.Options{
 			Temporal: s.TemporalClient, View: s.View, MetricsAddr: "127.0.0.1:0", Log: s.log,
-			Dispatch: d, Cloud: registry, Join: join, Reconcile: o.Reconcile,
+			Dispatch: d, Cloud: registry, Join: join, NodeAuth: o.NodeAuth, Reconcile: o.Reconcile,
 			Ledger:      s.Ledger,
 			Checkpoints: s.Checkpoints, TeamLimits: o.TeamLimits,
 			Ready: func(addr string) { ready <- addr }, API: apiOpts,
