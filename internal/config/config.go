@@ -455,6 +455,9 @@ func (c Config) Validate(server, agentCmd bool) error {
 				bad(field+".lendingLimit", "must not be negative, got %d", *q.LendingLimit)
 			}
 		}
+		if s.Join.TokensFile != "" && s.Join.SecretFile == "" {
+			bad("server.join.secretFile", "is required with server.join.tokensFile: it signs the node token each agent gets when it joins, without which no agent could restart or report a GPU fault")
+		}
 		for _, f := range []struct{ field, path string }{{"server.join.tokensFile", s.Join.TokensFile}, {"server.join.secretFile", s.Join.SecretFile}} {
 			if f.path != "" {
 				if _, err := os.Stat(f.path); err != nil {

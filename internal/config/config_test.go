@@ -123,6 +123,11 @@ func TestValidate(t *testing.T) {
 				"redis.tls.caFile: stat /nonexistent/ca.pem: no such file or directory",
 			},
 		},
+		"join tokens without a secret": {
+			change:   func(c *Config) { c.Server.Join.TokensFile = "config_test.go" },
+			server:   true,
+			wantErrs: []string{"server.join.secretFile: is required with server.join.tokensFile: it signs the node token each agent gets when it joins, without which no agent could restart or report a GPU fault"},
+		},
 		"temporal address without port": {
 			change:   func(c *Config) { c.Temporal.Address = "temporal" },
 			wantErrs: []string{`temporal.address: want host:port, got "temporal"`},

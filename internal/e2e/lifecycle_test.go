@@ -110,7 +110,11 @@ func newStack(t *testing.T) *stack {
 	if err := os.WriteFile(tokens, []byte(nodeauth.TokenLine(s.joinToken, "onprem", "")+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(s.serverConfig, []byte("server:\n  join:\n    tokensFile: "+tokens+"\n"), 0o600); err != nil {
+	secret := filepath.Join(s.logDir, "join-secret")
+	if err := os.WriteFile(secret, []byte("e2e-join-secret-0123456789abcdef0123\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(s.serverConfig, []byte("server:\n  join:\n    tokensFile: "+tokens+"\n    secretFile: "+secret+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
