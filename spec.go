@@ -15,7 +15,10 @@ type JobSpec struct {
 	Args          []string          `yaml:"args,omitempty" json:"args,omitempty"`
 	Env           map[string]string `yaml:"env,omitempty" json:"env,omitempty"`
 	WorkingDir    string            `yaml:"workingDir,omitempty" json:"workingDir,omitempty"`
-	Gang          Gang              `yaml:"gang" json:"gang"`
+	// RunAs picks the Unix user the job's tasks run as from those the
+	// site allows its team (config jobs.users); "" is the team's default.
+	RunAs string `yaml:"runAs,omitempty" json:"runAs,omitempty"`
+	Gang  Gang   `yaml:"gang" json:"gang"`
 	// MaxRuntime bounds one attempt; a run that exceeds it fails for good.
 	MaxRuntime Duration `yaml:"maxRuntime,omitempty" json:"maxRuntime,omitempty"`
 	// Retries is how many times a gang that failed by its own fault is run

@@ -53,6 +53,7 @@ type ValidateOption func(*validateOptions)
 type validateOptions struct {
 	allowEnv     []string
 	anyLoaderEnv bool
+	users        *TaskUsers // nil: runAs is checked for its syntax only
 }
 
 // AllowEnv lets a spec set the named loader variables (see IsLoaderEnv),

@@ -189,6 +189,13 @@ func (s JobSpec) Validate(opts ...ValidateOption) error {
 		}
 	}
 	s.validateLimits(&p, o)
+	if s.RunAs != "" && !IsUnixUser(s.RunAs) {
+		p.add("runAs", "must be a Unix user name (lowercase letters, digits, '_', '-', at most 32), got %q", s.RunAs)
+	} else if o.users != nil {
+		if _, err := o.users.For(s.Team, s.RunAs); err != nil {
+			p.add("runAs", "%v", err)
+		}
+	}
 
 	g := s.Gang
 	if g.Replicas < 1 || g.Replicas > MaxReplicas {

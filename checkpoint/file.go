@@ -24,6 +24,14 @@ type fileObjects struct {
 
 var _ objects = (*fileObjects)(nil)
 
+// A file store's folders and files are for the agents and servers that
+// share it (its owner and group), never for other users: tasks run as
+// users of their own and must not read other jobs' checkpoints.
+const (
+	dirMode  = 0o750
+	fileMode = 0o640
+)
+
 // tmpMarker is in the name of every file being written; a name starting
 // with a dot never collides with a job or checkpoint ID.
 const tmpMarker = ".tmp-"
@@ -32,7 +40,7 @@ const tmpMarker = ".tmp-"
 // first when it is missing (Options.CreateDir says when not to).
 func openFile(root string, create bool) (*fileObjects, error) {
 	if create {
-		if err := os.MkdirAll(root, 0o755); err != nil {
+		if err := os.MkdirAll(root, dirMode); err != nil {
 			return nil, fmt.Errorf("create directory: %w", err)
 		}
 	}
@@ -82,7 +90,7 @@ func (f *fileObjects) put(ctx context.Context, key string, r io.ReaderAt, size i
 	if n != size {
 		return fmt.Errorf("wrote %d bytes of %d", n, size)
 	}
-	if err := tmp.Chmod(0o644); err != nil {
+	if err := tmp.Chmod(fileMode); err != nil {
 		return err
 	}
 	if err := tmp.Sync(); err != nil {
@@ -165,7 +173,7 @@ func mkdirAllSync(dir string) error {
 	if err := mkdirAllSync(parent); err != nil {
 		return err
 	}
-	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+	if err := os.Mkdir(dir, dirMode); err != nil && !errors.Is(err, fs.ErrExist) {
 		return err
 	}
 	return syncDir(parent)

@@ -46,7 +46,14 @@ type APIOptions struct {
 func NewAPI(o APIOptions) (*Client, error) {
 	u, err := url.Parse(o.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("API URL: want http(s)://host:port, got %q", o.URL)
+		// A URL's user info may hold a password: it is never printed.
+		shown := o.URL
+		if err == nil {
+			shown = u.Redacted()
+		} else if strings.Contains(o.URL, "@") {
+			shown = "(not shown: it may hold a password)"
+		}
+		return nil, fmt.Errorf("API URL: want http(s)://host:port, got %q", shown)
 	}
 	if o.HTTP == nil {
 		o.HTTP = &http.Client{Transport: &http.Transport{TLSClientConfig: o.TLS, Proxy: http.ProxyFromEnvironment}}

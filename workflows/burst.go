@@ -29,7 +29,9 @@ func (j *job) runBurst(ctx workflow.Context, entry gangway.QueueEntry, req Burst
 		err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, provisionActivity),
 			ActivityProvision, ProvisionInput{JobID: j.spec.Name, Attempt: entry.Attempt, Team: j.spec.Team,
 				Project: j.spec.Project, Token: token, Offer: offer,
-				MaxPricePerHour: j.spec.Burst.MaxPricePerGPUHour * float64(j.spec.Gang.GPUsPerReplica)}).Get(ctx, &res)
+				MaxPricePerHour: j.spec.Burst.MaxPricePerGPUHour * float64(j.spec.Gang.GPUsPerReplica),
+				// Long enough for the launch's retries and the boot.
+				JoinBy: workflow.Now(ctx).Add(2*j.timing.BootTimeout + 5*time.Minute)}).Get(ctx, &res)
 		if err != nil {
 			// A launch cut short may have left instances: terminate by token.
 			j.terminate(ctx, offer.Provider, token, nil)

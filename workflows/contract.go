@@ -46,13 +46,31 @@ const (
 	ActivityRecordUsage      = "RecordUsage"      // RecordUsageInput
 	ActivityLatestCheckpoint = "LatestCheckpoint" // LatestCheckpointInput → CheckpointRef (ID "" when none)
 	ActivityRecordRun        = "RecordRun"        // RecordRunInput: run metrics
+
+	// ActivityCheckPlacement compares a placed signal with the allocation
+	// committed in Redis: CheckPlacementInput → CheckPlacementResult.
+	ActivityCheckPlacement = "CheckPlacement"
 )
+
+// CheckPlacementInput is a placed signal the workflow is about to act on.
+type CheckPlacementInput struct {
+	Assignment gangway.Assignment `json:"assignment"`
+}
+
+// CheckPlacementResult says whether the signal is the allocation the
+// dispatch loop committed; Reason says how it differs when it is not.
+type CheckPlacementResult struct {
+	Committed bool   `json:"committed"`
+	Reason    string `json:"reason,omitempty"`
+}
 
 // Signal and query names.
 const (
 	// SignalPlaced carries a gangway.Assignment from the dispatch loop. It is
 	// sent only after the assignment is committed in Redis, and may be sent
-	// again (a new leader re-signals); the workflow ignores repeats.
+	// again (a new leader re-signals); the workflow ignores repeats, and
+	// ignores (and logs) one that is not the committed allocation: a
+	// forged signal cannot send the job's tasks anywhere.
 	SignalPlaced = "placed"
 	// SignalPreempt carries a PreemptRequest: the scheduler wants the
 	// running attempt's GPUs for higher-priority work, a node is drained, a
@@ -126,6 +144,9 @@ type ProvisionInput struct {
 	Offer   gangway.BurstOffer `json:"offer"`
 	// MaxPricePerHour caps a spot price per instance (0: the cloud's default).
 	MaxPricePerHour float64 `json:"maxPricePerHour,omitempty"`
+	// JoinBy is when the instances' one-use join token expires; set by the
+	// workflow so a retried launch renders the same boot data.
+	JoinBy time.Time `json:"joinBy,omitzero"`
 }
 
 // Instance is a launched instance as the workflow tracks it.
@@ -293,6 +314,9 @@ type RunTaskInput struct {
 	Args       []string          `json:"args,omitempty"`
 	Env        map[string]string `json:"env,omitempty"`
 	WorkingDir string            `json:"workingDir,omitempty"`
+	// RunAs is the spec's runAs: the Unix user the agent runs the task as
+	// when its policy allows the team that one ("": the team's default).
+	RunAs string `json:"runAs,omitempty"`
 	// StopSignal and GracePeriod govern how the agent stops the process on
 	// cancel: the signal, then SIGKILL to the group after the grace period.
 	StopSignal  string        `json:"stopSignal,omitempty"`
@@ -358,6 +382,9 @@ type Status struct {
 	LostGPUSeconds float64 `json:"lostGPUSeconds,omitempty"`
 	// Attempts records each run: where, how it ended, what it resumed from.
 	Attempts []AttemptRecord `json:"attempts,omitempty"`
+	// IgnoredPlacements counts placed signals for the current attempt that
+	// did not match the committed allocation (forged, or stale).
+	IgnoredPlacements int `json:"ignoredPlacements,omitempty"`
 }
 
 // AttemptRecord is one run of the gang.

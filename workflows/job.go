@@ -79,6 +79,8 @@ func JobWorkflow(ctx workflow.Context, in JobInput) (Status, error) {
 	if j.v2 {
 		_, j.search = workflow.GetTypedSearchAttributes(ctx).GetKeyword(SearchTeam)
 	}
+	// Runs from before this act on any placed signal for their attempt.
+	j.v3 = workflow.GetVersion(ctx, versionCheckPlacement, workflow.DefaultVersion, 1) >= 1
 	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (Status, error) { return j.st, nil }); err != nil {
 		return Status{}, fmt.Errorf("set status query: %w", err)
 	}
@@ -109,6 +111,9 @@ type job struct {
 	// ends so, and keeps its search attributes when it was started with
 	// them (search); see versionVisibility.
 	v2, search bool
+	// v3: this run acts on a placed signal only once it is checked against
+	// the committed allocation (see versionCheckPlacement).
+	v3 bool
 	// pool is the pool in the GangwayPool search attribute.
 	pool string
 	// resume is the checkpoint the next attempt starts from.
@@ -122,6 +127,10 @@ const versionAttempts = "attempts-usage-checkpoints-bursts"
 // versionVisibility is the change ID of closing Failed and Cancelled jobs'
 // workflows as failed and cancelled, and of keeping search attributes.
 const versionVisibility = "close-status-search-attributes"
+
+// versionCheckPlacement is the change ID of checking each placed signal
+// against the allocation committed in Redis before acting on it.
+const versionCheckPlacement = "check-placement-committed"
 
 // attemptEnd is how one attempt of the gang ended.
 type attemptEnd struct {
@@ -255,11 +264,38 @@ func (j *job) waitPlacement(ctx workflow.Context, attempt int) (gangway.Assignme
 			return gangway.Assignment{}, nil, false
 		}
 		if asg.Attempt == attempt && len(asg.Members) == j.spec.Gang.Replicas {
-			return asg, nil, true
+			if ok, cancelled := j.committed(ctx, asg); cancelled {
+				return gangway.Assignment{}, nil, false
+			} else if ok {
+				return asg, nil, true
+			}
+			continue
 		}
 		workflow.GetLogger(ctx).Info("ignoring placement for another attempt",
 			"attempt", attempt, "signalAttempt", asg.Attempt)
 	}
+}
+
+// committed checks a placed signal for this attempt against the allocation
+// the dispatch loop committed: only that one is acted on. Anyone who can
+// signal the workflow could otherwise send its tasks to any node.
+func (j *job) committed(ctx workflow.Context, asg gangway.Assignment) (ok, cancelled bool) {
+	if !j.v3 {
+		return true, false
+	}
+	var res CheckPlacementResult
+	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, serverActivity),
+		ActivityCheckPlacement, CheckPlacementInput{Assignment: asg}).Get(ctx, &res)
+	if err != nil {
+		// Only a cancel ends a retry without limit.
+		return false, true
+	}
+	if !res.Committed {
+		j.st.IgnoredPlacements++
+		workflow.GetLogger(ctx).Warn("ignoring a placed signal that does not match the committed allocation",
+			"attempt", asg.Attempt, "where", asg.Where(), "reason", res.Reason)
+	}
+	return res.Committed, false
 }
 
 // runGang starts one RunTask per member on its task queue and waits
@@ -400,6 +436,7 @@ func (j *job) taskInput(asg gangway.Assignment, m gangway.Member) RunTaskInput {
 		Args:        j.spec.Args,
 		Env:         j.spec.Env,
 		WorkingDir:  j.spec.WorkingDir,
+		RunAs:       j.spec.RunAs,
 		StopSignal:  j.spec.Checkpoint.Signal,
 		GracePeriod: j.spec.Checkpoint.GracePeriod.Duration,
 		Checkpoint:  j.spec.Checkpoint.Enabled,

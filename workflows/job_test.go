@@ -37,6 +37,10 @@ type fakeActivities struct {
 	awaitErr    func(in AwaitNodesInput) error
 	provisioned []ProvisionInput
 	terminated  []TerminateInput
+	// forged reports placed signals that are not the committed allocation
+	// (nil: every signal is).
+	forged  func(gangway.Assignment) bool
+	checked int
 }
 
 func (f *fakeActivities) register(env *testsuite.TestWorkflowEnvironment) {
@@ -104,6 +108,15 @@ func (f *fakeActivities) register(env *testsuite.TestWorkflowEnvironment) {
 		}
 		return AwaitNodesResult{}, nil
 	}, activity.RegisterOptions{Name: ActivityAwaitNodes})
+	env.RegisterActivityWithOptions(func(_ context.Context, in CheckPlacementInput) (CheckPlacementResult, error) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.checked++
+		if f.forged != nil && f.forged(in.Assignment) {
+			return CheckPlacementResult{Reason: "not committed"}, nil
+		}
+		return CheckPlacementResult{Committed: true}, nil
+	}, activity.RegisterOptions{Name: ActivityCheckPlacement})
 	env.RegisterActivityWithOptions(func(_ context.Context, in TerminateInput) (int, error) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
@@ -419,6 +432,37 @@ func TestJobWorkflowIgnoresOtherAttempts(t *testing.T) {
 	}
 	if st.WaitTime < 2*time.Second {
 		t.Errorf("wait time %v, want >= 2s of queueing", st.WaitTime)
+	}
+}
+
+// TestJobWorkflowIgnoresForgedPlacement: a placed signal for the current
+// attempt that is not the committed allocation (here: rank 0 sent to a
+// node "evil") starts nothing; the committed one that follows runs.
+func TestJobWorkflowIgnoresForgedPlacement(t *testing.T) {
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	f := &fakeActivities{forged: func(a gangway.Assignment) bool { return a.Members[0].NodeID == "evil" }}
+	f.register(env)
+	forged := assignment(1, 1, 1)
+	forged.Members[0].NodeID, forged.Members[0].TaskQueue = "evil", "node/evil"
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(SignalPlaced, forged) }, time.Second)
+	env.RegisterDelayedCallback(func() {
+		var st Status
+		v, err := env.QueryWorkflow(QueryStatus)
+		if err != nil || v.Get(&st) != nil {
+			t.Errorf("query: %v", err)
+		}
+		if st.Phase != gangway.PhaseQueued || st.IgnoredPlacements != 1 {
+			t.Errorf("after a forged signal: phase %s, ignored %d; want Queued, 1", st.Phase, st.IgnoredPlacements)
+		}
+	}, 2*time.Second)
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(SignalPlaced, assignment(1, 1, 1)) }, 3*time.Second)
+	st := runJob(t, env, testSpec(1, 1, 0))
+	if st.Phase != gangway.PhaseSucceeded || len(f.tasks) != 1 || f.tasks[0].NodeID != "n0" {
+		t.Errorf("phase %s, tasks %+v; want Succeeded with one task, on n0", st.Phase, f.tasks)
+	}
+	if f.checked != 2 || st.IgnoredPlacements != 1 {
+		t.Errorf("checked %d signals and ignored %d, want 2 and 1", f.checked, st.IgnoredPlacements)
 	}
 }
 

@@ -86,7 +86,12 @@ func TestCloudConfigLoadsValidatesAndBuilds(t *testing.T) {
 	clearEnv(t)
 	trace := writeTrace(t)
 	path := filepath.Join(t.TempDir(), "gangway.yaml")
-	if err := os.WriteFile(path, []byte(strings.ReplaceAll(cloudYAML, "TRACE", trace)), 0o600); err != nil {
+	secret := filepath.Join(t.TempDir(), "join-secret")
+	if err := os.WriteFile(secret, []byte("0123456789abcdef0123456789abcdef\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	data := "server:\n  join:\n    secretFile: " + secret + "\n" + strings.ReplaceAll(cloudYAML, "TRACE", trace)
+	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	cmd, a := newTestCmd(t, "server")

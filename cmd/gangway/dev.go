@@ -19,6 +19,7 @@ import (
 	"github.com/gangwayhq/gangway/internal/devstack"
 	"github.com/gangwayhq/gangway/internal/devstack/fullstack"
 	"github.com/gangwayhq/gangway/internal/dispatch"
+	"github.com/gangwayhq/gangway/internal/redact"
 	"github.com/gangwayhq/gangway/internal/server"
 	"github.com/gangwayhq/gangway/workflows/jobs"
 )
@@ -157,7 +158,7 @@ func runDev(ctx context.Context, a *app, o devOptions, shapes []agent.NodeShape,
 		case <-runCtx.Done():
 		}
 	}()
-	fmt.Fprintf(out, "gangway dev: redis at %s, temporal at %s, user API at %s\n", st.Redis.URL, st.Temporal.Addr, st.APIURL)
+	fmt.Fprintf(out, "gangway dev: redis at %s, temporal at %s, user API at %s\n", redact.URL(st.Redis.URL), st.Temporal.Addr, st.APIURL)
 	fmt.Fprintf(out, "gangway dev: %d simulated nodes up (%s); web view at %s\n", len(nodes), o.nodes, st.WebURL)
 	for _, line := range st.Cloud.Describe(runCtx) {
 		fmt.Fprintf(out, "gangway dev: %s\n", line)
@@ -182,7 +183,7 @@ func runDev(ctx context.Context, a *app, o devOptions, shapes []agent.NodeShape,
 			fmt.Fprintf(out, "Temporal Web UI: %s\n", st.Temporal.UIURL)
 		}
 		fmt.Fprintf(out, "Web view:        %s (sign in with the token in %s)\n", st.WebURL, tokenFile)
-		fmt.Fprintf(out, "Metrics:         http://%s/metrics\nRedis:           %s\nUsage ledger:    %s\nCtrl-C stops everything.\n", st.MetricsAddr, st.Redis.URL, st.LedgerDSN)
+		fmt.Fprintf(out, "Metrics:         http://%s/metrics\nRedis:           %s\nUsage ledger:    %s\nCtrl-C stops everything.\n", st.MetricsAddr, redact.URL(st.Redis.URL), redact.URL(st.LedgerDSN))
 		<-runCtx.Done()
 	}
 	serverErr := st.Err()

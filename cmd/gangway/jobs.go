@@ -84,7 +84,10 @@ the end; exit non-zero unless it Succeeded.`,
 			if err != nil {
 				return err
 			}
-			spec, err := gangway.ParseJobSpec(data)
+			// The server checks the spec against the site's job policy
+			// (config jobs: loader variables, task users); here only what
+			// needs no policy.
+			spec, err := gangway.ParseJobSpec(data, gangway.AllowLoaderEnv())
 			if err != nil {
 				return fmt.Errorf("%s: %w", args[0], err)
 			}

@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/gangwayhq/gangway/internal/accounting"
-	"github.com/gangwayhq/gangway/internal/redact"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
@@ -19,6 +18,7 @@ import (
 	"github.com/gangwayhq/gangway/internal/devstack/fullstack"
 	"github.com/gangwayhq/gangway/internal/dispatch"
 	"github.com/gangwayhq/gangway/internal/metrics"
+	"github.com/gangwayhq/gangway/internal/nodeauth"
 	"github.com/gangwayhq/gangway/internal/server"
 	"github.com/gangwayhq/gangway/placement/baselines"
 )
@@ -62,7 +62,11 @@ within the lease TTL when it dies.`,
 				return fmt.Errorf("--ledger: %w", err)
 			}
 			defer ledger.Close()
-			a.log.Info("gangway server connected", "temporal", a.cfg.Temporal.Address, "redis", redact.URL(a.cfg.Redis.URL))
+			auth, err := nodeauth.Open(nodeauth.Options{TokensFile: s.Join.TokensFile, SecretFile: s.Join.SecretFile, Uses: c.view})
+			if err != nil {
+				return err
+			}
+			a.log.Info("gangway server connected", "temporal", a.cfg.Temporal.Transport().Describe(), "redis", a.cfg.Redis.Transport().Describe())
 			return fullstack.RunServer(cmd.Context(), server.Options{
 				Temporal:    c.temporal,
 				View:        c.view,
@@ -77,12 +81,14 @@ within the lease TTL when it dies.`,
 					OnPremPrices: cl.OnPremPricePerGPUHour,
 				},
 				Join:        a.cfg.Join(),
+				NodeAuth:    auth,
 				Reconcile:   cloud.ReconcilerConfig{Interval: cl.ReconcileInterval.Duration, Grace: cl.OrphanGrace.Duration},
 				Ledger:      ledger,
 				TeamLimits:  cl.TeamLimits(),
 				Checkpoints: ckstore,
-				API:         &server.APIOptions{Config: a.cfg.API.Options(), OnDemandPrices: cl.OnDemandPrices()},
-				Web:         &server.WebOptions{},
+				API: &server.APIOptions{Config: a.cfg.API.Options(), OnDemandPrices: cl.OnDemandPrices(),
+					Validate: a.cfg.Jobs.ValidateOptions()},
+				Web: &server.WebOptions{},
 			},
 				// Fake providers' instances become in-process agents.
 				agent.Config{DataDir: filepath.Join(os.TempDir(), "gangway-fake-cloud"), Checkpoints: ckstore, Log: a.log},
@@ -113,9 +119,12 @@ func newAgentCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "agent",
 		Short: "Run the node agent: register GPUs, heartbeat, run gang members",
-		Long: `Register this node's GPUs in the Redis view, heartbeat, and run RunTask
-activities from the node's task queue (node/<node-id>): each gang member is a
-child process group with CUDA_VISIBLE_DEVICES and the GANGWAY_* variables set.
+		Long: `Register this node's GPUs through the server, which checks the node's join
+token (--join-token-file, or env GANGWAY_JOIN_TOKEN; the node token it returns
+is kept in --data-dir), heartbeat to Redis, and run RunTask activities from the
+node's task queue (node/<node-id>): each gang member is a child process group,
+as its team's Unix user (jobs.users), with CUDA_VISIBLE_DEVICES and the
+GANGWAY_* variables set in an environment built for it.
 
 The GPUs are read with NVML (index, UUID, model, memory, MIG devices, NVLink
 domains, NUMA, driver and CUDA versions) and watched: a GPU that reports a
@@ -162,10 +171,22 @@ prints the inventory and topology as JSON and exits.`,
 			if err != nil {
 				return fmt.Errorf("agent.notices: %w", err)
 			}
+			token := ac.JoinToken
+			if ac.JoinTokenFile != "" {
+				b, err := os.ReadFile(ac.JoinTokenFile)
+				if err != nil {
+					return fmt.Errorf("agent.joinTokenFile: %w", err)
+				}
+				token = strings.TrimSpace(string(b))
+			}
+			// The inventory goes through the server, which checks the
+			// token; heartbeats and task output go to Redis.
+			view := agent.NewServerView(c.view, c.temporal, node.Pool, agent.JoinConfig{Token: token,
+				TokenFile: filepath.Join(ac.DataDir, "node-token")})
 			ag := agent.New(agent.Config{Node: node, DataDir: ac.DataDir,
 				HeartbeatInterval: ac.HeartbeatInterval.Duration, Log: a.log,
 				Checkpoints: store, Notices: notices, CheckpointObserver: agent.CheckpointMetrics(metrics.NewCheckpoints(reg)), LogDrops: metrics.NewTaskLogs(reg),
-				GPU: ac.GPUConfig(gpus, metrics.NewGPU(reg))}, c.view)
+				GPU: ac.GPUConfig(gpus, metrics.NewGPU(reg)), TaskUsers: a.cfg.Jobs.TaskUsers, PassEnv: a.cfg.Jobs.PassEnv}, view)
 			return ag.Run(cmd.Context(), c.temporal)
 		},
 	}
@@ -179,6 +200,7 @@ prints the inventory and topology as JSON and exits.`,
 	f.StringVar(&a.cfg.Agent.MetricsAddr, "metrics-addr", a.cfg.Agent.MetricsAddr, "listen address for per-GPU /metrics (empty: off)")
 	f.DurationVar(&a.cfg.Agent.ZombieGrace.Duration, "zombie-grace", a.cfg.Agent.ZombieGrace.Duration, "how long a process may hold a GPU without a task before it is killed")
 	f.DurationVar(&a.cfg.Agent.HeartbeatInterval.Duration, "heartbeat-interval", a.cfg.Agent.HeartbeatInterval.Duration, "node heartbeat period")
+	f.StringVar(&a.cfg.Agent.JoinTokenFile, "join-token-file", a.cfg.Agent.JoinTokenFile, "file holding the token this node joins with (or env GANGWAY_JOIN_TOKEN)")
 	f.StringVar(&a.cfg.Agent.Notices, "notices", a.cfg.Agent.Notices, "cloud preemption notices to watch: auto, aws, gcp or none")
 	f.StringVar(&a.cfg.Checkpoint.Store, "checkpoint-store", a.cfg.Checkpoint.Store, "checkpoint store: file:///path (shared storage) or s3://bucket/prefix")
 	return cmd

@@ -78,6 +78,13 @@ type Config struct {
 	// signals the workflow of every task running here to preempt it.
 	Notices <-chan Notice
 
+	// TaskUsers is who tasks run as (isolate.go); the zero value runs
+	// every task as the agent's own user. PassEnv names the agent
+	// variables a task gets; nil means DefaultPassEnv. No other part of
+	// the agent's environment reaches a task.
+	TaskUsers gangway.TaskUsers
+	PassEnv   []string
+
 	// GPU turns on GPU health (faults fence GPUs and move their jobs) and
 	// reclaim (zombies, orphaned tasks, idle jobs); see health.go.
 	GPU GPUConfig
@@ -119,6 +126,9 @@ func New(cfg Config, c Capacity) *Agent {
 	}
 	if cfg.TaskHeartbeat <= 0 {
 		cfg.TaskHeartbeat = 2 * time.Second
+	}
+	if cfg.PassEnv == nil {
+		cfg.PassEnv = DefaultPassEnv
 	}
 	return &Agent{cfg: cfg, cap: c, log: cfg.Log.With("node", cfg.Node.ID), busy: map[int]map[string]int{}}
 }

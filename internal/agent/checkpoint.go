@@ -98,22 +98,32 @@ func (a *Agent) taskDirs(in workflows.RunTaskInput) taskDirs {
 }
 
 // prepare makes the directories fresh: whatever an earlier run of the same
-// task left (an agent that crashed) is not this run's to upload.
-func (d taskDirs) prepare() error {
+// task left (an agent that crashed) is not this run's to upload. The
+// checkpoint directory is the task user's alone; the folders above it can
+// be passed through but not listed (isolate.go).
+func (d taskDirs) prepare(u *taskUser) error {
 	if err := os.RemoveAll(d.root); err != nil {
 		return fmt.Errorf("task dir: %w", err)
 	}
-	for _, dir := range []string{d.checkpoint, d.uploading} {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
+	for _, dir := range []string{filepath.Dir(filepath.Dir(d.root)), filepath.Dir(d.root), d.root} {
+		if err := mkdirMode(dir, modeShared); err != nil {
 			return fmt.Errorf("task dir: %w", err)
 		}
+	}
+	for _, dir := range []string{d.checkpoint, d.uploading} {
+		if err := mkdirMode(dir, modePrivate); err != nil {
+			return fmt.Errorf("task dir: %w", err)
+		}
+	}
+	if err := u.own(d.checkpoint, modePrivate); err != nil {
+		return fmt.Errorf("task dir: %w", err)
 	}
 	return nil
 }
 
 // restore fills dirs.resume with checkpoint in.ResumeFrom. RunTask reports
 // its errors as workflows.ErrTypeRestoreFailed: not the user's fault.
-func (a *Agent) restore(ctx context.Context, in workflows.RunTaskInput, dirs taskDirs, log *slog.Logger) error {
+func (a *Agent) restore(ctx context.Context, in workflows.RunTaskInput, dirs taskDirs, u *taskUser, log *slog.Logger) error {
 	store := a.cfg.Checkpoints
 	if store == nil {
 		return fmt.Errorf("resume from checkpoint %s of job %s: node %s has no checkpoint store configured",
@@ -125,6 +135,9 @@ func (a *Agent) restore(ctx context.Context, in workflows.RunTaskInput, dirs tas
 		ID: in.ResumeFrom, Step: m.Step, Bytes: m.TotalBytes, Duration: time.Since(start), Err: err}
 	a.observe(t)
 	if err != nil {
+		return fmt.Errorf("resume from checkpoint %s: %w", in.ResumeFrom, err)
+	}
+	if err := u.ownTree(dirs.resume); err != nil {
 		return fmt.Errorf("resume from checkpoint %s: %w", in.ResumeFrom, err)
 	}
 	log.Info("checkpoint restored", "checkpoint", m.ID, "step", stepAttr(m.Step), "bytes", m.TotalBytes,

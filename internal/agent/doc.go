@@ -7,6 +7,15 @@
 // take are counted, gangway_task_log_lines_dropped_total), heartbeating to
 // Temporal, and the whole group killed on cancel.
 //
+// A node joins through the server (join.go): its registration and GPU
+// health changes go to the server's NodeUpdate activity with a proof of
+// the agent's join token, launch token or node token (internal/nodeauth),
+// and the agent's own Redis user may only heartbeat, append task output
+// and read the inventory (docs/security.md). Each task runs as its team's
+// Unix user (Config.TaskUsers, isolate.go), with an environment built from
+// the spec, the workload contract and Config.PassEnv, never the agent's,
+// and folders of its own.
+//
 // The agent checks invariant 1 at the edge: it refuses to start a task on a
 // GPU it is already running something on, unless both hold shares of it
 // that add up to at most one GPU (gang.gpuShare; MPS tasks get their SM and

@@ -39,7 +39,7 @@ func TestTaskOutputNeverWaitsForRedis(t *testing.T) {
 	view := &hungLogs{}
 	a := New(Config{Node: FakeNode("n", "p", "h", 1, "H100"), LogDrops: drops}, view)
 	path := filepath.Join(t.TempDir(), "task.log")
-	o, err := newTaskOutput(path, a, workflows.RunTaskInput{JobID: "chatty"})
+	o, err := newTaskOutput(path, nil, a, workflows.RunTaskInput{JobID: "chatty"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -211,7 +211,7 @@ func runPair(t *testing.T, a *Agent, probe string, tasks ...workflows.RunTaskInp
 		}
 		defer a.unclaim(in.GPUs, task)
 		cmds[i] = exec.CommandContext(ctx, probe, "-spin", "2s", "-hold", "1500ms")
-		cmds[i].Env = a.environ(*in, "", "")
+		cmds[i].Env = a.environ(*in, nil, "", "")
 		outs[i] = &bytes.Buffer{}
 		cmds[i].Stdout, cmds[i].Stderr = outs[i], outs[i]
 		t.Logf("task %d: %s", i, strings.Join(gangwayEnv(cmds[i].Env), " "))

@@ -66,13 +66,18 @@ func (a *Agent) RunTask(ctx context.Context, in workflows.RunTaskInput) (workflo
 	a.preemptIfNoticed(in)
 
 	res := workflows.RunTaskResult{LogPath: a.logPath(in)}
-	if err := dirs.prepare(); err != nil {
+	tu, err := a.taskUserFor(in)
+	if err != nil {
+		log.Error("refusing task", "error", err)
+		return res, temporal.NewNonRetryableApplicationError(fmt.Sprintf("node %s: %v", a.cfg.Node.ID, err), workflows.ErrTypeTaskFailed, err)
+	}
+	if err := dirs.prepare(tu); err != nil {
 		return res, temporal.NewNonRetryableApplicationError(err.Error(), workflows.ErrTypeNodeShutdown, err)
 	}
 	defer up.cleanup(dirs, log)
 	resumeDir := ""
 	if in.ResumeFrom != "" {
-		if err := a.restore(ctx, in, dirs, log); err != nil {
+		if err := a.restore(ctx, in, dirs, tu, log); err != nil {
 			if ctx.Err() != nil {
 				return res, ctx.Err()
 			}
@@ -82,7 +87,7 @@ func (a *Agent) RunTask(ctx context.Context, in workflows.RunTaskInput) (workflo
 		resumeDir = dirs.resume
 	}
 
-	cmd, out, err := a.command(in, res.LogPath, dirs.checkpoint, resumeDir)
+	cmd, out, err := a.command(in, tu, res.LogPath, dirs.checkpoint, resumeDir)
 	if err != nil {
 		return res, temporal.NewNonRetryableApplicationError(err.Error(), workflows.ErrTypeTaskFailed, err)
 	}
@@ -101,7 +106,7 @@ func (a *Agent) RunTask(ctx context.Context, in workflows.RunTaskInput) (workflo
 		fmt.Fprintln(out, "gangway: "+msg)
 		return res, temporal.NewNonRetryableApplicationError(msg, workflows.ErrTypeTaskFailed, err)
 	}
-	log.Info("task started", "pid", cmd.Process.Pid, "gpus", in.GPUs, "resume_from", in.ResumeFrom)
+	log.Info("task started", "pid", cmd.Process.Pid, "gpus", in.GPUs, "resume_from", in.ResumeFrom, "user", tu.String())
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	// Periodic saves outlive a cancel: one in flight when the task is
@@ -253,15 +258,24 @@ func signalByName(name string) syscall.Signal {
 
 // command builds the process: its own process group (so cancel kills
 // everything it spawned), killed if the agent dies (so no task outlives its
-// agent holding a GPU), GPUs and the workload contract in its environment.
-func (a *Agent) command(in workflows.RunTaskInput, logPath, ckptDir, resumeDir string) (*exec.Cmd, *taskOutput, error) {
+// agent holding a GPU), run as its task user, GPUs and the workload
+// contract in an environment built for it (isolate.go), never the agent's.
+func (a *Agent) command(in workflows.RunTaskInput, tu *taskUser, logPath, ckptDir, resumeDir string) (*exec.Cmd, *taskOutput, error) {
 	if len(in.Command) == 0 {
 		return nil, nil, errors.New("empty command")
 	}
-	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
-		return nil, nil, fmt.Errorf("task dirs: %w", err)
+	logDir := filepath.Dir(logPath)
+	err := mkdirMode(filepath.Dir(logDir), modeShared)
+	if err == nil {
+		err = mkdirMode(logDir, modeLogs)
 	}
-	out, err := newTaskOutput(logPath, a, in)
+	if err == nil {
+		err = tu.own(logDir, modeLogs)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("task log dir: %w", err)
+	}
+	out, err := newTaskOutput(logPath, tu, a, in)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -274,17 +288,20 @@ func (a *Agent) command(in workflows.RunTaskInput, logPath, ckptDir, resumeDir s
 	cmd.Stdout, cmd.Stderr = out.w, out.w
 	// Pdeathsig fires when the thread that forked the child exits; the Go
 	// runtime keeps its threads for the life of the process, so in practice
-	// this is "when the agent dies".
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	cmd.Env = a.environ(in, ckptDir, resumeDir)
+	// this is "when the agent dies". The kernel clears it on a change of
+	// user; Go sets it after the credential, so it holds for a task user.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: tu.credential()}
+	cmd.Env = a.environ(in, tu, ckptDir, resumeDir)
 	return cmd, out, nil
 }
 
-// environ is a task's whole environment: the agent's own, then the
-// workload contract and the user's variables (taskEnv), then what its
-// share or MIG devices add (shareEnv).
-func (a *Agent) environ(in workflows.RunTaskInput, ckptDir, resumeDir string) []string {
-	return append(append(os.Environ(), taskEnv(in, a.visibleDevices(in.GPUs), ckptDir, resumeDir)...), a.shareEnv(in)...)
+// environ is a task's whole environment, built for it, never the agent's:
+// the agent variables PassEnv names and the task user's HOME, USER and
+// LOGNAME (baseEnv), then the workload contract and the user's variables
+// (taskEnv), then what its share or MIG devices add (shareEnv). tu nil is
+// the agent's own user.
+func (a *Agent) environ(in workflows.RunTaskInput, tu *taskUser, ckptDir, resumeDir string) []string {
+	return slices.Concat(a.baseEnv(tu), taskEnv(in, a.visibleDevices(in.GPUs), ckptDir, resumeDir), a.shareEnv(in))
 }
 
 // visibleDevices names the task's GPUs for CUDA_VISIBLE_DEVICES: a whole
@@ -506,9 +523,13 @@ func (s *logShipper) close() {
 // pipe open forever.
 const drainTimeout = 5 * time.Second
 
-func newTaskOutput(path string, a *Agent, in workflows.RunTaskInput) (*taskOutput, error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+func newTaskOutput(path string, tu *taskUser, a *Agent, in workflows.RunTaskInput) (*taskOutput, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, modeLogFile)
 	if err != nil {
+		return nil, fmt.Errorf("task log: %w", err)
+	}
+	if err := tu.own(path, modeLogFile); err != nil {
+		f.Close()
 		return nil, fmt.Errorf("task log: %w", err)
 	}
 	pr, pw, err := os.Pipe()

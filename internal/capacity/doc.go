@@ -37,7 +37,12 @@
 //	P:gpu-health      hash    "<node ID>/<GPU index>" → GPUHealth JSON (fences, flakiness, last fault)
 //	P:events          pub/sub enqueued | released | node: a change that may let a job start (events.go)
 //	P:gpu-events      stream  GPU faults and reclaims {event: GPUEvent JSON}, capped at GPUEventsMaxLen
+//	P:join-uses:<l>   set     node IDs that joined with launch l's one-use token (ClaimJoinUse; expires with it)
 //
+// Agents reach only P:heartbeat (write), P:log:<job ID> (append) and
+// P:nodes and P:gpu-health (read) under their Redis ACL user
+// (docs/security.md): their inventory changes go through the server's
+// NodeUpdate activity.
 // Every script names all the keys it touches in KEYS, as Redis Cluster
 // requires. P:log:<job ID> streams are only touched by single commands.
 //

@@ -34,7 +34,8 @@ const FlakinessHalfLife = gangway.FlakinessHalfLife
 // gpuHealthAttempts bounds the compare-and-set retries of one update.
 const gpuHealthAttempts = 20
 
-// GPUEvent and GPUHealth are the root package's: the user API sends them.
+// GPUEvent and GPUHealth are the root package's: the user API sends them,
+// and agents send them to the server's NodeUpdate activity.
 type (
 	GPUEvent  = gangway.GPUEvent
 	GPUHealth = gangway.GPUHealth

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/gangwayhq/gangway"
 )
 
@@ -42,16 +44,38 @@ func (v *View) RegisterNode(ctx context.Context, n gangway.Node, now time.Time) 
 
 // Heartbeat records that the node's agent was alive at now. It returns
 // ErrNotFound if the node never registered (the agent should register).
+// It reads the inventory and writes only the heartbeats: what an agent's
+// Redis user may do (docs/security.md). A node removed between the two
+// steps keeps a heartbeat without an inventory, which nothing reads.
 func (v *View) Heartbeat(ctx context.Context, nodeID string, now time.Time) error {
-	keys := []string{v.k.nodes, v.k.heartbeat}
-	ok, err := heartbeatScript.Run(ctx, v.rdb, keys, nodeID, now.UnixMilli()).Int()
+	known, err := v.rdb.HExists(ctx, v.k.nodes, nodeID).Result()
 	if err != nil {
 		return fmt.Errorf("heartbeat %s: %w", nodeID, err)
 	}
-	if ok == 0 {
+	if !known {
 		return fmt.Errorf("heartbeat %s: %w", nodeID, ErrNotFound)
 	}
+	if err := heartbeatScript.Run(ctx, v.rdb, []string{v.k.heartbeat}, nodeID, now.UnixMilli()).Err(); err != nil {
+		return fmt.Errorf("heartbeat %s: %w", nodeID, err)
+	}
 	return nil
+}
+
+// LastHeartbeat returns when the node last heartbeated, and whether it is
+// registered at all.
+func (v *View) LastHeartbeat(ctx context.Context, nodeID string) (time.Time, bool, error) {
+	known, err := v.rdb.HExists(ctx, v.k.nodes, nodeID).Result()
+	if err != nil || !known {
+		return time.Time{}, false, err
+	}
+	ms, err := v.rdb.HGet(ctx, v.k.heartbeat, nodeID).Int64()
+	if errors.Is(err, redis.Nil) {
+		return time.Time{}, true, nil
+	}
+	if err != nil {
+		return time.Time{}, true, fmt.Errorf("last heartbeat of %s: %w", nodeID, err)
+	}
+	return time.UnixMilli(ms), true, nil
 }
 
 // SetNodeState cordons (gangway.NodeCordoned), uncordons (gangway.NodeReady)

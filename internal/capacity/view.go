@@ -65,6 +65,8 @@ type keySet struct {
 	events string
 	// shares holds the GPUs held in shares: "<node>/<index>" → job → milli.
 	shares string
+	// joinUses starts the sets of nodes that joined with a launch token.
+	joinUses string
 }
 
 func newKeys(prefix string) keySet {
@@ -85,6 +87,7 @@ func newKeys(prefix string) keySet {
 		epoch:     prefix + ":epoch",
 		events:    prefix + ":events",
 		shares:    prefix + ":shares",
+		joinUses:  prefix + ":join-uses:",
 	}
 }
 

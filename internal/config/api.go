@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/gangwayhq/gangway/internal/api"
+	"github.com/gangwayhq/gangway/internal/redact"
 )
 
 // APIConfig is the user API `gangway server` serves (internal/api): where,
@@ -69,7 +70,7 @@ func (a APIConfig) validate(bad func(field, format string, args ...any)) {
 	if o := a.OIDC; o.Enabled() {
 		for _, f := range []struct{ field, v string }{{"api.oidc.issuer", o.Issuer}, {"api.oidc.jwksURL", o.JWKSURL}} {
 			if u, err := url.Parse(f.v); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-				bad(f.field, "want an http(s) URL, got %q", f.v)
+				bad(f.field, "want an http(s) URL, got %q", redact.URL(f.v))
 			}
 		}
 		if o.Audience == "" {

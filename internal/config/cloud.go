@@ -181,6 +181,25 @@ func (c CloudConfig) Validate() error {
 	return errs.join()
 }
 
+// validateCloudJoin checks that instances a real cloud launches can join:
+// they need a one-use token, which the join secret signs, and a Redis URL
+// of their own, since what their boot data holds anything on the instance
+// can read.
+func (c Config) validateCloudJoin(bad func(field, format string, args ...any)) {
+	for i, p := range c.Cloud.Providers {
+		if p.Type != ProviderAWS && p.Type != ProviderGCP {
+			continue
+		}
+		field := fmt.Sprintf("cloud.providers[%d]", i)
+		if c.Server.Join.SecretFile == "" {
+			bad(field, "its instances join with a one-use token the server signs: set server.join.secretFile")
+		}
+		if c.Cloud.Join.RedisURL == "" && redact.URL(c.Redis.URL) != c.Redis.URL {
+			bad("cloud.join.redisURL", "must be set (to the agents' ACL user) for %s: the default, redis.url, is the server's own and holds its password, which would go into every instance's boot data", field)
+		}
+	}
+}
+
 // validate reports each bad field of the cloud section through bad.
 func (c CloudConfig) validate(bad func(field, format string, args ...any)) {
 	if c.ReconcileInterval.Duration <= 0 {

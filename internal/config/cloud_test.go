@@ -32,7 +32,14 @@ func TestValidateCloud(t *testing.T) {
 		change   func(*CloudConfig)
 		wantErrs []string
 	}{
-		"defaults":             {},
+		"defaults": {},
+		"a cloud without a join secret, and the server's Redis password for instances": {
+			change: func(c *CloudConfig) {
+				c.Providers = []ProviderConfig{aws()}
+			},
+			wantErrs: []string{"cloud.providers[0]: its instances join with a one-use token the server signs: set server.join.secretFile",
+				"cloud.join.redisURL: must be set (to the agents' ACL user) for cloud.providers[0]: the default, redis.url, is the server's own and holds its password, which would go into every instance's boot data"},
+		},
 		"one of each provider": {change: func(c *CloudConfig) { c.Providers = []ProviderConfig{aws(), gcp(), fakeP()} }},
 		"bad durations": {
 			change: func(c *CloudConfig) {
@@ -144,8 +151,12 @@ func TestValidateCloud(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			c := Default()
 			c.Agent.NodeID = "node-1"
+			c.Server.Join.SecretFile = "cloud_test.go" // any file: it is only checked to exist
 			if tc.change != nil {
 				tc.change(&c.Cloud)
+			}
+			if strings.HasPrefix(name, "a cloud without a join secret") {
+				c.Server.Join.SecretFile, c.Redis.URL = "", "redis://gangway-server:s3cret@redis:6379/0"
 			}
 			var got []string
 			if err := c.Validate(true, false); err != nil {

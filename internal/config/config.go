@@ -9,6 +9,7 @@ import (
 	"maps"
 	"net"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -23,6 +24,7 @@ import (
 	"github.com/gangwayhq/gangway/internal/gpuinfo"
 	"github.com/gangwayhq/gangway/internal/metrics"
 	"github.com/gangwayhq/gangway/internal/redact"
+	"github.com/gangwayhq/gangway/internal/transport"
 	"github.com/gangwayhq/gangway/placement"
 	"github.com/gangwayhq/gangway/placement/baselines"
 )
@@ -39,6 +41,78 @@ type Config struct {
 	Ledger     LedgerConfig     `yaml:"ledger"`
 	Cloud      CloudConfig      `yaml:"cloud"`
 	API        APIConfig        `yaml:"api"`
+	Jobs       JobsConfig       `yaml:"jobs"`
+}
+
+// JobsConfig is the site's policy for what jobs may ask of the nodes they
+// run on: the loader variables a spec may set (checked at submit), the
+// agent variables tasks get, and the Unix users they run as (each team's,
+// a spec choosing among them with runAs). The user API checks submitted
+// specs against it; every agent applies it.
+type JobsConfig struct {
+	// AllowEnv names the loader variables (LD_*, DYLD_*, GLIBC_TUNABLES) a
+	// spec may set; any other is refused at submit.
+	AllowEnv []string `yaml:"allowEnv"`
+	// PassEnv names the variables of the agent's own environment a task
+	// gets; nothing else of it reaches a task.
+	PassEnv           []string `yaml:"passEnv"`
+	gangway.TaskUsers `yaml:",inline"`
+}
+
+// ValidateOptions are the spec checks of submit under this policy.
+func (j JobsConfig) ValidateOptions() []gangway.ValidateOption {
+	opts := []gangway.ValidateOption{gangway.AllowEnv(j.AllowEnv...)}
+	if j.Enabled() {
+		opts = append(opts, gangway.WithTaskUsers(j.TaskUsers))
+	}
+	return opts
+}
+
+// validate reports each bad field of the jobs section through bad.
+func (j JobsConfig) validate(bad func(field, format string, args ...any)) {
+	for i, name := range j.AllowEnv {
+		if !gangway.IsLoaderEnv(name) {
+			bad(fmt.Sprintf("jobs.allowEnv[%d]", i), "%q is not a loader variable (LD_*, DYLD_*, GLIBC_TUNABLES); other names need no allowing", name)
+		}
+	}
+	for i, name := range j.PassEnv {
+		field := fmt.Sprintf("jobs.passEnv[%d]", i)
+		switch {
+		case !envNameRE.MatchString(name):
+			bad(field, "not an environment variable name: %q", name)
+		case strings.HasPrefix(name, "GANGWAY_"):
+			bad(field, "%s: the agent's GANGWAY_* variables hold its credentials and the workload contract sets the task's own", name)
+		case strings.HasPrefix(name, "AWS_"):
+			bad(field, "%s: AWS_* are the agent's cloud credentials, never a task's", name)
+		}
+	}
+	for _, team := range slices.Sorted(maps.Keys(j.Teams)) {
+		field := "jobs.users." + team
+		if !gangway.IsDNSLabel(team) {
+			bad(field, "must be a team name (a DNS label)")
+			continue
+		}
+		if len(j.Teams[team]) == 0 {
+			bad(field, "give at least one Unix user (the first is the team's default)")
+		}
+		for i, u := range j.Teams[team] {
+			checkTaskUser(bad, fmt.Sprintf("%s[%d]", field, i), u)
+		}
+	}
+	if j.Default != "" {
+		checkTaskUser(bad, "jobs.defaultUser", j.Default)
+	}
+}
+
+var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+func checkTaskUser(bad func(field, format string, args ...any), field, name string) {
+	switch {
+	case !gangway.IsUnixUser(name):
+		bad(field, "must be a Unix user name (lowercase letters, digits, '_', '-', at most 32), got %q", name)
+	case name == "root":
+		bad(field, "tasks never run as root")
+	}
 }
 
 // LedgerConfig locates the SQL usage ledger `gangway server` records every
@@ -60,17 +134,32 @@ type CheckpointConfig struct {
 	S3Region    string `yaml:"s3Region"`
 }
 
-// TemporalConfig locates the Temporal frontend.
+// TemporalConfig locates the Temporal frontend and says how to reach it:
+// TLS or mutual TLS (TLS), and an API key sent as a bearer token.
 type TemporalConfig struct {
-	Address   string `yaml:"address"`
-	Namespace string `yaml:"namespace"`
+	Address   string             `yaml:"address"`
+	Namespace string             `yaml:"namespace"`
+	TLS       transport.TLSFiles `yaml:"tls"`
+	// APIKey is best given in the environment (GANGWAY_TEMPORAL_API_KEY).
+	APIKey string `yaml:"apiKey"`
 }
 
-// RedisConfig locates the Redis view.
-type RedisConfig struct {
-	URL    string `yaml:"url"`
-	Prefix string `yaml:"prefix"`
+// Transport is the connection the config describes.
+func (t TemporalConfig) Transport() transport.Temporal {
+	return transport.Temporal{Address: t.Address, Namespace: t.Namespace, TLS: t.TLS, APIKey: t.APIKey}
 }
+
+// RedisConfig locates the Redis view. The URL names the ACL user and its
+// password (redis://user:password@host:port/db), rediss:// for TLS, which
+// TLS refines (a CA, a client certificate, a server name).
+type RedisConfig struct {
+	URL    string             `yaml:"url"`
+	Prefix string             `yaml:"prefix"`
+	TLS    transport.TLSFiles `yaml:"tls"`
+}
+
+// Transport is the connection the config describes.
+func (r RedisConfig) Transport() transport.Redis { return transport.Redis{URL: r.URL, TLS: r.TLS} }
 
 // LogConfig sets log level and format.
 type LogConfig struct {
@@ -85,6 +174,17 @@ type ServerConfig struct {
 	LeaseTTL         gangway.Duration `yaml:"leaseTTL"`
 	NodeTTL          gangway.Duration `yaml:"nodeTTL"`
 	Placement        PlacementConfig  `yaml:"placement"`
+	Join             ServerJoinConfig `yaml:"join"`
+}
+
+// ServerJoinConfig is what agents join with (internal/nodeauth).
+type ServerJoinConfig struct {
+	// TokensFile lists the join tokens by SHA-256, each for a pool or a
+	// node; re-read when it changes.
+	TokensFile string `yaml:"tokensFile"`
+	// SecretFile holds the secrets node tokens and cloud instances'
+	// one-use tokens are signed with, newest first.
+	SecretFile string `yaml:"secretFile"`
 }
 
 // PlacementConfig tunes the placement engine the dispatch loop runs.
@@ -143,6 +243,12 @@ type AgentConfig struct {
 	Notices string `yaml:"notices"`
 	// MetricsAddr serves the per-GPU metrics ("" = off).
 	MetricsAddr string `yaml:"metricsAddr"`
+	// JoinTokenFile holds the token the agent joins with (or give it in
+	// GANGWAY_JOIN_TOKEN); the node token the server returns is kept in
+	// dataDir/node-token.
+	JoinTokenFile string `yaml:"joinTokenFile"`
+	// JoinToken is GANGWAY_JOIN_TOKEN (never from the file).
+	JoinToken string `yaml:"-"`
 	// SampleInterval, ZombieGrace and IdleReport tune GPU health and
 	// reclaim (agent.GPUConfig).
 	SampleInterval gangway.Duration `yaml:"sampleInterval"`
@@ -186,6 +292,7 @@ func Default() Config {
 		Ledger: LedgerConfig{DSN: "sqlite:/var/lib/gangway-server/ledger.db"},
 		Cloud:  defaultCloudConfig(),
 		API:    defaultAPIConfig(),
+		Jobs:   JobsConfig{PassEnv: slices.Clone(agent.DefaultPassEnv)},
 	}
 }
 
@@ -205,10 +312,18 @@ var envVars = map[string]string{
 	"GANGWAY_LEDGER_DSN":       "ledger",
 }
 
+// secretEnv maps environment variables that have no flag, since a
+// command line is no place for a secret, to the fields they set.
+var secretEnv = map[string]func(*Config, string){
+	"GANGWAY_TEMPORAL_API_KEY": func(c *Config, v string) { c.Temporal.APIKey = v },
+	"GANGWAY_JOIN_TOKEN":       func(c *Config, v string) { c.Agent.JoinToken = v },
+}
+
 // EnvNames are the environment variables Load reads, GANGWAY_CONFIG
 // included, sorted.
 func EnvNames() []string {
-	return append(slices.Sorted(maps.Keys(envVars)), "GANGWAY_CONFIG")
+	names := append(slices.Collect(maps.Keys(envVars)), slices.Collect(maps.Keys(secretEnv))...)
+	return append(slices.Sorted(slices.Values(names)), "GANGWAY_CONFIG")
 }
 
 // BindGlobalFlags binds the flags every command shares to cfg's fields.
@@ -246,6 +361,11 @@ func Load(fs *pflag.FlagSet, cfg *Config, configFile string) error {
 			}
 		}
 	}
+	for env, set := range secretEnv {
+		if v, ok := os.LookupEnv(env); ok {
+			set(cfg, v)
+		}
+	}
 	// Re-applying every flag's own default would undo the file; only the
 	// flags the user set are applied again. Unchanged flags still point at
 	// cfg's fields, which now hold file/env values.
@@ -267,8 +387,19 @@ func (c Config) Validate(server, agentCmd bool) error {
 	if c.Temporal.Namespace == "" {
 		bad("temporal.namespace", "must not be empty")
 	}
+	for _, p := range c.Temporal.TLS.Problems() {
+		bad("temporal.tls."+p[0], "%s", p[1])
+	}
+	if c.Temporal.APIKey != "" && !c.Temporal.TLS.On() {
+		bad("temporal.apiKey", "needs TLS (temporal.tls): an API key must not travel in plaintext")
+	}
 	if _, err := redis.ParseURL(c.Redis.URL); err != nil {
 		bad("redis.url", "%v", redact.Error(err))
+	} else if c.Redis.TLS.On() && !strings.HasPrefix(c.Redis.URL, "rediss://") {
+		bad("redis.tls", "is set, but redis.url is not a rediss:// URL: %s", redact.URL(c.Redis.URL))
+	}
+	for _, p := range c.Redis.TLS.Problems() {
+		bad("redis.tls."+p[0], "%s", p[1])
 	}
 	if c.Redis.Prefix == "" {
 		bad("redis.prefix", "must not be empty")
@@ -324,8 +455,19 @@ func (c Config) Validate(server, agentCmd bool) error {
 				bad(field+".lendingLimit", "must not be negative, got %d", *q.LendingLimit)
 			}
 		}
+		if s.Join.TokensFile != "" && s.Join.SecretFile == "" {
+			bad("server.join.secretFile", "is required with server.join.tokensFile: it signs the node token each agent gets when it joins, without which no agent could restart or report a GPU fault")
+		}
+		for _, f := range []struct{ field, path string }{{"server.join.tokensFile", s.Join.TokensFile}, {"server.join.secretFile", s.Join.SecretFile}} {
+			if f.path != "" {
+				if _, err := os.Stat(f.path); err != nil {
+					bad(f.field, "%v", err)
+				}
+			}
+		}
 		c.Cloud.validate(bad)
 		c.API.validate(bad)
+		c.validateCloudJoin(bad)
 	}
 	if agentCmd {
 		a := c.Agent
@@ -352,6 +494,11 @@ func (c Config) Validate(server, agentCmd bool) error {
 				bad(d.field, "must be positive, got %v", d.d)
 			}
 		}
+		if a.JoinTokenFile != "" {
+			if _, err := os.Stat(a.JoinTokenFile); err != nil {
+				bad("agent.joinTokenFile", "%v", err)
+			}
+		}
 		if a.HeartbeatInterval.Duration <= 0 {
 			bad("agent.heartbeatInterval", "must be positive, got %v", a.HeartbeatInterval.Duration)
 		}
@@ -365,6 +512,7 @@ func (c Config) Validate(server, agentCmd bool) error {
 		!strings.HasPrefix(c.Ledger.DSN, "postgresql://") {
 		bad("ledger.dsn", "want %s, got %q", accounting.DSNHelp, redact.URL(c.Ledger.DSN))
 	}
+	c.Jobs.validate(bad)
 	if server || agentCmd {
 		if !strings.HasPrefix(c.Checkpoint.Store, "file://") && !strings.HasPrefix(c.Checkpoint.Store, "s3://") {
 			bad("checkpoint.store", "must be a file:///path or s3://bucket/prefix URL, got %q", c.Checkpoint.Store)

@@ -52,7 +52,14 @@ func yamlFields(t reflect.Type, prefix string) []string {
 	var out []string
 	for i := range t.NumField() {
 		f := t.Field(i)
-		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if name == "-" { // environment only
+			continue
+		}
+		if opts == "inline" {
+			out = append(out, yamlFields(f.Type, prefix)...)
+			continue
+		}
 		if prefix == "" {
 			out = append(out, yamlFields(f.Type, name+".")...)
 			continue
@@ -77,6 +84,50 @@ func TestValidate(t *testing.T) {
 	}{
 		"valid for server and agent": {server: true, agent: true},
 		"valid for the CLI":          {},
+		"jobs: a policy with users": {
+			change: func(c *Config) {
+				c.Jobs.Teams = map[string][]string{"nlp": {"gw-nlp", "gw-nlp-big"}}
+				c.Jobs.AllowEnv = []string{"LD_LIBRARY_PATH"}
+			},
+			agent: true,
+		},
+		"jobs: bad policy": {
+			change: func(c *Config) {
+				c.Jobs.AllowEnv = []string{"PATH"}
+				c.Jobs.PassEnv = []string{"GANGWAY_REDIS_URL", "AWS_SECRET_ACCESS_KEY", "BAD-NAME"}
+				c.Jobs.Teams = map[string][]string{"nlp": {"root"}, "vision": {}, "Bad": {"x"}, "cv": {"Not A User"}}
+				c.Jobs.Default = "root"
+			},
+			wantErrs: []string{
+				`jobs.allowEnv[0]: "PATH" is not a loader variable (LD_*, DYLD_*, GLIBC_TUNABLES); other names need no allowing`,
+				`jobs.passEnv[0]: GANGWAY_REDIS_URL: the agent's GANGWAY_* variables hold its credentials and the workload contract sets the task's own`,
+				`jobs.passEnv[1]: AWS_SECRET_ACCESS_KEY: AWS_* are the agent's cloud credentials, never a task's`,
+				`jobs.passEnv[2]: not an environment variable name: "BAD-NAME"`,
+				`jobs.users.Bad: must be a team name (a DNS label)`,
+				`jobs.users.cv[0]: must be a Unix user name (lowercase letters, digits, '_', '-', at most 32), got "Not A User"`,
+				`jobs.users.nlp[0]: tasks never run as root`,
+				`jobs.users.vision: give at least one Unix user (the first is the team's default)`,
+				`jobs.defaultUser: tasks never run as root`,
+			},
+		},
+		"tls: an API key without TLS, TLS on a redis:// URL, a certificate without its key": {
+			change: func(c *Config) {
+				c.Temporal.APIKey = "k3y"
+				c.Redis.TLS.CAFile = "/nonexistent/ca.pem"
+				c.Temporal.TLS.CertFile = "/nonexistent/client.pem"
+			},
+			wantErrs: []string{
+				"temporal.tls.certFile: certFile and keyFile go together: give both for mutual TLS, or neither",
+				"temporal.tls.certFile: stat /nonexistent/client.pem: no such file or directory",
+				"redis.tls: is set, but redis.url is not a rediss:// URL: redis://127.0.0.1:6379/0",
+				"redis.tls.caFile: stat /nonexistent/ca.pem: no such file or directory",
+			},
+		},
+		"join tokens without a secret": {
+			change:   func(c *Config) { c.Server.Join.TokensFile = "config_test.go" },
+			server:   true,
+			wantErrs: []string{"server.join.secretFile: is required with server.join.tokensFile: it signs the node token each agent gets when it joins, without which no agent could restart or report a GPU fault"},
+		},
 		"temporal address without port": {
 			change:   func(c *Config) { c.Temporal.Address = "temporal" },
 			wantErrs: []string{`temporal.address: want host:port, got "temporal"`},

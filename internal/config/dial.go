@@ -8,32 +8,37 @@ import (
 	"github.com/redis/go-redis/v9"
 	tclient "go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
-
-	"github.com/gangwayhq/gangway/internal/redact"
 )
 
-// Dial connects to the Redis view and checks that it answers. Neither a
-// connection error nor a malformed URL shows the URL's password.
+// Dial connects to the Redis view (TLS and the ACL user as the config
+// says) and checks that it answers. Neither a connection error nor a
+// malformed URL shows the URL's password.
 func (c RedisConfig) Dial(ctx context.Context) (*redis.Client, error) {
-	opts, err := redis.ParseURL(c.URL)
+	rt := c.Transport()
+	opts, err := rt.Options()
 	if err != nil {
-		return nil, fmt.Errorf("redis url: %w", redact.Error(err))
+		return nil, err
 	}
 	rdb := redis.NewClient(opts)
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		_ = rdb.Close()
-		return nil, fmt.Errorf("redis at %s: %w", redact.URL(c.URL), err)
+		return nil, fmt.Errorf("redis at %s: %w", rt.Describe(), err)
 	}
 	return rdb, nil
 }
 
-// Dial connects to Temporal, logging the SDK's warnings and errors to log.
+// Dial connects to Temporal (TLS, mutual TLS and the API key as the
+// config says), logging the SDK's warnings and errors to log.
 func (c TemporalConfig) Dial(ctx context.Context, log *slog.Logger) (tclient.Client, error) {
-	t, err := tclient.DialContext(ctx, tclient.Options{HostPort: c.Address, Namespace: c.Namespace, Logger: TemporalLogger(log)})
-	if err != nil {
-		return nil, fmt.Errorf("temporal at %s: %w", c.Address, err)
+	tt := c.Transport()
+	opts, err := tt.Options(tclient.Options{Logger: TemporalLogger(log)})
+	if err == nil {
+		var t tclient.Client
+		if t, err = tclient.DialContext(ctx, opts); err == nil {
+			return t, nil
+		}
 	}
-	return t, nil
+	return nil, fmt.Errorf("temporal at %s: %w", tt.Describe(), err)
 }
 
 // TemporalLogger is log for the Temporal SDK, which logs every poll and

@@ -21,6 +21,9 @@
 //     process group, SIGKILL after a grace period; [Redis.Kill],
 //     [Temporal.Kill] and [Postgres.Kill] simulate a crash.
 //
+// A redis-server may speak TLS only and know only ACL users
+// ([RedisOptions] TLS, Users, Auth), as production's should.
+//
 // A child never outlives the Go process that started it: it runs in its own
 // process group and gets SIGKILL from the kernel (Pdeathsig) when its parent
 // dies, even if the parent is killed with SIGKILL and never runs a cleanup.

@@ -2,10 +2,13 @@ package devstack
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,13 +37,39 @@ type RedisOptions struct {
 	// Log receives the server's stdout and stderr. Nil discards them (the
 	// last few KiB still appear in start-up errors).
 	Log io.Writer
+	// TLS, when set, makes the server speak TLS only, on Port.
+	TLS *RedisTLS
+	// Users are ACL users, each as redis.conf's user directive takes it
+	// after the word user: "agent on >secret ~{gangway}:log:* +xadd". With
+	// any, the default user is turned off, and Auth must name a user that
+	// may run PING.
+	Users []string
+	// Auth is the user the readiness probe, and Redis.URL, log in as.
+	Auth RedisAuth
 }
+
+// RedisTLS is the server's side of TLS.
+type RedisTLS struct {
+	// CertFile and KeyFile are the server's certificate and key; CAFile
+	// holds the CA clients check it with (and, with AuthClients, the CA
+	// client certificates must chain to).
+	CertFile, KeyFile, CAFile string
+	// AuthClients demands a client certificate (tls-auth-clients yes).
+	AuthClients bool
+	// ClientCertFile and ClientKeyFile are what the readiness probe shows
+	// when AuthClients is set.
+	ClientCertFile, ClientKeyFile string
+}
+
+// RedisAuth is an ACL user and its password.
+type RedisAuth struct{ User, Password string }
 
 // Redis is a running redis-server child process.
 type Redis struct {
 	// Addr is the server's host:port, 127.0.0.1:port.
 	Addr string
-	// URL is the redis:// URL of database 0, for redis.ParseURL.
+	// URL is the redis:// URL of database 0 (rediss:// with TLS), with
+	// RedisOptions.Auth's user and password, for redis.ParseURL.
 	URL string
 
 	p *process
@@ -78,7 +107,7 @@ func StartRedis(ctx context.Context, opts RedisOptions) (*Redis, error) {
 				return nil, fmt.Errorf("start redis: %w", err)
 			}
 		}
-		r, p, err := startRedis(ctx, path, dir, port, opts.Log)
+		r, p, err := startRedis(ctx, path, dir, port, opts)
 		if err == nil {
 			return r, nil
 		}
@@ -93,23 +122,58 @@ func StartRedis(ctx context.Context, opts RedisOptions) (*Redis, error) {
 
 // startRedis makes one attempt on one port. On failure the process, if it
 // was started, is returned dead, for the caller to inspect.
-func startRedis(ctx context.Context, path, dir string, port int, log io.Writer) (*Redis, *process, error) {
+func startRedis(ctx context.Context, path, dir string, port int, opts RedisOptions) (*Redis, *process, error) {
 	addr := "127.0.0.1:" + strconv.Itoa(port)
-	args := []string{
-		"--port", strconv.Itoa(port),
+	var args []string
+	if len(opts.Users) > 0 {
+		// ACL lines hold passwords: a file, not the command line ps shows.
+		conf := filepath.Join(dir, "acl.conf")
+		lines := "user default off\n"
+		for _, u := range opts.Users {
+			lines += "user " + u + "\n"
+		}
+		if err := os.WriteFile(conf, []byte(lines), 0o600); err != nil {
+			return nil, nil, err
+		}
+		args = append(args, conf)
+	}
+	plainPort := strconv.Itoa(port)
+	if opts.TLS != nil {
+		plainPort = "0" // TLS only
+	}
+	args = append(args,
+		"--port", plainPort,
 		"--bind", "127.0.0.1",
 		"--save", "",
 		"--appendonly", "no",
 		"--daemonize", "no",
 		"--dir", dir,
+	)
+	var tlsConf *tls.Config
+	scheme := "redis"
+	if t := opts.TLS; t != nil {
+		authClients := "no"
+		if t.AuthClients {
+			authClients = "yes"
+		}
+		args = append(args, "--tls-port", strconv.Itoa(port), "--tls-cert-file", t.CertFile,
+			"--tls-key-file", t.KeyFile, "--tls-ca-cert-file", t.CAFile, "--tls-auth-clients", authClients)
+		var err error
+		if tlsConf, err = t.clientConfig(); err != nil {
+			return nil, nil, err
+		}
+		scheme = "rediss"
 	}
-	p, err := startProcess("redis-server", path, args, dir, log)
+	p, err := startProcess("redis-server", path, args, dir, opts.Log)
 	if err != nil {
 		return nil, nil, err
 	}
 
 	c := redis.NewClient(&redis.Options{
-		Addr: addr,
+		Addr:      addr,
+		Username:  opts.Auth.User,
+		Password:  opts.Auth.Password,
+		TLSConfig: tlsConf,
 		// The probe loop retries; go-redis should give up fast. Its
 		// timeouts, unlike ctx, also bound the connection handshake.
 		DialTimeout:   500 * time.Millisecond,
@@ -137,11 +201,36 @@ func startRedis(ctx context.Context, path, dir string, port int, log io.Writer) 
 		}
 		return nil, p, err
 	}
+	u := url.URL{Scheme: scheme, Host: addr, Path: "/0"}
+	if opts.Auth.User != "" || opts.Auth.Password != "" {
+		u.User = url.UserPassword(opts.Auth.User, opts.Auth.Password)
+	}
 	return &Redis{
 		Addr: addr,
-		URL:  "redis://" + addr + "/0",
+		URL:  u.String(),
 		p:    p,
 	}, p, nil
+}
+
+// clientConfig is what the readiness probe dials with.
+func (t *RedisTLS) clientConfig() (*tls.Config, error) {
+	pem, err := os.ReadFile(t.CAFile)
+	if err != nil {
+		return nil, fmt.Errorf("redis tls: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("redis tls: no certificate in %s", t.CAFile)
+	}
+	c := &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}
+	if t.AuthClients {
+		cert, err := tls.LoadX509KeyPair(t.ClientCertFile, t.ClientKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("redis tls: %w", err)
+		}
+		c.Certificates = []tls.Certificate{cert}
+	}
+	return c, nil
 }
 
 // Stop stops the server: SIGTERM to its process group, SIGKILL if it is

@@ -49,15 +49,16 @@ func TestCheckpointPathsOnRealServers(t *testing.T) {
 
 	// node-0 is a `gangway agent` process, so it can be killed outright;
 	// node-1 runs in the test.
+	// The node TTL (5 s) is longer than the jobs' heartbeat timeout (3 s):
+	// the job found lost must still not be placed on the dead node again.
+	// The server runs first: node-0's agent joins through it.
+	s.startServer("--preempt", "--min-runtime", "0s", "--checkpoint-store", storeURL)
 	victim := startAgentProc(t, s, "node-0", storeURL)
 	s.startAgent(agent.FakeNode("node-1", "onprem", "127.0.0.1", 8, "H100"), agent.Config{})
 	waitFor(t, ctx, "nodes registered", func() bool {
 		nodes, err := view.FleetNodes(ctx)
 		return err == nil && len(nodes) == 2
 	})
-	// The node TTL (5 s) is longer than the jobs' heartbeat timeout (3 s):
-	// the job found lost must still not be placed on the dead node again.
-	s.startServer("--preempt", "--min-runtime", "0s", "--checkpoint-store", storeURL)
 
 	cl := client.New(jobs.New(tc), view)
 	timing := client.SubmitOptions{Timing: workflows.Timing{HeartbeatTimeout: 3 * time.Second, StartTimeout: 30 * time.Second}}
@@ -209,6 +210,7 @@ func startAgentProc(t *testing.T, s *stack, nodeID, storeURL string) *agentProc 
 		"--node-id", nodeID, "--pool", "onprem", "--addr", "127.0.0.1", "--fake-gpus", "8xH100",
 		"--data-dir", filepath.Join(s.logDir, nodeID), "--heartbeat-interval", "500ms", "--notices", "none",
 		"--metrics-addr", "", "--checkpoint-store", storeURL)
+	cmd.Env = append(os.Environ(), "GANGWAY_JOIN_TOKEN="+s.joinToken)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {

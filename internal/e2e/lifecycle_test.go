@@ -27,6 +27,7 @@ import (
 	"github.com/gangwayhq/gangway/internal/capacity"
 	"github.com/gangwayhq/gangway/internal/devstack/devstacktest"
 	"github.com/gangwayhq/gangway/internal/devstack/fullstack"
+	"github.com/gangwayhq/gangway/internal/nodeauth"
 	"github.com/gangwayhq/gangway/workflows"
 	"github.com/gangwayhq/gangway/workflows/jobs"
 )
@@ -69,6 +70,11 @@ type stack struct {
 
 	mu      sync.Mutex
 	servers map[int]*serverProc // by pid
+
+	// serverConfig is the servers' config file: the join tokens of
+	// server.join.tokensFile, of which joinToken lets `gangway agent`
+	// processes join pool onprem.
+	serverConfig, joinToken string
 }
 
 // newStack starts a Temporal dev server, a redis-server and a PostgreSQL
@@ -98,6 +104,19 @@ func newStack(t *testing.T) *stack {
 		st.Close()
 		logf.Close()
 	})
+	s.joinToken = "gwj-e2e-onprem-" + strconv.Itoa(os.Getpid())
+	tokens := filepath.Join(s.logDir, "join-tokens")
+	s.serverConfig = filepath.Join(s.logDir, "server.yaml")
+	if err := os.WriteFile(tokens, []byte(nodeauth.TokenLine(s.joinToken, "onprem", "")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	secret := filepath.Join(s.logDir, "join-secret")
+	if err := os.WriteFile(secret, []byte("e2e-join-secret-0123456789abcdef0123\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(s.serverConfig, []byte("server:\n  join:\n    tokensFile: "+tokens+"\n    secretFile: "+secret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() {
 		s.stopAll()
 		if t.Failed() {
@@ -130,7 +149,7 @@ func (s *stack) startServer(extra ...string) *serverProc {
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	args := append([]string{"server",
+	args := append([]string{"server", "--config", s.serverConfig,
 		"--temporal-address", s.Temporal.Addr, "--redis-url", s.Redis.URL, "--ledger", s.LedgerDSN,
 		"--metrics-addr", "127.0.0.1:0", "--dispatch-interval", "200ms", "--lease-ttl", "2s", "--node-ttl", "5s",
 		"--api-addr", "127.0.0.1:0", "--api-tokens", s.apiTokens()}, extra...)

@@ -23,6 +23,7 @@ import (
 	"github.com/gangwayhq/gangway/internal/cloud"
 	"github.com/gangwayhq/gangway/internal/dispatch"
 	"github.com/gangwayhq/gangway/internal/metrics"
+	"github.com/gangwayhq/gangway/internal/nodeauth"
 	"github.com/gangwayhq/gangway/internal/web"
 	"github.com/gangwayhq/gangway/placement"
 	"github.com/gangwayhq/gangway/providers"
@@ -42,8 +43,13 @@ type Options struct {
 	// activities launch through it, the dispatch loop reads its offers
 	// (unless Dispatch.Cloud is set) and the reconciler terminates the
 	// orphans it finds there. Join is what launched instances' agents get.
-	Cloud     *cloud.Registry
-	Join      providers.Join
+	Cloud *cloud.Registry
+	Join  providers.Join
+	// NodeAuth checks the credentials of agents that join (NodeUpdate) and
+	// signs the one-use join tokens of launched instances; nil refuses
+	// every agent that joins through the server (in-process agents write
+	// the view directly).
+	NodeAuth  *nodeauth.Authority
 	Reconcile cloud.ReconcilerConfig
 	// Ledger records usage (nil: usage is counted in metrics only);
 	// TeamLimits are the teams' cloud budgets and price caps, checked
@@ -104,6 +110,11 @@ type Deps struct {
 	Checkpoints activities.CheckpointStore
 	Cloud       *cloud.Registry
 	Join        providers.Join
+	// NodeAuth checks joining agents (nil: all are refused); a node whose
+	// agent was silent NodeGrace may be registered again with a pool's
+	// token.
+	NodeAuth  *nodeauth.Authority
+	NodeGrace time.Duration
 	// Metrics; nil ones are created on a private registry.
 	Usage       *metrics.Usage
 	CloudMetric *metrics.Cloud
@@ -137,7 +148,12 @@ func Register(w worker.Registry, d Deps) {
 	if d.Cloud != nil {
 		ca.Providers = d.Cloud
 	}
+	if d.NodeAuth.Signs() {
+		ca.JoinTokens = d.NodeAuth
+	}
 	ca.Register(w)
+	w.RegisterWorkflowWithOptions(workflows.NodeUpdateWorkflow, workflow.RegisterOptions{Name: workflows.NodeUpdateWorkflowName})
+	(&activities.NodeUpdates{View: d.View, Auth: d.NodeAuth, Grace: d.NodeGrace, Log: d.Log}).Register(w)
 }
 
 // configuredTeams are the teams the server's config names (quotas,
@@ -208,7 +224,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	lifecycle := metrics.NewLifecycle(reg, workflows.Causes...)
 	o.Dispatch.RunMetrics = lifecycle
-	d := Deps{View: o.View, Checkpoints: o.Checkpoints, Cloud: o.Cloud, Join: o.Join,
+	d := Deps{View: o.View, Checkpoints: o.Checkpoints, Cloud: o.Cloud, Join: o.Join, NodeAuth: o.NodeAuth, NodeGrace: o.Dispatch.NodeTTL,
 		Usage: metrics.NewUsage(reg), CloudMetric: cloudMetrics, Lifecycle: lifecycle, Log: log}
 	if o.Ledger != nil {
 		d.Ledger = o.Ledger

@@ -2,13 +2,16 @@ package activities
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/worker"
 
 	"github.com/gangwayhq/gangway"
+	"github.com/gangwayhq/gangway/internal/capacity"
 	"github.com/gangwayhq/gangway/workflows"
 )
 
@@ -18,6 +21,9 @@ type Capacity interface {
 	Dequeue(ctx context.Context, jobID gangway.JobID) error
 	Release(ctx context.Context, jobID gangway.JobID, attempt int) (int, error)
 	ForgetHeartbeat(ctx context.Context, nodeID string) error
+	// Allocation is the job's committed assignment, capacity.ErrNotFound
+	// when it has none.
+	Allocation(ctx context.Context, jobID gangway.JobID) (gangway.Assignment, error)
 }
 
 // Activities holds the dependencies of the server-side activities.
@@ -31,6 +37,33 @@ func (a *Activities) Register(w worker.ActivityRegistry) {
 	w.RegisterActivityWithOptions(a.Enqueue, activity.RegisterOptions{Name: workflows.ActivityEnqueue})
 	w.RegisterActivityWithOptions(a.Dequeue, activity.RegisterOptions{Name: workflows.ActivityDequeue})
 	w.RegisterActivityWithOptions(a.Release, activity.RegisterOptions{Name: workflows.ActivityRelease})
+	w.RegisterActivityWithOptions(a.CheckPlacement, activity.RegisterOptions{Name: workflows.ActivityCheckPlacement})
+}
+
+// CheckPlacement tells the workflow whether a placed signal is the
+// allocation committed for its job: same attempt, same members (nodes,
+// GPUs, shares, addresses, task queues, prices). Anything else is forged
+// or stale, and the workflow ignores it.
+func (a *Activities) CheckPlacement(ctx context.Context, in workflows.CheckPlacementInput) (workflows.CheckPlacementResult, error) {
+	got := in.Assignment
+	want, err := a.Capacity.Allocation(ctx, got.JobID)
+	switch {
+	case errors.Is(err, capacity.ErrNotFound):
+		return a.mismatch(got, "no allocation is committed for the job"), nil
+	case err != nil:
+		return workflows.CheckPlacementResult{}, fmt.Errorf("check placement of %s: %w", got.JobID, err)
+	case want.Attempt != got.Attempt:
+		return a.mismatch(got, fmt.Sprintf("the committed allocation is for attempt %d", want.Attempt)), nil
+	case !reflect.DeepEqual(want.Members, got.Members):
+		return a.mismatch(got, "the committed allocation is "+want.Where()), nil
+	}
+	return workflows.CheckPlacementResult{Committed: true}, nil
+}
+
+func (a *Activities) mismatch(got gangway.Assignment, why string) workflows.CheckPlacementResult {
+	a.Log.Warn("placed signal does not match the committed allocation; the workflow ignores it",
+		"job_id", got.JobID, "attempt", got.Attempt, "signalled", got.Where(), "reason", why)
+	return workflows.CheckPlacementResult{Reason: why}
 }
 
 // Enqueue puts the job in the Redis queue. A retry after the dispatch loop

@@ -68,11 +68,20 @@ type Cloud struct {
 	Providers ProviderSource
 	Nodes     Nodes
 	// Join is how launched instances' agents reach the control plane.
-	Join    providers.Join
-	Metrics *metrics.Cloud // optional
-	Log     *slog.Logger
+	Join providers.Join
+	// JoinTokens, when set, signs each launch a one-use join token for its
+	// boot data (internal/nodeauth), good for as many nodes as it launches
+	// until the input's JoinBy.
+	JoinTokens LaunchTokens
+	Metrics    *metrics.Cloud // optional
+	Log        *slog.Logger
 	// PollInterval is how often AwaitNodes looks at the view; 0 means 1s.
 	PollInterval time.Duration
+}
+
+// LaunchTokens signs one-use join tokens; *nodeauth.Authority is one.
+type LaunchTokens interface {
+	LaunchToken(pool, launch string, count int, expires time.Time) (string, error)
 }
 
 // Register registers the cloud activities under their contract names.
@@ -136,6 +145,15 @@ func (c *Cloud) Provision(ctx context.Context, in workflows.ProvisionInput) (wor
 	log := c.log().With("job_id", in.JobID, "attempt", in.Attempt, "provider", in.Offer.Provider,
 		"pool", in.Offer.Pool, "token", in.Token)
 	req := LaunchRequest(in, c.Join)
+	if c.JoinTokens != nil {
+		by := in.JoinBy
+		if by.IsZero() { // a workflow from before join tokens
+			by = time.Now().Truncate(time.Hour).Add(2 * time.Hour)
+		}
+		if req.Join.Token, err = c.JoinTokens.LaunchToken(in.Offer.Pool, in.Token, req.Count, by); err != nil {
+			return workflows.ProvisionResult{}, fmt.Errorf("provision %s: %w", in.Offer.Pool, err)
+		}
+	}
 	// What an earlier try launched with this token (its answer lost, the
 	// worker gone) is adopted by Launch, and not counted as launched again.
 	adopted := 0

@@ -498,3 +498,37 @@ var (
 	_ activities.Nodes          = (*capacity.View)(nil)
 	_ activities.ProviderSource = (*cloud.Registry)(nil)
 )
+
+// signer is a launch token signer that records what it signed.
+type signer struct{ pools, launches []string }
+
+func (s *signer) LaunchToken(pool, launch string, count int, expires time.Time) (string, error) {
+	s.pools, s.launches = append(s.pools, pool), append(s.launches, launch)
+	return fmt.Sprintf("gwl.%s.%s.%d.%d", pool, launch, count, expires.Unix()), nil
+}
+
+// TestProvisionSignsAOneUseJoinToken: with join tokens configured, the
+// boot data carries a one-use token for the launch, the same on a retry.
+func TestProvisionSignsAOneUseJoinToken(t *testing.T) {
+	p := newFake(t)
+	var s testsuite.WorkflowTestSuite
+	s.SetLogger(log.NewStructuredLogger(slog.New(slog.DiscardHandler)))
+	act := s.NewTestActivityEnvironment()
+	sg := &signer{}
+	(&activities.Cloud{Providers: activities.ProviderMap{"fake": p}, Nodes: newView(), Metrics: metrics.NewCloud(prometheus.NewRegistry()),
+		Join: providers.Join{TemporalAddress: "temporal.internal:7233"}, JoinTokens: sg}).Register(act)
+	in := provisionInput("train", 1, 2)
+	in.JoinBy = time.Date(2026, 5, 1, 12, 30, 0, 0, time.UTC)
+	for range 2 {
+		if _, err := act.ExecuteActivity(workflows.ActivityProvision, in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := fmt.Sprintf("export GANGWAY_JOIN_TOKEN=gwl.a100-spot.%s.2.%d\n", in.Token, in.JoinBy.Unix())
+	if ud, _ := p.UserData("fake-000001"); !strings.Contains(ud, want) {
+		t.Errorf("boot script lacks %q:\n%s", want, ud)
+	}
+	if len(sg.launches) != 2 || sg.launches[0] != sg.launches[1] {
+		t.Errorf("signed %v, want the launch token twice, the same", sg.launches)
+	}
+}

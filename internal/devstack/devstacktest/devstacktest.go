@@ -15,11 +15,16 @@ const maxLog = 1 << 20
 // Redis starts a redis-server for the test and stops it when the test ends.
 func Redis(t testing.TB) *devstack.Redis {
 	t.Helper()
+	return RedisWith(t, devstack.RedisOptions{})
+}
+
+// RedisWith is Redis with options (TLS, ACL users); Dir and Log are the
+// test's.
+func RedisWith(t testing.TB, opts devstack.RedisOptions) *devstack.Redis {
+	t.Helper()
 	log := &logBuffer{}
-	r, err := devstack.StartRedis(t.Context(), devstack.RedisOptions{
-		Dir: t.TempDir(),
-		Log: log,
-	})
+	opts.Dir, opts.Log = t.TempDir(), log
+	r, err := devstack.StartRedis(t.Context(), opts)
 	if err != nil {
 		t.Fatalf("devstacktest: %v", err)
 	}

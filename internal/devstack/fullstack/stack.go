@@ -27,6 +27,7 @@ import (
 	"github.com/gangwayhq/gangway/internal/devstack"
 	"github.com/gangwayhq/gangway/internal/dispatch"
 	"github.com/gangwayhq/gangway/internal/gpuinfo"
+	"github.com/gangwayhq/gangway/internal/nodeauth"
 	"github.com/gangwayhq/gangway/internal/server"
 	"github.com/gangwayhq/gangway/providers"
 )
@@ -101,6 +102,9 @@ type ServerOptions struct {
 	// Web serves the web view on the user API (API must be set) at
 	// Stack.WebURL; nil: none.
 	Web *server.WebOptions
+	// NodeAuth checks agents that join through the server (`gangway
+	// agent` processes); nil refuses them. In-process agents need none.
+	NodeAuth *nodeauth.Authority
 }
 
 // Stack is a running dev system. Its fields are set by Start and must not
@@ -325,7 +329,7 @@ func (s *Stack) startServer(ctx, runCtx context.Context, o ServerOptions) error 
 		defer close(s.done)
 		err := server.Run(runCtx, server.Options{
 			Temporal: s.TemporalClient, View: s.View, MetricsAddr: "127.0.0.1:0", Log: s.log,
-			Dispatch: d, Cloud: registry, Join: join, Reconcile: o.Reconcile,
+			Dispatch: d, Cloud: registry, Join: join, NodeAuth: o.NodeAuth, Reconcile: o.Reconcile,
 			Ledger:      s.Ledger,
 			Checkpoints: s.Checkpoints, TeamLimits: o.TeamLimits, Web: o.Web,
 			Ready: func(addr string) { ready <- addr }, API: apiOpts,

@@ -1,0 +1,34 @@
+package capacity
+
+import "strings"
+
+// Redis ACL rules for the two kinds of Gangway clients, under one key
+// prefix, as redis.conf's user directive (or ACL SETUSER) takes them after
+// the user's name and password. docs/security.md prints them for the
+// default prefix.
+//
+// A server may do anything to Gangway's keys and channels, nothing else
+// and nothing dangerous (no KEYS, FLUSHALL, CONFIG, DEBUG...).
+//
+// An agent may read the inventory (P:nodes) and GPU health records
+// (P:gpu-health), write heartbeats (P:heartbeat) and append to log
+// streams (P:log:*), with the commands that takes and no others: its
+// node's inventory changes go through the server's NodeUpdate activity,
+// which checks who it is. Redis checks a script's commands and keys
+// against the user who runs it, so EVAL gives an agent nothing more.
+
+// ServerACL is the rules of a server's Redis user.
+func ServerACL(prefix string) string {
+	return "resetkeys resetchannels ~" + prefix + "* &" + prefix + "* +@all -@dangerous"
+}
+
+// AgentACL is the rules of an agent's Redis user.
+func AgentACL(prefix string) string {
+	k := newKeys(prefix)
+	return strings.Join([]string{
+		"resetkeys", "resetchannels",
+		"%R~" + k.nodes, "%R~" + prefix + ":gpu-health", "~" + k.heartbeat, "~" + k.logPrefix + "*",
+		"-@all", "+ping", "+hello", "+auth",
+		"+hexists", "+hget", "+hgetall", "+hset", "+xadd", "+eval", "+evalsha",
+	}, " ")
+}

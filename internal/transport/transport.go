@@ -1,0 +1,181 @@
+package transport
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+	tclient "go.temporal.io/sdk/client"
+
+	"github.com/gangwayhq/gangway/internal/redact"
+)
+
+// TLSFiles are the TLS settings of one connection (config temporal.tls and
+// redis.tls). The zero value is plaintext.
+type TLSFiles struct {
+	// Enabled turns TLS on with the system's roots; setting any file or
+	// the server name turns it on too.
+	Enabled bool `yaml:"enabled"`
+	// CAFile is a PEM bundle of the CAs the server's certificate must
+	// chain to ("" = the system's roots).
+	CAFile string `yaml:"caFile"`
+	// CertFile and KeyFile are this side's certificate and key (PEM), for
+	// servers that demand a client certificate (mutual TLS). Both or
+	// neither.
+	CertFile string `yaml:"certFile"`
+	KeyFile  string `yaml:"keyFile"`
+	// ServerName is the name the server's certificate must carry ("" =
+	// the host of the address dialled).
+	ServerName string `yaml:"serverName"`
+}
+
+// On reports whether the connection uses TLS.
+func (f TLSFiles) On() bool {
+	return f.Enabled || f.CAFile != "" || f.CertFile != "" || f.KeyFile != "" || f.ServerName != ""
+}
+
+// Problems lists what is wrong with f, each as (field under the TLS
+// section, message): a certificate without its key or the other way
+// round, and files that cannot be read. Validate uses it to name fields.
+func (f TLSFiles) Problems() [][2]string {
+	var out [][2]string
+	if (f.CertFile == "") != (f.KeyFile == "") {
+		out = append(out, [2]string{"certFile", "certFile and keyFile go together: give both for mutual TLS, or neither"})
+	}
+	for _, file := range []struct{ field, path string }{{"caFile", f.CAFile}, {"certFile", f.CertFile}, {"keyFile", f.KeyFile}} {
+		if file.path == "" {
+			continue
+		}
+		if _, err := os.Stat(file.path); err != nil {
+			out = append(out, [2]string{file.field, err.Error()})
+		}
+	}
+	return out
+}
+
+// Config builds the client TLS config: nil when f is off.
+func (f TLSFiles) Config() (*tls.Config, error) {
+	if !f.On() {
+		return nil, nil
+	}
+	c := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: f.ServerName}
+	if f.CAFile != "" {
+		pem, err := os.ReadFile(f.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("tls ca file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("tls ca file %s: no PEM certificate in it", f.CAFile)
+		}
+		c.RootCAs = pool
+	}
+	switch {
+	case f.CertFile != "" && f.KeyFile != "":
+		// Read at every handshake, so a renewed certificate is used
+		// without a restart.
+		if _, err := tls.LoadX509KeyPair(f.CertFile, f.KeyFile); err != nil {
+			return nil, fmt.Errorf("tls client certificate: %w", err)
+		}
+		c.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			cert, err := tls.LoadX509KeyPair(f.CertFile, f.KeyFile)
+			if err != nil {
+				return nil, fmt.Errorf("tls client certificate: %w", err)
+			}
+			return &cert, nil
+		}
+	case f.CertFile != "" || f.KeyFile != "":
+		return nil, errors.New("tls: certFile and keyFile go together")
+	}
+	return c, nil
+}
+
+// Temporal is how to reach a Temporal frontend.
+type Temporal struct {
+	Address   string
+	Namespace string
+	TLS       TLSFiles
+	// APIKey, when set, is sent with every call as a bearer token
+	// (Temporal Cloud's API keys, or a frontend's authorizer). It needs
+	// TLS: a key must not travel in plaintext.
+	APIKey string
+}
+
+// Options fills the connection part of Temporal client options (HostPort,
+// Namespace, TLS, credentials) into o and returns it.
+func (t Temporal) Options(o tclient.Options) (tclient.Options, error) {
+	if t.APIKey != "" && !t.TLS.On() {
+		return o, errors.New("temporal: an API key needs TLS (temporal.tls)")
+	}
+	c, err := t.TLS.Config()
+	if err != nil {
+		return o, fmt.Errorf("temporal: %w", err)
+	}
+	o.HostPort, o.Namespace = t.Address, t.Namespace
+	o.ConnectionOptions.TLS = c
+	if t.APIKey != "" {
+		o.Credentials = tclient.NewAPIKeyStaticCredentials(strings.TrimSpace(t.APIKey))
+	}
+	return o, nil
+}
+
+// Redis is how to reach the Redis view.
+type Redis struct {
+	// URL is a go-redis URL: redis://[user:password@]host:port/db, or
+	// rediss:// for TLS; the user is an ACL user.
+	URL string
+	// TLS adds a CA, a client certificate and a server name to a rediss://
+	// URL's TLS; it is an error with a redis:// one.
+	TLS TLSFiles
+}
+
+// Options parses the URL and applies the TLS settings. Its errors never
+// quote the URL's password.
+func (r Redis) Options() (*redis.Options, error) {
+	o, err := redis.ParseURL(r.URL)
+	if err != nil {
+		return nil, fmt.Errorf("redis url: %w", redact.Error(err))
+	}
+	if !r.TLS.On() {
+		return o, nil
+	}
+	if o.TLSConfig == nil {
+		return nil, fmt.Errorf("redis: redis.tls is set but the URL %s is not rediss://", redact.URL(r.URL))
+	}
+	c, err := r.TLS.Config()
+	if err != nil {
+		return nil, fmt.Errorf("redis: %w", err)
+	}
+	if c.ServerName == "" {
+		c.ServerName = o.TLSConfig.ServerName // the URL's host
+	}
+	o.TLSConfig = c
+	return o, nil
+}
+
+// Describe is a connection's address fit for logs and errors: the URL's
+// password hidden, and whether TLS is on.
+func (r Redis) Describe() string {
+	return describe(redact.URL(r.URL), r.TLS.On() || strings.HasPrefix(r.URL, "rediss://"))
+}
+
+// Describe is the frontend's address for logs, with whether TLS and an API
+// key are used (never the key).
+func (t Temporal) Describe() string {
+	s := describe(t.Address, t.TLS.On())
+	if t.APIKey != "" {
+		s += " (api key)"
+	}
+	return s
+}
+
+func describe(addr string, tlsOn bool) string {
+	if tlsOn {
+		return addr + " (tls)"
+	}
+	return addr
+}
