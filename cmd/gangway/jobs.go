@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -168,35 +166,14 @@ func newListCmd(a *app) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.withClient(cmd, output, func(ctx context.Context, cl *client.Client) error {
-				jobs, err := cl.List(ctx)
+				jobs, err := cl.ListWaiting(ctx)
 				if err != nil {
 					return err
 				}
-				type row struct {
-					client.Summary
-					Waiting *gangway.Waiting `json:"waiting,omitempty"`
-				}
-				rows := make([]row, len(jobs))
-				for i, j := range jobs {
-					rows[i].Summary = j
-					if j.ClosedAt.IsZero() && (j.Phase == gangway.PhaseQueued || j.Phase == gangway.PhaseRequeued) {
-						rows[i].Waiting, _ = cl.Waiting(ctx, j.JobID) // a hint: a Redis hiccup must not hide jobs
-					}
-				}
 				if output == "json" {
-					return printJSON(cmd.OutOrStdout(), rows)
+					return printJSON(cmd.OutOrStdout(), jobs)
 				}
-				now := time.Now()
-				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "JOB\tTEAM\tGPUS\tPHASE\tSUBMITTED\tETA")
-				for _, r := range rows {
-					eta := "-"
-					if w := r.Waiting; w != nil && w.ETA != nil {
-						eta = w.ETA.String(now)
-					}
-					fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", r.JobID, r.Team, r.GPUs, r.Phase, r.StartedAt.Local().Format(time.DateTime), eta)
-				}
-				return tw.Flush()
+				return client.WriteJobs(cmd.OutOrStdout(), jobs, time.Now())
 			})
 		},
 	}
@@ -274,17 +251,7 @@ with the job on each and the last fault (--gpus: every GPU).`,
 				if output == "json" {
 					return printJSON(cmd.OutOrStdout(), nodes)
 				}
-				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "NODE\tPOOL\tMODEL\tGPUS\tFREE\tFENCED\tSTATE\tHEARTBEAT\tJOBS")
-				for _, n := range nodes {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s ago\t%s\n", n.Node.ID, n.Node.Pool, n.Node.Model(),
-						len(n.Node.GPUs), len(n.FreeGPUs()), fencedGPUs(n), n.State, time.Since(n.LastHeartbeat).Round(time.Second),
-						strings.Join(n.Jobs(), ","))
-				}
-				if err := tw.Flush(); err != nil {
-					return err
-				}
-				return printGPUHealth(cmd.OutOrStdout(), nodes, allGPUs, time.Now())
+				return client.WriteNodes(cmd.OutOrStdout(), nodes, allGPUs, time.Now())
 			})
 		},
 	}

@@ -1,4 +1,4 @@
-package main
+package client
 
 import (
 	"bytes"
@@ -8,10 +8,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/gangwayhq/gangway"
-	"github.com/gangwayhq/gangway/client"
 )
 
-func TestPrintGPUHealth(t *testing.T) {
+func TestWriteGPUHealth(t *testing.T) {
 	now := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
 	node := gangway.Node{ID: "n1", GPUs: []gangway.GPU{
 		{Index: 0, UUID: "GPU-a", Healthy: true},
@@ -24,9 +23,9 @@ func TestPrintGPUHealth(t *testing.T) {
 		2: {Node: "n1", GPU: 2, Healthy: true, LastFault: &gangway.GPUEvent{
 			Kind: "xid", Xid: 13, Meaning: "graphics engine exception", Blame: "app", At: now.Add(-time.Hour)}},
 	}}
-	nodes := []client.Node{{NodeStatus: gangway.NodeStatus{Node: node, Allocated: map[int]gangway.JobID{2: "notebook"}}, GPUHealth: health["n1"]}}
+	nodes := []Node{{NodeStatus: gangway.NodeStatus{Node: node, Allocated: map[int]gangway.JobID{2: "notebook"}}, GPUHealth: health["n1"]}}
 	var buf bytes.Buffer
-	if err := printGPUHealth(&buf, nodes, false, now); err != nil {
+	if err := writeGPUHealth(&buf, nodes, false, now); err != nil {
 		t.Fatal(err)
 	}
 	want := `
@@ -39,7 +38,7 @@ n1/2  GPU-c  healthy          0.00       notebook  Xid 13 (graphics engine excep
 	}
 	buf.Reset()
 	nodes[0].GPUHealth = nil
-	if err := printGPUHealth(&buf, nodes, true, now); err != nil {
+	if err := writeGPUHealth(&buf, nodes, true, now); err != nil {
 		t.Fatal(err)
 	}
 	if got := bytes.Count(buf.Bytes(), []byte("\nn1/")); got != 3 {
