@@ -60,6 +60,7 @@ func JobWorkflow(ctx workflow.Context, in JobInput) (Status, error) {
 	j := &job{
 		spec:   spec,
 		timing: in.Timing.withDefaults(),
+		limits: in.Limits.withDefaults(),
 		st: Status{
 			JobID:       spec.Name,
 			Team:        spec.Team,
@@ -79,11 +80,24 @@ func JobWorkflow(ctx workflow.Context, in JobInput) (Status, error) {
 	if j.v2 {
 		_, j.search = workflow.GetTypedSearchAttributes(ctx).GetKeyword(SearchTeam)
 	}
+	// Runs from before this continue as new never, and keep every attempt
+	// record and phase change.
+	j.v3 = workflow.GetVersion(ctx, versionContinueAsNew, workflow.DefaultVersion, 1) >= 1
 	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (Status, error) { return j.st, nil }); err != nil {
 		return Status{}, fmt.Errorf("set status query: %w", err)
 	}
-	j.setPhase(ctx, gangway.PhaseSubmitted, "")
-	st := j.run(ctx)
+	if c := in.Continued; c != nil {
+		j.resume(c)
+	} else {
+		if j.v3 {
+			j.st.Runs = 1
+		}
+		j.setPhase(ctx, gangway.PhaseSubmitted, "")
+	}
+	st, more := j.run(ctx)
+	if more {
+		return Status{}, j.continueAsNew(ctx, in)
+	}
 	if !j.v2 {
 		return st, nil
 	}
@@ -96,6 +110,7 @@ func JobWorkflow(ctx workflow.Context, in JobInput) (Status, error) {
 type job struct {
 	spec    gangway.JobSpec
 	timing  Timing
+	limits  Limits
 	st      Status
 	placed  workflow.ReceiveChannel
 	preempt workflow.ReceiveChannel
@@ -109,10 +124,14 @@ type job struct {
 	// ends so, and keeps its search attributes when it was started with
 	// them (search); see versionVisibility.
 	v2, search bool
+	// v3: this run continues as new when its history grows near
+	// Temporal's limits, and keeps a bounded status (see
+	// versionContinueAsNew).
+	v3 bool
 	// pool is the pool in the GangwayPool search attribute.
 	pool string
-	// resume is the checkpoint the next attempt starts from.
-	resume *CheckpointRef
+	// resumeFrom is the checkpoint the next attempt starts from.
+	resumeFrom *CheckpointRef
 }
 
 // versionAttempts is the change ID of attempt records, usage segments,
@@ -122,6 +141,11 @@ const versionAttempts = "attempts-usage-checkpoints-bursts"
 // versionVisibility is the change ID of closing Failed and Cancelled jobs'
 // workflows as failed and cancelled, and of keeping search attributes.
 const versionVisibility = "close-status-search-attributes"
+
+// versionContinueAsNew is the change ID of continuing as new between
+// attempts and of bounding the attempt records and phase changes the
+// status keeps (continue.go).
+const versionContinueAsNew = "continue-as-new-bounded-status"
 
 // attemptEnd is how one attempt of the gang ended.
 type attemptEnd struct {
@@ -135,7 +159,10 @@ type attemptEnd struct {
 	lostNode string
 }
 
-func (j *job) run(ctx workflow.Context) Status {
+// run loops over attempts until the job ends (more false), or until this
+// run's history is full enough that the job continues as new before its
+// next attempt (more true).
+func (j *job) run(ctx workflow.Context) (st Status, more bool) {
 	for {
 		j.st.Attempt++
 		attempt := j.st.Attempt
@@ -143,15 +170,15 @@ func (j *job) run(ctx workflow.Context) Status {
 			j.setPhase(ctx, gangway.PhaseRequeued, j.st.Reason)
 		}
 		entry := j.spec.QueueEntry(attempt, j.st.SubmittedAt, workflow.Now(ctx))
-		if j.resume != nil {
+		if j.resumeFrom != nil {
 			entry.Runtime = j.remaining()
 		}
 		if !j.enqueue(ctx, entry) {
-			return j.cancelled(ctx, "cancelled while queueing")
+			return j.cancelled(ctx, "cancelled while queueing"), false
 		}
 		asg, burst, ok := j.waitPlacement(ctx, attempt)
 		if !ok {
-			return j.cancelled(ctx, "cancelled while queued")
+			return j.cancelled(ctx, "cancelled while queued"), false
 		}
 		var end attemptEnd
 		if burst != nil {
@@ -160,7 +187,10 @@ func (j *job) run(ctx workflow.Context) Status {
 			end = j.runPlaced(ctx, asg)
 		}
 		if st, done := j.afterAttempt(ctx, end); done {
-			return st
+			return st, false
+		}
+		if j.v3 && ctx.Err() == nil && j.historyFull(ctx) {
+			return j.st, true
 		}
 	}
 }
@@ -403,7 +433,7 @@ func (j *job) taskInput(asg gangway.Assignment, m gangway.Member) RunTaskInput {
 		StopSignal:  j.spec.Checkpoint.Signal,
 		GracePeriod: j.spec.Checkpoint.GracePeriod.Duration,
 		Checkpoint:  j.spec.Checkpoint.Enabled,
-		ResumeFrom:  resumeID(j.resume),
+		ResumeFrom:  resumeID(j.resumeFrom),
 		Keep:        j.spec.Checkpoint.Keep,
 		Idle:        j.spec.Idle,
 	}
@@ -470,6 +500,9 @@ func (j *job) setPhase(ctx workflow.Context, p gangway.Phase, reason string) {
 	}
 	j.st.Phase, j.st.Reason, j.since = p, reason, now
 	j.st.Phases = append(j.st.Phases, PhaseChange{Phase: p, At: now, Attempt: j.st.Attempt, Reason: reason})
+	if j.v3 {
+		j.trimPhases()
+	}
 	memo := map[string]any{MemoPhase: string(p), MemoTeam: j.spec.Team,
 		MemoGPUs: j.spec.Gang.Replicas * j.spec.Gang.GPUsPerReplica}
 	if err := workflow.UpsertMemo(ctx, memo); err != nil {
@@ -493,9 +526,17 @@ func (j *job) addRun(d time.Duration, asg gangway.Assignment) {
 	j.st.GPUSeconds += gangway.MeteredGPUSeconds(d.Seconds(), asg.GPUCount(), asg.GPUMilli())
 }
 
+// placedReasonMembers bounds the members placedReason names, so a large
+// gang's phase changes stay small.
+const placedReasonMembers = 8
+
 func placedReason(a gangway.Assignment) string {
 	s := ""
 	for i, m := range a.Members {
+		if i == placedReasonMembers {
+			s += fmt.Sprintf(", and %d more", len(a.Members)-i)
+			break
+		}
 		if i > 0 {
 			s += ", "
 		}

@@ -319,6 +319,13 @@ func TestTemporalBinaryMissing(t *testing.T) {
 	}
 }
 
+func TestTemporalInMemoryWithDBFile(t *testing.T) {
+	_, err := StartTemporal(t.Context(), TemporalOptions{Dir: t.TempDir(), InMemory: true, DBFile: "x.db"})
+	if err == nil || !strings.Contains(err.Error(), "InMemory and DBFile are exclusive") {
+		t.Fatalf("err = %v, want InMemory and DBFile refused together", err)
+	}
+}
+
 const notFoundText = "temporal CLI not found: run `make bin/temporal` (installs v1.5.1 into bin/) or set GANGWAY_TEMPORAL_BIN"
 
 func TestFindTemporal(t *testing.T) {
