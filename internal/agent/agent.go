@@ -26,8 +26,8 @@ import (
 
 // Capacity is the part of the Redis view the agent uses.
 type Capacity interface {
-	RegisterNode(ctx context.Context, n gangway.Node, now time.Time) error
-	Heartbeat(ctx context.Context, nodeID string, now time.Time) error
+	RegisterNode(ctx context.Context, n gangway.Node) error
+	Heartbeat(ctx context.Context, nodeID string) error
 	AppendLog(ctx context.Context, jobID gangway.JobID, l gangway.LogLine) error
 }
 
@@ -130,7 +130,7 @@ func (a *Agent) Run(ctx context.Context, tc client.Client) error {
 		return fmt.Errorf("agent data dir: %w", err)
 	}
 	lifted := a.restoreGPUHealth(ctx)
-	if err := a.cap.RegisterNode(ctx, a.nodeView(), time.Now()); err != nil {
+	if err := a.cap.RegisterNode(ctx, a.nodeView()); err != nil {
 		return fmt.Errorf("register node %s: %w", a.cfg.Node.ID, err)
 	}
 	w := worker.New(tc, nodeTaskQueue(a.cfg.Node), worker.Options{
@@ -185,10 +185,10 @@ func nodeTaskQueue(n gangway.Node) string {
 // it (Redis is a rebuildable view; the agent holds the truth about its node).
 func (a *Agent) heartbeat(ctx context.Context) {
 	now := time.Now()
-	err := a.cap.Heartbeat(ctx, a.cfg.Node.ID, now)
+	err := a.cap.Heartbeat(ctx, a.cfg.Node.ID)
 	if errors.Is(err, capacity.ErrNotFound) {
 		a.log.Warn("node missing from the view; registering again")
-		err = a.cap.RegisterNode(ctx, a.nodeView(), now)
+		err = a.cap.RegisterNode(ctx, a.nodeView())
 	}
 	if err == nil {
 		a.heartbeatDone(now)

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/gangwayhq/gangway"
 )
@@ -21,10 +20,11 @@ func validState(state string) bool {
 	return false
 }
 
-// RegisterNode upserts a node's inventory and records a heartbeat at now.
+// RegisterNode upserts a node's inventory and records a heartbeat (at the
+// Redis server's time, as Heartbeat).
 // A new node, or one marked lost, becomes ready; a cordoned node stays
 // cordoned, so an agent restart does not undo an operator's cordon.
-func (v *View) RegisterNode(ctx context.Context, n gangway.Node, now time.Time) error {
+func (v *View) RegisterNode(ctx context.Context, n gangway.Node) error {
 	if n.ID == "" {
 		return errors.New("register node: empty node id")
 	}
@@ -33,18 +33,20 @@ func (v *View) RegisterNode(ctx context.Context, n gangway.Node, now time.Time) 
 		return fmt.Errorf("register node %s: %w", n.ID, err)
 	}
 	keys := []string{v.k.nodes, v.k.nodeState, v.k.heartbeat, v.k.nodeRevs, v.k.rev}
-	if err := registerScript.Run(ctx, v.rdb, keys, n.ID, inv, now.UnixMilli()).Err(); err != nil {
+	if err := registerScript.Run(ctx, v.rdb, keys, n.ID, inv).Err(); err != nil {
 		return fmt.Errorf("register node %s: %w", n.ID, err)
 	}
 	v.announce(ctx, EventNode)
 	return nil
 }
 
-// Heartbeat records that the node's agent was alive at now. It returns
-// ErrNotFound if the node never registered (the agent should register).
-func (v *View) Heartbeat(ctx context.Context, nodeID string, now time.Time) error {
+// Heartbeat records that the node's agent is alive, at the Redis server's
+// time: liveness is judged on that one clock (Snapshot.Now, NodeStatus's
+// HeartbeatAge), never on the agent's. It returns ErrNotFound if the node
+// never registered (the agent should register).
+func (v *View) Heartbeat(ctx context.Context, nodeID string) error {
 	keys := []string{v.k.nodes, v.k.heartbeat}
-	ok, err := heartbeatScript.Run(ctx, v.rdb, keys, nodeID, now.UnixMilli()).Int()
+	ok, err := heartbeatScript.Run(ctx, v.rdb, keys, nodeID).Int()
 	if err != nil {
 		return fmt.Errorf("heartbeat %s: %w", nodeID, err)
 	}
@@ -105,11 +107,18 @@ func (v *View) RemoveNode(ctx context.Context, nodeID string) error {
 }
 
 // Nodes returns every registered node with its state, heartbeat and
-// allocations, read at one instant, sorted by ID.
+// allocations, read at one instant, sorted by ID. A node whose last
+// heartbeat is older than Options.NodeTTL on the Redis server's clock is
+// NodeLost, whatever state it was left in: its agent is silent.
 func (v *View) Nodes(ctx context.Context) ([]gangway.NodeStatus, error) {
 	st, err := v.read(ctx, false)
 	if err != nil {
 		return nil, fmt.Errorf("nodes: %w", err)
+	}
+	for i := range st.Nodes {
+		if st.Nodes[i].HeartbeatAge.Duration > v.nodeTTL {
+			st.Nodes[i].State = gangway.NodeLost
+		}
 	}
 	return st.Nodes, nil
 }
