@@ -106,6 +106,9 @@ func (v *View) RemoveNode(ctx context.Context, nodeID string) error {
 	return nil
 }
 
+// Ping checks that Redis answers (a readiness probe).
+func (v *View) Ping(ctx context.Context) error { return v.rdb.Ping(ctx).Err() }
+
 // Nodes returns every registered node with its state, heartbeat and
 // allocations, read at one instant, sorted by ID. A node whose last
 // heartbeat is older than Options.NodeTTL on the Redis server's clock is
