@@ -365,6 +365,15 @@ type RunTaskInput struct {
 	Keep       int    `json:"keep,omitempty"`
 	// Idle is the job's idle policy; zero After means none.
 	Idle gangway.Idle `json:"idle,omitzero"`
+	// Adopt asks the agent for the task of job, attempt and rank that an
+	// earlier RunTask started and Temporal lost track of (its heartbeats
+	// timed out while Temporal was unreachable): the agent attaches this
+	// activity to the process still running, or returns how it ended if it
+	// has; ErrTypeTaskUnknown if it has no such task. Nothing is started.
+	// AdoptToStop: the gang is stopping, so the adopted task is stopped
+	// (checkpointing first) rather than waited for.
+	Adopt       bool `json:"adopt,omitempty"`
+	AdoptToStop bool `json:"adoptToStop,omitempty"`
 }
 
 // RunTaskResult reports a member that exited 0.
@@ -504,4 +513,8 @@ const (
 	// attempt resumes from (store unreachable, corrupt file). Not the
 	// user's fault; the job is requeued without spending a retry.
 	ErrTypeRestoreFailed = "RestoreFailed"
+	// ErrTypeTaskUnknown: an adopting RunTask found no such task on the
+	// node, running or ended (the agent restarted since, or it never ran
+	// there): the node is lost as far as the attempt is concerned.
+	ErrTypeTaskUnknown = "TaskUnknown"
 )

@@ -83,6 +83,8 @@ func JobWorkflow(ctx workflow.Context, in JobInput) (Status, error) {
 	// Runs from before this continue as new never, and keep every attempt
 	// record and phase change.
 	j.v3 = workflow.GetVersion(ctx, versionContinueAsNew, workflow.DefaultVersion, 1) >= 1
+	// Runs from before this give a node up on a task's heartbeat timeout.
+	j.v4 = workflow.GetVersion(ctx, versionAdopt, workflow.DefaultVersion, 1) >= 1
 	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (Status, error) { return j.st, nil }); err != nil {
 		return Status{}, fmt.Errorf("set status query: %w", err)
 	}
@@ -128,6 +130,9 @@ type job struct {
 	// Temporal's limits, and keeps a bounded status (see
 	// versionContinueAsNew).
 	v3 bool
+	// v4: after a heartbeat timeout this run adopts the task still running
+	// on the node (see versionAdopt).
+	v4 bool
 	// pool is the pool in the GangwayPool search attribute.
 	pool string
 	// resumeFrom is the checkpoint the next attempt starts from.
@@ -146,6 +151,26 @@ const versionVisibility = "close-status-search-attributes"
 // attempts and of bounding the attempt records and phase changes the
 // status keeps (continue.go).
 const versionContinueAsNew = "continue-as-new-bounded-status"
+
+// versionAdopt is the change ID of adopting a task after its heartbeat
+// timed out (a Temporal outage) rather than calling its node lost.
+const versionAdopt = "adopt-after-heartbeat-timeout"
+
+// maxAdopts bounds the adoptions of one member's task: a task whose
+// heartbeats keep timing out, adopted or not, is on a node that is lost.
+const maxAdopts = 3
+
+// adoptStartTimeout is how long an adopting RunTask may wait for the
+// node's agent to take it: an agent polls again within seconds of Temporal
+// returning; one that does not is gone, and its node lost.
+func adoptStartTimeout(t Timing) time.Duration { return max(3*t.HeartbeatTimeout, 30*time.Second) }
+
+// lostTrack reports whether a task's error means Temporal lost track of
+// it (its heartbeats timed out) rather than that it ended.
+func lostTrack(err error) bool {
+	var te *temporal.TimeoutError
+	return errors.As(err, &te) && te.TimeoutType() == enumspb.TIMEOUT_TYPE_HEARTBEAT
+}
 
 // attemptEnd is how one attempt of the gang ended.
 type attemptEnd struct {
@@ -318,24 +343,52 @@ func (j *job) runGang(ctx workflow.Context, asg gangway.Assignment) attemptEnd {
 			cancelGang()
 		}
 	})
-	for _, m := range asg.Members {
-		actx := workflow.WithActivityOptions(gctx, workflow.ActivityOptions{
+	// run starts a member's task; after Temporal lost track of it (a
+	// heartbeat timeout, as a Temporal outage leaves), it adopts the task
+	// still running on the node instead of giving the node up (v4).
+	var run func(m gangway.Member, adopts int)
+	run = func(m gangway.Member, adopts int) {
+		opts := workflow.ActivityOptions{
 			TaskQueue:              MemberTaskQueue(m),
 			ScheduleToStartTimeout: j.timing.StartTimeout,
 			StartToCloseTimeout:    j.spec.MaxRuntime.Duration + runGrace,
 			HeartbeatTimeout:       j.timing.HeartbeatTimeout,
 			WaitForCancellation:    true,
 			RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
-		})
+		}
+		in := j.taskInput(asg, m)
+		mctx := gctx
+		if adopts > 0 {
+			in.Adopt = true
+			opts.ScheduleToStartTimeout = adoptStartTimeout(j.timing)
+			// The task's run time counts from its start, not from the
+			// adoption.
+			opts.StartToCloseTimeout = max(runStart.Add(j.spec.MaxRuntime.Duration+runGrace).Sub(workflow.Now(ctx)), time.Minute)
+			if gctx.Err() != nil {
+				// The gang is stopping: adopt the task to stop it, so
+				// nothing runs on once the GPUs are released.
+				mctx, _ = workflow.NewDisconnectedContext(ctx)
+				in.AdoptToStop = true
+			}
+		}
 		rank := m.Rank
-		f := workflow.ExecuteActivity(actx, ActivityRunTask, j.taskInput(asg, m))
+		f := workflow.ExecuteActivity(workflow.WithActivityOptions(mctx, opts), ActivityRunTask, in)
 		sel.AddFuture(f, func(f workflow.Future) {
+			err := f.Get(ctx, nil)
+			if j.v4 && adopts < maxAdopts && lostTrack(err) {
+				workflow.GetLogger(ctx).Warn("Temporal lost track of a task; adopting it", "rank", rank, "adopts", adopts+1)
+				run(m, adopts+1)
+				return
+			}
 			done++
-			if err := f.Get(ctx, nil); err != nil && firstErr == nil && preempted == nil {
+			if err != nil && firstErr == nil && preempted == nil {
 				firstErr, firstRank = err, rank
 				cancelGang()
 			}
 		})
+	}
+	for _, m := range asg.Members {
+		run(m, 0)
 	}
 	for done < len(asg.Members) {
 		sel.Select(ctx)
@@ -406,6 +459,9 @@ func classify(err error, rank int, asg gangway.Assignment) attemptEnd {
 			return attemptEnd{out: outcomeInfraFailure, cause: CauseFault, reason: fmt.Sprintf("GPU fault: %s: %s", where, ae.Message())}
 		case ErrTypeIdle:
 			return attemptEnd{out: outcomeReleased, cause: CauseIdle, reason: fmt.Sprintf("released by the idle policy: %s", ae.Message())}
+		case ErrTypeTaskUnknown:
+			return attemptEnd{out: outcomeInfraFailure, cause: CauseNodeLost, lostNode: node,
+				reason: fmt.Sprintf("node lost: %s: %s", where, ae.Message())}
 		}
 		return attemptEnd{out: outcomeUserFailure, cause: CauseFailed, reason: fmt.Sprintf("%s failed: %s", where, ae.Message())}
 	}

@@ -78,6 +78,11 @@ type Config struct {
 	// signals the workflow of every task running here to preempt it.
 	Notices <-chan Notice
 
+	// AdoptGrace is how long a task Temporal lost track of waits to be
+	// adopted on an agent with no Temporal client to ask its workflow
+	// (adopt.go; default DefaultAdoptGrace). Run asks instead.
+	AdoptGrace time.Duration
+
 	// GPU turns on GPU health (faults fence GPUs and move their jobs) and
 	// reclaim (zombies, orphaned tasks, idle jobs); see health.go.
 	GPU GPUConfig
@@ -95,7 +100,9 @@ type Agent struct {
 	// sum to at most MilliPerGPU; a whole GPU has one task.
 	busy map[int]map[string]int
 
-	tasks   taskTable   // running tasks, for StopTasks and notices
+	tasks   taskTable   // running tasks, for StopTasks, notices and adoption
+	ended   endedTasks  // how tasks ended, for adoption
+	jobs    jobQuery    // asks workflows about orphaned tasks; set by Run
 	notices noticeState // notices seen, preempt signals sent
 	// recordHeartbeat is activity.RecordHeartbeat unless a test watches.
 	recordHeartbeat func(ctx context.Context, details ...any)
@@ -129,6 +136,7 @@ func (a *Agent) Run(ctx context.Context, tc client.Client) error {
 	if err := os.MkdirAll(a.cfg.DataDir, 0o755); err != nil {
 		return fmt.Errorf("agent data dir: %w", err)
 	}
+	a.jobs = jobs.New(tc)
 	lifted := a.restoreGPUHealth(ctx)
 	if err := a.cap.RegisterNode(ctx, a.nodeView()); err != nil {
 		return fmt.Errorf("register node %s: %w", a.cfg.Node.ID, err)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/workflows"
+	"github.com/gangwayhq/gangway/workflows/jobs"
 )
 
 // HostCapacity is the part of the Redis view a Host uses: the agent's, and
@@ -111,6 +112,10 @@ func (h *Host) TaskQueue() string { return h.queue }
 func (h *Host) Run(ctx context.Context, tc client.Client) error {
 	if err := os.MkdirAll(h.cfg.Agent.DataDir, 0o755); err != nil {
 		return fmt.Errorf("agent host data dir: %w", err)
+	}
+	door := jobs.New(tc)
+	for _, a := range h.agents {
+		a.jobs = door
 	}
 	if err := h.cap.RegisterNodes(ctx, h.views(h.ids)); err != nil {
 		return fmt.Errorf("agent host %s: %w", h.cfg.ID, err)

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"go.temporal.io/sdk/client"
@@ -78,7 +79,9 @@ type Temporal struct {
 	// for one InMemory.
 	DBFile string
 
-	p *process
+	mu      sync.Mutex
+	p       *process
+	restart func(context.Context) (*process, error)
 }
 
 // StartTemporal starts `temporal server start-dev` on 127.0.0.1 and returns
@@ -138,6 +141,13 @@ func StartTemporal(ctx context.Context, opts TemporalOptions) (*Temporal, error)
 		}
 		t, p, err := startTemporal(ctx, bin, dir, dbFile, port, uiPort, opts.Log)
 		if err == nil {
+			t.restart = func(ctx context.Context) (*process, error) {
+				_, p, err := startTemporal(ctx, bin, dir, dbFile, port, uiPort, opts.Log)
+				if err != nil {
+					return nil, err
+				}
+				return p, nil
+			}
 			return t, nil
 		}
 		pickedPorts := opts.Port == 0 || (!opts.Headless && opts.UIPort == 0)
@@ -256,17 +266,42 @@ func quietLogger() tlog.Logger { return tlog.NewStructuredLogger(slog.New(slog.D
 // Stop stops the server: SIGTERM to its process group, SIGKILL if it is
 // still running after 5 s (a clean shutdown takes about 3 s). It is
 // idempotent, and returns nil if the server had already exited (see Kill).
-func (t *Temporal) Stop() error { return t.p.stop(stopGrace) }
+func (t *Temporal) Stop() error { return t.proc().stop(stopGrace) }
 
 // Kill sends SIGKILL to the server's process group now, as a crash would, and
 // waits until the process is gone. State written to DBFile survives.
-func (t *Temporal) Kill() error { return t.p.kill() }
+func (t *Temporal) Kill() error { return t.proc().kill() }
+
+// Restart starts the server again, on the same ports and database file,
+// once the process has exited (after Kill or Stop, or a crash): it picks up
+// where the last one stopped, and clients connected to Addr reconnect. A
+// server that is still running is left alone (nil). Pid and Done then
+// refer to the new process.
+func (t *Temporal) Restart(ctx context.Context) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.p.exited() {
+		return nil
+	}
+	p, err := t.restart(ctx)
+	if err != nil {
+		return fmt.Errorf("restart temporal: %w", err)
+	}
+	t.p = p
+	return nil
+}
+
+func (t *Temporal) proc() *process {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.p
+}
 
 // Pid is the server's process id.
-func (t *Temporal) Pid() int { return t.p.pid }
+func (t *Temporal) Pid() int { return t.proc().pid }
 
 // Done is closed when the server process has exited, for whatever reason.
-func (t *Temporal) Done() <-chan struct{} { return t.p.done }
+func (t *Temporal) Done() <-chan struct{} { return t.proc().done }
 
 // FindTemporal returns the path of the temporal CLI to run, the first of:
 //
