@@ -173,8 +173,13 @@ type LogLine struct {
 type NodeStatus struct {
 	Node Node `json:"node"`
 	// State is NodeReady, NodeCordoned or NodeLost.
-	State         string    `json:"state"`
+	State string `json:"state"`
+	// LastHeartbeat is when the node's agent last heartbeat, and
+	// HeartbeatAge how long before the read that was, both on the Redis
+	// server's clock: the one clock liveness is judged by, never the
+	// agent's or the reader's.
 	LastHeartbeat time.Time `json:"lastHeartbeat"`
+	HeartbeatAge  Duration  `json:"heartbeatAge"`
 	// Allocated maps each GPU held whole to the job holding it; Shared
 	// maps each shared GPU to the jobs holding shares of it and their
 	// milli-GPU (summing to at most MilliPerGPU). A GPU is in at most one

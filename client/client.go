@@ -112,6 +112,9 @@ type SubmitOptions struct {
 	// Timing overrides the workflow's timeouts (tests, slow clusters). The
 	// user API ignores it: the server's own timing holds.
 	Timing workflows.Timing
+	// Limits overrides the workflow's history and status bounds (tests).
+	// The user API ignores it.
+	Limits workflows.Limits
 	// Validate relaxes the spec's validation as the server's config says
 	// (gangway.AllowEnv); none is the strict default. The user API's
 	// server applies its own.

@@ -52,7 +52,7 @@ func (c *direct) submit(ctx context.Context, spec gangway.JobSpec, o SubmitOptio
 			return "", err
 		}
 	}
-	err := c.jobs.Start(ctx, spec, jobs.StartOptions{Timing: o.Timing})
+	err := c.jobs.Start(ctx, spec, jobs.StartOptions{Timing: o.Timing, Limits: o.Limits})
 	if errors.Is(err, ErrJobExists) {
 		return "", fmt.Errorf("%w (a job's name is its ID; pick a new name)", err)
 	}

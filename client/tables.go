@@ -21,7 +21,7 @@ func WriteNodes(w io.Writer, nodes []Node, allGPUs bool, now time.Time) error {
 	fmt.Fprintln(tw, "NODE\tPOOL\tMODEL\tGPUS\tFREE\tFENCED\tSTATE\tHEARTBEAT\tJOBS")
 	for _, n := range nodes {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s ago\t%s\n", n.Node.ID, n.Node.Pool, n.Node.Model(),
-			len(n.Node.GPUs), len(n.FreeGPUs()), fencedGPUs(n), n.State, now.Sub(n.LastHeartbeat).Round(time.Second),
+			len(n.Node.GPUs), len(n.FreeGPUs()), fencedGPUs(n), n.State, n.HeartbeatAge.Round(time.Second),
 			strings.Join(n.Jobs(), ","))
 	}
 	if err := tw.Flush(); err != nil {

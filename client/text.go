@@ -3,6 +3,8 @@ package client
 import (
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -39,9 +41,12 @@ func (st JobStatus) WriteText(w io.Writer) error {
 	if st.LostGPUSeconds > 0 {
 		fmt.Fprintf(w, "Lost:      %.0f GPU-seconds of work redone after restarts\n", st.LostGPUSeconds)
 	}
-	writeAttempts(w, st.Attempts)
+	writeAttempts(w, st.Attempts, st.EarlierAttempts)
 	if len(st.Phases) > 0 {
 		fmt.Fprintln(w, "History:")
+		if st.EarlierPhases > 0 {
+			fmt.Fprintf(w, "  (%d earlier phase changes not kept)\n", st.EarlierPhases)
+		}
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		for _, p := range st.Phases {
 			fmt.Fprintf(tw, "  %s\t%s\tattempt %d\t%s\n", p.At.Local().Format("15:04:05.000"), p.Phase, p.Attempt, p.Reason)
@@ -52,12 +57,21 @@ func (st JobStatus) WriteText(w io.Writer) error {
 }
 
 // writeAttempts shows where each run went, how it ended and what it
-// resumed from.
-func writeAttempts(w io.Writer, attempts []workflows.AttemptRecord) {
+// resumed from; runs the status no longer keeps one by one are summed on
+// one line first.
+func writeAttempts(w io.Writer, attempts []workflows.AttemptRecord, earlier *workflows.AttemptSummary) {
 	if len(attempts) == 0 {
 		return
 	}
 	fmt.Fprintln(w, "Runs:")
+	if e := earlier; e != nil && e.Count > 0 {
+		causes := slices.Sorted(maps.Keys(e.Ended))
+		for i, c := range causes {
+			causes[i] = fmt.Sprintf("%d %s", e.Ended[c], c)
+		}
+		fmt.Fprintf(w, "  #%d-%d (%d runs, not kept one by one): %s; %.0f GPU-seconds, %.0f lost, $%.2f\n",
+			e.First, e.Last, e.Count, strings.Join(causes, ", "), e.GPUSeconds, e.LostGPUSeconds, e.Dollars)
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "  #	POOL	CAPACITY	NODES	RAN	ENDED	RESUMED FROM	LOST GPU-S	COST\n")
 	for _, a := range attempts {

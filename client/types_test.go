@@ -98,3 +98,22 @@ func TestLiveTwice(t *testing.T) {
 		t.Errorf("live again 10s later: wait %s, want 1m20s", got)
 	}
 }
+
+// TestWriteTextEarlierRuns: runs and phase changes the status no longer
+// keeps one by one show as a summary line.
+func TestWriteTextEarlierRuns(t *testing.T) {
+	st := client.JobStatus{Status: workflows.Status{JobID: "j", Team: "ml", Phase: gangway.PhaseRunning, Attempt: 101,
+		Attempts:        []workflows.AttemptRecord{{Attempt: 101, Pool: "onprem", Nodes: []string{"n0"}}},
+		EarlierAttempts: &workflows.AttemptSummary{Count: 100, First: 1, Last: 100, Ended: map[string]int{"preempted": 99, "node-lost": 1}, GPUSeconds: 2048, Dollars: 3.5},
+		Phases:          []workflows.PhaseChange{{Phase: gangway.PhaseRunning, Attempt: 101}}, EarlierPhases: 400}}
+	var b strings.Builder
+	if err := st.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"#1-100 (100 runs, not kept one by one): 1 node-lost, 99 preempted; 2048 GPU-seconds, 0 lost, $3.50",
+		"(400 earlier phase changes not kept)"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("status text lacks %q:\n%s", want, b.String())
+		}
+	}
+}

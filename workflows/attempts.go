@@ -15,7 +15,10 @@ func (j *job) startAttempt(asg gangway.Assignment, at time.Time) int {
 	if !j.v1 {
 		return -1
 	}
-	rec := AttemptRecord{Attempt: asg.Attempt, GPUs: asg.GPUCount(), GPUMilli: asg.GPUMilli(), StartedAt: at, ResumedFrom: j.resume}
+	if j.v3 {
+		j.foldAttempts()
+	}
+	rec := AttemptRecord{Attempt: asg.Attempt, GPUs: asg.GPUCount(), GPUMilli: asg.GPUMilli(), StartedAt: at, ResumedFrom: j.resumeFrom}
 	for _, m := range asg.Members {
 		if !slices.Contains(rec.Nodes, m.NodeID) {
 			rec.Nodes = append(rec.Nodes, m.NodeID)
@@ -97,7 +100,7 @@ func (j *job) endAttempt(ctx workflow.Context, idx int, asg gangway.Assignment, 
 	since := rec.StartedAt
 	if j.spec.Checkpoint.Enabled {
 		if ref, ok := j.latestCheckpoint(ctx); ok {
-			rec.Checkpoint, j.resume = &ref, &ref
+			rec.Checkpoint, j.resumeFrom = &ref, &ref
 			if ref.At.After(since) {
 				since = ref.At
 			}
@@ -194,12 +197,21 @@ func (j *job) latestCheckpoint(ctx workflow.Context) (CheckpointRef, bool) {
 // wind-down.
 func (j *job) remaining() time.Duration {
 	kept := time.Duration(0)
+	if e := j.st.EarlierAttempts; e != nil {
+		kept = time.Duration(e.KeptRunSeconds * float64(time.Second))
+	}
 	for _, a := range j.st.Attempts {
-		if a.EndedAt.IsZero() || a.GPUs == 0 {
-			continue
-		}
-		lost := time.Duration(a.LostGPUSeconds / gangway.MeteredGPUSeconds(1, a.GPUs, a.milli()) * float64(time.Second))
-		kept += max(a.EndedAt.Sub(a.StartedAt)-lost, 0)
+		kept += a.keptRunTime()
 	}
 	return max(j.spec.Runtime()-kept, time.Minute)
+}
+
+// keptRunTime is the run time of an ended attempt whose work was kept:
+// its run time less the time whose work was lost.
+func (a AttemptRecord) keptRunTime() time.Duration {
+	if a.EndedAt.IsZero() || a.GPUs == 0 {
+		return 0
+	}
+	lost := time.Duration(a.LostGPUSeconds / gangway.MeteredGPUSeconds(1, a.GPUs, a.milli()) * float64(time.Second))
+	return max(a.EndedAt.Sub(a.StartedAt)-lost, 0)
 }

@@ -236,6 +236,65 @@ type JobInput struct {
 	Spec gangway.JobSpec `json:"spec"`
 	// Timing tunes timeouts; zero fields take the defaults.
 	Timing Timing `json:"timing,omitempty"`
+	// Limits bound one run's history and the status's size; zero fields
+	// take the defaults.
+	Limits Limits `json:"limits,omitzero"`
+	// Continued is what a run hands the next when the job continues as
+	// new between attempts; nil on a job's first run.
+	Continued *Continued `json:"continued,omitempty"`
+}
+
+// Limits keep a job inside Temporal's limits however often it is
+// restarted: a run's history (events and bytes) and the status it returns.
+// They travel in the input, as Timing does, so replay is deterministic.
+type Limits struct {
+	// RunEvents and RunBytes: a run whose history would pass either with
+	// one more attempt (estimated from the gang's size and its task input)
+	// continues as new first. Defaults 8,192 events and 8 MiB, under
+	// Temporal's warnings at 10,240 events and 10 MiB.
+	RunEvents int `json:"runEvents,omitempty"`
+	RunBytes  int `json:"runBytes,omitempty"`
+	// AttemptRecords is how many attempt records the status keeps one by
+	// one, newest last (default 20); older ones are summed in
+	// Status.EarlierAttempts. PhaseChanges is how many phase changes it
+	// keeps (default 64); older ones are counted in Status.EarlierPhases.
+	AttemptRecords int `json:"attemptRecords,omitempty"`
+	PhaseChanges   int `json:"phaseChanges,omitempty"`
+}
+
+// Default limits.
+const (
+	DefaultRunEvents      = 8192
+	DefaultRunBytes       = 8 << 20
+	DefaultAttemptRecords = 20
+	DefaultPhaseChanges   = 64
+)
+
+func (l Limits) withDefaults() Limits {
+	if l.RunEvents <= 0 {
+		l.RunEvents = DefaultRunEvents
+	}
+	if l.RunBytes <= 0 {
+		l.RunBytes = DefaultRunBytes
+	}
+	if l.AttemptRecords <= 0 {
+		l.AttemptRecords = DefaultAttemptRecords
+	}
+	if l.PhaseChanges <= 0 {
+		l.PhaseChanges = DefaultPhaseChanges
+	}
+	return l
+}
+
+// Continued is the state of a job carried from one workflow run to the
+// next: its status so far (with Attempt the attempt that just ended), the
+// checkpoint its next attempt resumes from, the pool in its search
+// attributes, and when its current phase began.
+type Continued struct {
+	Status Status         `json:"status"`
+	Resume *CheckpointRef `json:"resume,omitempty"`
+	Pool   string         `json:"pool,omitempty"`
+	Since  time.Time      `json:"since"`
 }
 
 // Timing holds the workflow's timeouts. They travel in the input (not read
@@ -330,6 +389,15 @@ type RunTaskInput struct {
 	Keep       int    `json:"keep,omitempty"`
 	// Idle is the job's idle policy; zero After means none.
 	Idle gangway.Idle `json:"idle,omitzero"`
+	// Adopt asks the agent for the task of job, attempt and rank that an
+	// earlier RunTask started and Temporal lost track of (its heartbeats
+	// timed out while Temporal was unreachable): the agent attaches this
+	// activity to the process still running, or returns how it ended if it
+	// has; ErrTypeTaskUnknown if it has no such task. Nothing is started.
+	// AdoptToStop: the gang is stopping, so the adopted task is stopped
+	// (checkpointing first) rather than waited for.
+	Adopt       bool `json:"adopt,omitempty"`
+	AdoptToStop bool `json:"adoptToStop,omitempty"`
 }
 
 // RunTaskResult reports a member that exited 0.
@@ -380,11 +448,37 @@ type Status struct {
 	// LostGPUSeconds is GPU time whose work was thrown away: the time since
 	// the last checkpoint on every attempt that ended without saving.
 	LostGPUSeconds float64 `json:"lostGPUSeconds,omitempty"`
-	// Attempts records each run: where, how it ended, what it resumed from.
-	Attempts []AttemptRecord `json:"attempts,omitempty"`
 	// IgnoredPlacements counts placed signals for the current attempt that
 	// did not match the committed allocation (forged, or stale).
 	IgnoredPlacements int `json:"ignoredPlacements,omitempty"`
+	// Attempts records each run: where, how it ended, what it resumed from
+	// — the newest Limits.AttemptRecords of them; EarlierAttempts sums the
+	// ones before (nil when none were folded).
+	Attempts        []AttemptRecord `json:"attempts,omitempty"`
+	EarlierAttempts *AttemptSummary `json:"earlierAttempts,omitempty"`
+	// EarlierPhases counts the phase changes no longer in Phases, which
+	// keeps the newest Limits.PhaseChanges.
+	EarlierPhases int `json:"earlierPhases,omitempty"`
+	// Runs counts the job's workflow runs: 1, plus one each time it
+	// continued as new (0 for runs from before continuing as new).
+	Runs int `json:"runs,omitempty"`
+}
+
+// AttemptSummary sums attempt records the status no longer keeps one by
+// one.
+type AttemptSummary struct {
+	// Count attempts, numbers First to Last.
+	Count int `json:"count"`
+	First int `json:"first"`
+	Last  int `json:"last"`
+	// Ended counts them by how they ended (a Cause*).
+	Ended          map[string]int `json:"ended"`
+	GPUSeconds     float64        `json:"gpuSeconds"`
+	LostGPUSeconds float64        `json:"lostGPUSeconds,omitempty"`
+	Dollars        float64        `json:"dollars"`
+	// KeptRunSeconds is their run time whose work was kept (run time less
+	// lost), which the estimate of a resumed job's remaining run counts.
+	KeptRunSeconds float64 `json:"keptRunSeconds"`
 }
 
 // AttemptRecord is one run of the gang.
@@ -423,6 +517,9 @@ const (
 	MemoPhase = "phase"
 	MemoTeam  = "team"
 	MemoGPUs  = "gpus"
+	// MemoSubmitted is when the job was submitted (set at start; every
+	// run inherits the memo, so it holds after a continue-as-new).
+	MemoSubmitted = "submitted"
 )
 
 // More application error types.
@@ -443,4 +540,8 @@ const (
 	// attempt resumes from (store unreachable, corrupt file). Not the
 	// user's fault; the job is requeued without spending a retry.
 	ErrTypeRestoreFailed = "RestoreFailed"
+	// ErrTypeTaskUnknown: an adopting RunTask found no such task on the
+	// node, running or ended (the agent restarted since, or it never ran
+	// there): the node is lost as far as the attempt is concerned.
+	ErrTypeTaskUnknown = "TaskUnknown"
 )

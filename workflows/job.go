@@ -60,6 +60,7 @@ func JobWorkflow(ctx workflow.Context, in JobInput) (Status, error) {
 	j := &job{
 		spec:   spec,
 		timing: in.Timing.withDefaults(),
+		limits: in.Limits.withDefaults(),
 		st: Status{
 			JobID:       spec.Name,
 			Team:        spec.Team,
@@ -80,12 +81,27 @@ func JobWorkflow(ctx workflow.Context, in JobInput) (Status, error) {
 		_, j.search = workflow.GetTypedSearchAttributes(ctx).GetKeyword(SearchTeam)
 	}
 	// Runs from before this act on any placed signal for their attempt.
-	j.v3 = workflow.GetVersion(ctx, versionCheckPlacement, workflow.DefaultVersion, 1) >= 1
+	j.checkPlaced = workflow.GetVersion(ctx, versionCheckPlacement, workflow.DefaultVersion, 1) >= 1
+	// Runs from before this continue as new never, and keep every attempt
+	// record and phase change.
+	j.v3 = workflow.GetVersion(ctx, versionContinueAsNew, workflow.DefaultVersion, 1) >= 1
+	// Runs from before this give a node up on a task's heartbeat timeout.
+	j.v4 = workflow.GetVersion(ctx, versionAdopt, workflow.DefaultVersion, 1) >= 1
 	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (Status, error) { return j.st, nil }); err != nil {
 		return Status{}, fmt.Errorf("set status query: %w", err)
 	}
-	j.setPhase(ctx, gangway.PhaseSubmitted, "")
-	st := j.run(ctx)
+	if c := in.Continued; c != nil {
+		j.resume(c)
+	} else {
+		if j.v3 {
+			j.st.Runs = 1
+		}
+		j.setPhase(ctx, gangway.PhaseSubmitted, "")
+	}
+	st, more := j.run(ctx)
+	if more {
+		return Status{}, j.continueAsNew(ctx, in)
+	}
 	if !j.v2 {
 		return st, nil
 	}
@@ -98,6 +114,7 @@ func JobWorkflow(ctx workflow.Context, in JobInput) (Status, error) {
 type job struct {
 	spec    gangway.JobSpec
 	timing  Timing
+	limits  Limits
 	st      Status
 	placed  workflow.ReceiveChannel
 	preempt workflow.ReceiveChannel
@@ -111,13 +128,20 @@ type job struct {
 	// ends so, and keeps its search attributes when it was started with
 	// them (search); see versionVisibility.
 	v2, search bool
-	// v3: this run acts on a placed signal only once it is checked against
-	// the committed allocation (see versionCheckPlacement).
+	// checkPlaced: this run acts on a placed signal only once it is
+	// checked against the committed allocation (see versionCheckPlacement).
+	checkPlaced bool
+	// v3: this run continues as new when its history grows near
+	// Temporal's limits, and keeps a bounded status (see
+	// versionContinueAsNew).
 	v3 bool
+	// v4: after a heartbeat timeout this run adopts the task still running
+	// on the node (see versionAdopt).
+	v4 bool
 	// pool is the pool in the GangwayPool search attribute.
 	pool string
-	// resume is the checkpoint the next attempt starts from.
-	resume *CheckpointRef
+	// resumeFrom is the checkpoint the next attempt starts from.
+	resumeFrom *CheckpointRef
 }
 
 // versionAttempts is the change ID of attempt records, usage segments,
@@ -132,6 +156,31 @@ const versionVisibility = "close-status-search-attributes"
 // against the allocation committed in Redis before acting on it.
 const versionCheckPlacement = "check-placement-committed"
 
+// versionContinueAsNew is the change ID of continuing as new between
+// attempts and of bounding the attempt records and phase changes the
+// status keeps (continue.go).
+const versionContinueAsNew = "continue-as-new-bounded-status"
+
+// versionAdopt is the change ID of adopting a task after its heartbeat
+// timed out (a Temporal outage) rather than calling its node lost.
+const versionAdopt = "adopt-after-heartbeat-timeout"
+
+// maxAdopts bounds the adoptions of one member's task: a task whose
+// heartbeats keep timing out, adopted or not, is on a node that is lost.
+const maxAdopts = 3
+
+// adoptStartTimeout is how long an adopting RunTask may wait for the
+// node's agent to take it: an agent polls again within seconds of Temporal
+// returning; one that does not is gone, and its node lost.
+func adoptStartTimeout(t Timing) time.Duration { return max(3*t.HeartbeatTimeout, 30*time.Second) }
+
+// lostTrack reports whether a task's error means Temporal lost track of
+// it (its heartbeats timed out) rather than that it ended.
+func lostTrack(err error) bool {
+	var te *temporal.TimeoutError
+	return errors.As(err, &te) && te.TimeoutType() == enumspb.TIMEOUT_TYPE_HEARTBEAT
+}
+
 // attemptEnd is how one attempt of the gang ended.
 type attemptEnd struct {
 	out    outcome
@@ -144,7 +193,10 @@ type attemptEnd struct {
 	lostNode string
 }
 
-func (j *job) run(ctx workflow.Context) Status {
+// run loops over attempts until the job ends (more false), or until this
+// run's history is full enough that the job continues as new before its
+// next attempt (more true).
+func (j *job) run(ctx workflow.Context) (st Status, more bool) {
 	for {
 		j.st.Attempt++
 		attempt := j.st.Attempt
@@ -152,15 +204,15 @@ func (j *job) run(ctx workflow.Context) Status {
 			j.setPhase(ctx, gangway.PhaseRequeued, j.st.Reason)
 		}
 		entry := j.spec.QueueEntry(attempt, j.st.SubmittedAt, workflow.Now(ctx))
-		if j.resume != nil {
+		if j.resumeFrom != nil {
 			entry.Runtime = j.remaining()
 		}
 		if !j.enqueue(ctx, entry) {
-			return j.cancelled(ctx, "cancelled while queueing")
+			return j.cancelled(ctx, "cancelled while queueing"), false
 		}
 		asg, burst, ok := j.waitPlacement(ctx, attempt)
 		if !ok {
-			return j.cancelled(ctx, "cancelled while queued")
+			return j.cancelled(ctx, "cancelled while queued"), false
 		}
 		var end attemptEnd
 		if burst != nil {
@@ -169,7 +221,10 @@ func (j *job) run(ctx workflow.Context) Status {
 			end = j.runPlaced(ctx, asg)
 		}
 		if st, done := j.afterAttempt(ctx, end); done {
-			return st
+			return st, false
+		}
+		if j.v3 && ctx.Err() == nil && j.historyFull(ctx) {
+			return j.st, true
 		}
 	}
 }
@@ -280,7 +335,7 @@ func (j *job) waitPlacement(ctx workflow.Context, attempt int) (gangway.Assignme
 // the dispatch loop committed: only that one is acted on. Anyone who can
 // signal the workflow could otherwise send its tasks to any node.
 func (j *job) committed(ctx workflow.Context, asg gangway.Assignment) (ok, cancelled bool) {
-	if !j.v3 {
+	if !j.checkPlaced {
 		return true, false
 	}
 	var res CheckPlacementResult
@@ -324,24 +379,52 @@ func (j *job) runGang(ctx workflow.Context, asg gangway.Assignment) attemptEnd {
 			cancelGang()
 		}
 	})
-	for _, m := range asg.Members {
-		actx := workflow.WithActivityOptions(gctx, workflow.ActivityOptions{
+	// run starts a member's task; after Temporal lost track of it (a
+	// heartbeat timeout, as a Temporal outage leaves), it adopts the task
+	// still running on the node instead of giving the node up (v4).
+	var run func(m gangway.Member, adopts int)
+	run = func(m gangway.Member, adopts int) {
+		opts := workflow.ActivityOptions{
 			TaskQueue:              MemberTaskQueue(m),
 			ScheduleToStartTimeout: j.timing.StartTimeout,
 			StartToCloseTimeout:    j.spec.MaxRuntime.Duration + runGrace,
 			HeartbeatTimeout:       j.timing.HeartbeatTimeout,
 			WaitForCancellation:    true,
 			RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
-		})
+		}
+		in := j.taskInput(asg, m)
+		mctx := gctx
+		if adopts > 0 {
+			in.Adopt = true
+			opts.ScheduleToStartTimeout = adoptStartTimeout(j.timing)
+			// The task's run time counts from its start, not from the
+			// adoption.
+			opts.StartToCloseTimeout = max(runStart.Add(j.spec.MaxRuntime.Duration+runGrace).Sub(workflow.Now(ctx)), time.Minute)
+			if gctx.Err() != nil {
+				// The gang is stopping: adopt the task to stop it, so
+				// nothing runs on once the GPUs are released.
+				mctx, _ = workflow.NewDisconnectedContext(ctx)
+				in.AdoptToStop = true
+			}
+		}
 		rank := m.Rank
-		f := workflow.ExecuteActivity(actx, ActivityRunTask, j.taskInput(asg, m))
+		f := workflow.ExecuteActivity(workflow.WithActivityOptions(mctx, opts), ActivityRunTask, in)
 		sel.AddFuture(f, func(f workflow.Future) {
+			err := f.Get(ctx, nil)
+			if j.v4 && adopts < maxAdopts && lostTrack(err) {
+				workflow.GetLogger(ctx).Warn("Temporal lost track of a task; adopting it", "rank", rank, "adopts", adopts+1)
+				run(m, adopts+1)
+				return
+			}
 			done++
-			if err := f.Get(ctx, nil); err != nil && firstErr == nil && preempted == nil {
+			if err != nil && firstErr == nil && preempted == nil {
 				firstErr, firstRank = err, rank
 				cancelGang()
 			}
 		})
+	}
+	for _, m := range asg.Members {
+		run(m, 0)
 	}
 	for done < len(asg.Members) {
 		sel.Select(ctx)
@@ -412,6 +495,9 @@ func classify(err error, rank int, asg gangway.Assignment) attemptEnd {
 			return attemptEnd{out: outcomeInfraFailure, cause: CauseFault, reason: fmt.Sprintf("GPU fault: %s: %s", where, ae.Message())}
 		case ErrTypeIdle:
 			return attemptEnd{out: outcomeReleased, cause: CauseIdle, reason: fmt.Sprintf("released by the idle policy: %s", ae.Message())}
+		case ErrTypeTaskUnknown:
+			return attemptEnd{out: outcomeInfraFailure, cause: CauseNodeLost, lostNode: node,
+				reason: fmt.Sprintf("node lost: %s: %s", where, ae.Message())}
 		}
 		return attemptEnd{out: outcomeUserFailure, cause: CauseFailed, reason: fmt.Sprintf("%s failed: %s", where, ae.Message())}
 	}
@@ -440,7 +526,7 @@ func (j *job) taskInput(asg gangway.Assignment, m gangway.Member) RunTaskInput {
 		StopSignal:  j.spec.Checkpoint.Signal,
 		GracePeriod: j.spec.Checkpoint.GracePeriod.Duration,
 		Checkpoint:  j.spec.Checkpoint.Enabled,
-		ResumeFrom:  resumeID(j.resume),
+		ResumeFrom:  resumeID(j.resumeFrom),
 		Keep:        j.spec.Checkpoint.Keep,
 		Idle:        j.spec.Idle,
 	}
@@ -507,6 +593,9 @@ func (j *job) setPhase(ctx workflow.Context, p gangway.Phase, reason string) {
 	}
 	j.st.Phase, j.st.Reason, j.since = p, reason, now
 	j.st.Phases = append(j.st.Phases, PhaseChange{Phase: p, At: now, Attempt: j.st.Attempt, Reason: reason})
+	if j.v3 {
+		j.trimPhases()
+	}
 	memo := map[string]any{MemoPhase: string(p), MemoTeam: j.spec.Team,
 		MemoGPUs: j.spec.Gang.Replicas * j.spec.Gang.GPUsPerReplica}
 	if err := workflow.UpsertMemo(ctx, memo); err != nil {
@@ -530,9 +619,17 @@ func (j *job) addRun(d time.Duration, asg gangway.Assignment) {
 	j.st.GPUSeconds += gangway.MeteredGPUSeconds(d.Seconds(), asg.GPUCount(), asg.GPUMilli())
 }
 
+// placedReasonMembers bounds the members placedReason names, so a large
+// gang's phase changes stay small.
+const placedReasonMembers = 8
+
 func placedReason(a gangway.Assignment) string {
 	s := ""
 	for i, m := range a.Members {
+		if i == placedReasonMembers {
+			s += fmt.Sprintf(", and %d more", len(a.Members)-i)
+			break
+		}
 		if i > 0 {
 			s += ", "
 		}

@@ -13,7 +13,8 @@ import (
 // -update-histories): a user retry, a 2 × 8 gang, a cancel while running
 // (recorded before attempt records and bursts, so they replay the old path),
 // and newer ones: a burst to spot ended by a notice and resumed on-prem, a
-// burst to on-demand, a preempted checkpointing job, and a lost node.
+// burst to on-demand, a preempted checkpointing job, a lost node, and the
+// first and last runs of a job that continued as new (continued-*.json).
 // A change to the workflow's command order that is not behind
 // workflow.GetVersion fails here.
 func TestReplayHistories(t *testing.T) {

@@ -249,7 +249,7 @@ func commitRunning(t *testing.T, v *capacity.View, running []gangway.Assignment)
 	for i := range 8 {
 		node.GPUs = append(node.GPUs, gangway.GPU{Index: i, UUID: fmt.Sprintf("GPU-n1-%d", i), Model: "H100", Healthy: true})
 	}
-	if err := v.RegisterNode(ctx, node, time.Now()); err != nil {
+	if err := v.RegisterNode(ctx, node); err != nil {
 		t.Fatal(err)
 	}
 	if ok, err := v.AcquireLease(ctx, "test", time.Minute); err != nil || !ok {

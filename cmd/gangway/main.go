@@ -99,5 +99,5 @@ func (a *app) connect(ctx context.Context) (conns, error) {
 		rdb.Close()
 		return conns{}, err
 	}
-	return conns{temporal: t, redis: rdb, view: capacity.New(rdb, capacity.Options{Prefix: a.cfg.Redis.Prefix})}, nil
+	return conns{temporal: t, redis: rdb, view: capacity.New(rdb, capacity.Options{Prefix: a.cfg.Redis.Prefix, NodeTTL: a.cfg.Server.NodeTTL.Duration})}, nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/gangwayhq/gangway/internal/cloud"
 	"github.com/gangwayhq/gangway/internal/devstack/fullstack"
 	"github.com/gangwayhq/gangway/internal/dispatch"
+	"github.com/gangwayhq/gangway/internal/health"
 	"github.com/gangwayhq/gangway/internal/metrics"
 	"github.com/gangwayhq/gangway/internal/nodeauth"
 	"github.com/gangwayhq/gangway/internal/server"
@@ -148,20 +149,20 @@ prints the inventory and topology as JSON and exits.`,
 			if inventoryOnly {
 				return printInventory(cmd.OutOrStdout(), gpus)
 			}
-			reg := prometheus.NewRegistry()
-			if ac.MetricsAddr != "" {
-				reg = metrics.NewProcessRegistry()
-				_, stop, err := metrics.Serve(ac.MetricsAddr, reg, a.log)
-				if err != nil {
-					return fmt.Errorf("agent metrics: %w", err)
-				}
-				defer stop()
-			}
 			c, err := a.connect(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer c.Close()
+			reg := prometheus.NewRegistry()
+			if ac.MetricsAddr != "" {
+				reg = metrics.NewProcessRegistry()
+				_, stop, err := metrics.Serve(ac.MetricsAddr, reg, a.log, health.Temporal(c.temporal), health.Redis(c.redis))
+				if err != nil {
+					return fmt.Errorf("agent metrics: %w", err)
+				}
+				defer stop()
+			}
 			node := gpus.Node
 			store, err := openCheckpointStore(cmd.Context(), a.cfg.Checkpoint)
 			if err != nil {

@@ -26,8 +26,8 @@ import (
 
 // Capacity is the part of the Redis view the agent uses.
 type Capacity interface {
-	RegisterNode(ctx context.Context, n gangway.Node, now time.Time) error
-	Heartbeat(ctx context.Context, nodeID string, now time.Time) error
+	RegisterNode(ctx context.Context, n gangway.Node) error
+	Heartbeat(ctx context.Context, nodeID string) error
 	AppendLog(ctx context.Context, jobID gangway.JobID, l gangway.LogLine) error
 }
 
@@ -84,6 +84,10 @@ type Config struct {
 	// the agent's environment reaches a task.
 	TaskUsers gangway.TaskUsers
 	PassEnv   []string
+	// AdoptGrace is how long a task Temporal lost track of waits to be
+	// adopted on an agent with no Temporal client to ask its workflow
+	// (adopt.go; default DefaultAdoptGrace). Run asks instead.
+	AdoptGrace time.Duration
 
 	// GPU turns on GPU health (faults fence GPUs and move their jobs) and
 	// reclaim (zombies, orphaned tasks, idle jobs); see health.go.
@@ -102,7 +106,9 @@ type Agent struct {
 	// sum to at most MilliPerGPU; a whole GPU has one task.
 	busy map[int]map[string]int
 
-	tasks   taskTable   // running tasks, for StopTasks and notices
+	tasks   taskTable   // running tasks, for StopTasks, notices and adoption
+	ended   endedTasks  // how tasks ended, for adoption
+	jobs    jobQuery    // asks workflows about orphaned tasks; set by Run
 	notices noticeState // notices seen, preempt signals sent
 	// recordHeartbeat is activity.RecordHeartbeat unless a test watches.
 	recordHeartbeat func(ctx context.Context, details ...any)
@@ -139,8 +145,9 @@ func (a *Agent) Run(ctx context.Context, tc client.Client) error {
 	if err := os.MkdirAll(a.cfg.DataDir, 0o755); err != nil {
 		return fmt.Errorf("agent data dir: %w", err)
 	}
+	a.jobs = jobs.New(tc)
 	lifted := a.restoreGPUHealth(ctx)
-	if err := a.cap.RegisterNode(ctx, a.nodeView(), time.Now()); err != nil {
+	if err := a.cap.RegisterNode(ctx, a.nodeView()); err != nil {
 		return fmt.Errorf("register node %s: %w", a.cfg.Node.ID, err)
 	}
 	w := worker.New(tc, nodeTaskQueue(a.cfg.Node), worker.Options{
@@ -195,10 +202,10 @@ func nodeTaskQueue(n gangway.Node) string {
 // it (Redis is a rebuildable view; the agent holds the truth about its node).
 func (a *Agent) heartbeat(ctx context.Context) {
 	now := time.Now()
-	err := a.cap.Heartbeat(ctx, a.cfg.Node.ID, now)
+	err := a.cap.Heartbeat(ctx, a.cfg.Node.ID)
 	if errors.Is(err, capacity.ErrNotFound) {
 		a.log.Warn("node missing from the view; registering again")
-		err = a.cap.RegisterNode(ctx, a.nodeView(), now)
+		err = a.cap.RegisterNode(ctx, a.nodeView())
 	}
 	if err == nil {
 		a.heartbeatDone(now)

@@ -38,14 +38,14 @@ type fakeCapacity struct {
 
 var _ Capacity = (*fakeCapacity)(nil)
 
-func (c *fakeCapacity) RegisterNode(_ context.Context, n gangway.Node, _ time.Time) error {
+func (c *fakeCapacity) RegisterNode(_ context.Context, n gangway.Node) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.registered = append(c.registered, n.ID)
 	return nil
 }
 
-func (c *fakeCapacity) Heartbeat(_ context.Context, nodeID string, _ time.Time) error {
+func (c *fakeCapacity) Heartbeat(_ context.Context, nodeID string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.heartbeats = append(c.heartbeats, nodeID)

@@ -29,6 +29,12 @@
 // before RunTask returns. Cloud notices (package notice) become preempt
 // signals to the workflows of the jobs running on the node.
 //
+// A Temporal outage is not a node loss (adopt.go): a task whose activity
+// Temporal lost track of (its heartbeats failed for the heartbeat timeout)
+// keeps running, and an adopting RunTask from its workflow attaches to it,
+// or learns how it ended and with what exit code. An orphan its workflow no
+// longer runs for is stopped.
+//
 // The node's inventory comes from package gpuinfo (NVML on a GPU node), or is
 // synthetic (ParseFleet, `--fake-gpus`, which may put GPUs in MIG mode:
 // "1x8:H100:mig2=1g.10gb*7") for `gangway dev` and tests. A task is given

@@ -360,7 +360,7 @@ func (a *Agent) refreshFlakiness(ctx context.Context) {
 	if !stale {
 		return
 	}
-	if err := a.cap.RegisterNode(ctx, a.nodeView(), now); err != nil {
+	if err := a.cap.RegisterNode(ctx, a.nodeView()); err != nil {
 		a.log.Warn("cannot update GPU flakiness in the view", "error", err)
 	}
 }

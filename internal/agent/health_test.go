@@ -116,7 +116,7 @@ func newNVMLAgent(t *testing.T, rdb *redis.Client) *nvmlAgent {
 	h.a.gpu.stop = h.stops.stop
 	ctx := t.Context()
 	lifted := h.a.restoreGPUHealth(ctx)
-	if err := view.RegisterNode(ctx, h.a.nodeView(), time.Now()); err != nil {
+	if err := view.RegisterNode(ctx, h.a.nodeView()); err != nil {
 		t.Fatal(err)
 	}
 	stop := h.a.startGPUWatch(ctx, nil, lifted)
@@ -213,7 +213,7 @@ func TestGPUFenceAcrossRestarts(t *testing.T) {
 	ctx := t.Context()
 	view := gpuView(t, rdb)
 	node := FakeNode("n1", "onprem", "127.0.0.1", 4, "H100")
-	if err := view.RegisterNode(ctx, node, time.Now()); err != nil {
+	if err := view.RegisterNode(ctx, node); err != nil {
 		t.Fatal(err)
 	}
 	boot := time.Date(2025, 6, 1, 8, 0, 0, 0, time.UTC)
@@ -233,7 +233,7 @@ func TestGPUFenceAcrossRestarts(t *testing.T) {
 	if !cmp.Equal(lifted, []int{1}) {
 		t.Errorf("lifted %v, want GPU 1 (fenced before the boot)", lifted)
 	}
-	if err := view.RegisterNode(ctx, a.nodeView(), time.Now()); err != nil {
+	if err := view.RegisterNode(ctx, a.nodeView()); err != nil {
 		t.Fatal(err)
 	}
 	a.startGPUWatch(ctx, nil, lifted)()
@@ -311,7 +311,7 @@ func TestGPUFaultsSynthetic(t *testing.T) {
 	st := &stops{}
 	a := New(Config{Node: node, GPU: GPUConfig{Source: src, SampleInterval: 5 * time.Millisecond}}, view)
 	a.gpu.stop = st.stop
-	if err := view.RegisterNode(ctx, a.nodeView(), time.Now()); err != nil {
+	if err := view.RegisterNode(ctx, a.nodeView()); err != nil {
 		t.Fatal(err)
 	}
 	defer a.startGPUWatch(ctx, nil, nil)()

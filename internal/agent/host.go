@@ -17,15 +17,16 @@ import (
 
 	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/workflows"
+	"github.com/gangwayhq/gangway/workflows/jobs"
 )
 
 // HostCapacity is the part of the Redis view a Host uses: the agent's, and
 // registration and heartbeats of many nodes at once.
 type HostCapacity interface {
 	Capacity
-	RegisterNodes(ctx context.Context, nodes []gangway.Node, now time.Time) error
+	RegisterNodes(ctx context.Context, nodes []gangway.Node) error
 	// HeartbeatNodes returns the IDs the view does not know.
-	HeartbeatNodes(ctx context.Context, ids []string, now time.Time) ([]string, error)
+	HeartbeatNodes(ctx context.Context, ids []string) ([]string, error)
 }
 
 // HostConfig configures a Host.
@@ -112,7 +113,11 @@ func (h *Host) Run(ctx context.Context, tc client.Client) error {
 	if err := os.MkdirAll(h.cfg.Agent.DataDir, 0o755); err != nil {
 		return fmt.Errorf("agent host data dir: %w", err)
 	}
-	if err := h.cap.RegisterNodes(ctx, h.views(h.ids), time.Now()); err != nil {
+	door := jobs.New(tc)
+	for _, a := range h.agents {
+		a.jobs = door
+	}
+	if err := h.cap.RegisterNodes(ctx, h.views(h.ids)); err != nil {
 		return fmt.Errorf("agent host %s: %w", h.cfg.ID, err)
 	}
 	w := worker.New(tc, h.queue, worker.Options{
@@ -152,10 +157,10 @@ func (h *Host) runTask(ctx context.Context, in workflows.RunTaskInput) (workflow
 // view lost.
 func (h *Host) heartbeat(ctx context.Context) {
 	now := time.Now()
-	missing, err := h.cap.HeartbeatNodes(ctx, h.ids, now)
+	missing, err := h.cap.HeartbeatNodes(ctx, h.ids)
 	if err == nil && len(missing) > 0 {
 		h.log.Warn("nodes missing from the view; registering again", "nodes", len(missing))
-		err = h.cap.RegisterNodes(ctx, h.views(missing), now)
+		err = h.cap.RegisterNodes(ctx, h.views(missing))
 	}
 	if err != nil {
 		if ctx.Err() == nil {

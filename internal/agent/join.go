@@ -78,14 +78,14 @@ func NewServerView(view *capacity.View, tc client.Client, pool string, cfg JoinC
 }
 
 // RegisterNode asks the server to register the node.
-func (v *ServerView) RegisterNode(ctx context.Context, n gangway.Node, now time.Time) error {
-	_, err := v.update(ctx, workflows.NodeUpdateInput{NodeID: n.ID, Register: &n, At: now})
+func (v *ServerView) RegisterNode(ctx context.Context, n gangway.Node) error {
+	_, err := v.update(ctx, workflows.NodeUpdateInput{NodeID: n.ID, Register: &n, At: time.Now()})
 	return err
 }
 
 // Heartbeat goes straight to Redis.
-func (v *ServerView) Heartbeat(ctx context.Context, nodeID string, now time.Time) error {
-	return v.view.Heartbeat(ctx, nodeID, now)
+func (v *ServerView) Heartbeat(ctx context.Context, nodeID string) error {
+	return v.view.Heartbeat(ctx, nodeID)
 }
 
 // AppendLog goes straight to Redis.

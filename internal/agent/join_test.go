@@ -108,38 +108,38 @@ func TestJoinThroughTheServer(t *testing.T) {
 	n1 := agent.FakeNode("n1", "onprem", "10.0.0.1", 4, "H100")
 	now := time.Now()
 
-	err := w.agentView("onprem", "", "").RegisterNode(ctx, n1, now)
+	err := w.agentView("onprem", "", "").RegisterNode(ctx, n1)
 	w.expect(t, "register without a token", err, "no credential")
 	if !errors.Is(err, agent.ErrJoinRefused) {
 		t.Errorf("refusal %v is not ErrJoinRefused", err)
 	}
-	w.expect(t, "register with a wrong token", w.agentView("onprem", "gwj-guess", "").RegisterNode(ctx, n1, now),
+	w.expect(t, "register with a wrong token", w.agentView("onprem", "gwj-guess", "").RegisterNode(ctx, n1),
 		"the join token is not in the server's token file")
 	w.expect(t, "register with the pool token as another pool", w.agentView("cloud", poolToken, "").RegisterNode(ctx,
-		agent.FakeNode("n1", "cloud", "10.0.0.1", 4, "H100"), now), "the join token is for pool onprem, not cloud")
+		agent.FakeNode("n1", "cloud", "10.0.0.1", 4, "H100")), "the join token is for pool onprem, not cloud")
 
 	tokenFile := filepath.Join(w.dir, "n1", "node-token")
 	first := w.agentView("onprem", poolToken, tokenFile)
-	w.expect(t, "register n1 with the pool token", first.RegisterNode(ctx, n1, now), "")
+	w.expect(t, "register n1 with the pool token", first.RegisterNode(ctx, n1), "")
 	if fi, err := os.Stat(tokenFile); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("node token file: %v, %v; want it kept with mode 0600", fi, err)
 	}
-	w.expect(t, "heartbeat straight to Redis", first.Heartbeat(ctx, "n1", time.Now()), "")
+	w.expect(t, "heartbeat straight to Redis", first.Heartbeat(ctx, "n1"), "")
 	w.expect(t, "task output straight to Redis", first.AppendLog(ctx, "job-1", gangway.LogLine{Time: now, Text: "step 1"}), "")
 
 	// Another agent with the pool token may not take n1 over while it
 	// lives, with a smaller inventory or another address.
 	evil := agent.FakeNode("n1", "onprem", "203.0.113.9", 1, "H100")
-	w.expect(t, "overwrite live n1 with the pool token", w.agentView("onprem", poolToken, "").RegisterNode(ctx, evil, time.Now()),
+	w.expect(t, "overwrite live n1 with the pool token", w.agentView("onprem", poolToken, "").RegisterNode(ctx, evil),
 		"may not take it over")
 	// n1's own agent, restarted, shows the node token it kept.
-	w.expect(t, "n1 restarted registers with its node token", w.agentView("onprem", "", tokenFile).RegisterNode(ctx, n1, time.Now()), "")
+	w.expect(t, "n1 restarted registers with its node token", w.agentView("onprem", "", tokenFile).RegisterNode(ctx, n1), "")
 	// A node token is its node's only.
 	w.expect(t, "n1's node token for n2", w.agentView("onprem", "", tokenFile).RegisterNode(ctx,
-		agent.FakeNode("n2", "onprem", "10.0.0.2", 4, "H100"), time.Now()), "the node token is not this node's")
+		agent.FakeNode("n2", "onprem", "10.0.0.2", 4, "H100")), "the node token is not this node's")
 	w.expect(t, "n9's own join token", w.agentView("onprem", n9Token, "").RegisterNode(ctx,
-		agent.FakeNode("n9", "onprem", "10.0.0.9", 2, "H100"), time.Now()), "")
-	w.expect(t, "n9's token for n1", w.agentView("onprem", n9Token, "").RegisterNode(ctx, evil, time.Now()),
+		agent.FakeNode("n9", "onprem", "10.0.0.9", 2, "H100")), "")
+	w.expect(t, "n9's token for n1", w.agentView("onprem", n9Token, "").RegisterNode(ctx, evil),
 		"the join token is another node's")
 
 	// GPU health goes through the server with the node's own token.
@@ -147,14 +147,14 @@ func TestJoinThroughTheServer(t *testing.T) {
 	_, err = w.agentView("onprem", "", tokenFile).FenceGPUs(ctx, fault)
 	w.expect(t, "fence n1's GPU with its node token", err, "")
 	other := agent.FakeNode("n2", "onprem", "10.0.0.2", 4, "H100")
-	w.expect(t, "register n2 with the pool token", w.agentView("onprem", poolToken, "").RegisterNode(ctx, other, time.Now()), "")
+	w.expect(t, "register n2 with the pool token", w.agentView("onprem", poolToken, "").RegisterNode(ctx, other), "")
 	_, err = w.agentView("onprem", poolToken, "").FenceGPUs(ctx, capacity.GPUEvent{Node: "n1", GPUs: []int{0}, Kind: "xid", Blame: "gpu", At: time.Now()})
 	w.expect(t, "fence n1's GPU with the pool token", err, "GPU health needs the node's own token")
 
 	// The agent's own Redis user cannot write the inventory itself.
 	av := capacity.New(w.agentRedis, capacity.Options{Prefix: prefix})
 	w.expect(t, "HSET the inventory as the agent", w.agentRedis.HSet(ctx, prefix+":nodes", "n1", "{}").Err(), "NOPERM")
-	w.expect(t, "register.lua as the agent", av.RegisterNode(ctx, evil, time.Now()), "NOPERM")
+	w.expect(t, "register.lua as the agent", av.RegisterNode(ctx, evil), "NOPERM")
 	_, err = av.FenceGPUs(ctx, capacity.GPUEvent{Node: "n1", GPUs: []int{0}, Kind: "xid", Blame: "gpu", At: time.Now()})
 	w.expect(t, "gpu_health.lua as the agent", err, "NOPERM")
 	w.expect(t, "the queue as the agent", w.agentRedis.HSet(ctx, prefix+":queue", "job-x", "{}").Err(), "NOPERM")
@@ -176,9 +176,9 @@ func TestJoinThroughTheServer(t *testing.T) {
 	launch, err := w.auth.LaunchToken("cloud-spot", "gw-test-launch", 1, time.Now().Add(10*time.Minute))
 	must(t, err)
 	w.expect(t, "the launch's instance joins", w.agentView("cloud-spot", launch, "").RegisterNode(ctx,
-		agent.FakeNode("i-1", "cloud-spot", "10.1.0.1", 8, "H100"), time.Now()), "")
+		agent.FakeNode("i-1", "cloud-spot", "10.1.0.1", 8, "H100")), "")
 	w.expect(t, "a second node with the one-use token", w.agentView("cloud-spot", launch, "").RegisterNode(ctx,
-		agent.FakeNode("i-2", "cloud-spot", "10.1.0.2", 8, "H100"), time.Now()), "the launch token is used up")
+		agent.FakeNode("i-2", "cloud-spot", "10.1.0.2", 8, "H100")), "the launch token is used up")
 	t.Logf("join: refused=%d allowed=%d", w.refused, w.ok)
 }
 

@@ -29,6 +29,23 @@ type TaskInfo struct {
 type runningTask struct {
 	info TaskInfo
 	stop chan stopRequest // buffered 1: the first request wins
+	// adopt takes an adopting RunTask (adopt.go); done is closed once the
+	// task's result is settled.
+	adopt chan adoption
+	done  chan struct{}
+
+	mu sync.Mutex
+	// ctx is the context of the activity the task runs under: the RunTask
+	// that started it, or the one that adopted it; adopter is that one.
+	ctx     context.Context
+	adopter *adoption
+}
+
+// activity is the context of the activity the task runs under now.
+func (rt *runningTask) activity() context.Context {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return rt.ctx
 }
 
 type stopRequest struct{ errType, reason string }
@@ -39,10 +56,10 @@ type taskTable struct {
 	tasks map[*runningTask]struct{}
 }
 
-func (t *taskTable) add(in workflows.RunTaskInput) *runningTask {
+func (t *taskTable) add(ctx context.Context, in workflows.RunTaskInput) *runningTask {
 	rt := &runningTask{info: TaskInfo{JobID: in.JobID, Attempt: in.Attempt, Rank: in.Rank,
 		GPUs: slices.Clone(in.GPUs), WorkflowID: in.JobID, StartedAt: time.Now()},
-		stop: make(chan stopRequest, 1)}
+		stop: make(chan stopRequest, 1), adopt: make(chan adoption), done: make(chan struct{}), ctx: ctx}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.tasks == nil {
@@ -56,6 +73,18 @@ func (t *taskTable) remove(rt *runningTask) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	delete(t.tasks, rt)
+}
+
+// find returns the running task of job, attempt and rank, nil if none.
+func (t *taskTable) find(k taskKey) *runningTask {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for rt := range t.tasks {
+		if rt.info.JobID == k.job && rt.info.Attempt == k.attempt && rt.info.Rank == k.rank {
+			return rt
+		}
+	}
+	return nil
 }
 
 func (t *taskTable) all() []*runningTask {

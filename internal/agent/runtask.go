@@ -39,8 +39,13 @@ const maxGrace = 30 * time.Second
 // CanceledError (the context's error outside a server cancel). Whenever
 // the process is stopped, the checkpoint it left is saved before RunTask
 // returns; the errors of stopped tasks carry a RunTaskProgress naming the
-// newest checkpoint saved, as the heartbeats do.
-func (a *Agent) RunTask(ctx context.Context, in workflows.RunTaskInput) (workflows.RunTaskResult, error) {
+// newest checkpoint saved, as the heartbeats do. A task Temporal loses
+// track of keeps running for an adopting RunTask (adopt.go), which then
+// gets its result.
+func (a *Agent) RunTask(ctx context.Context, in workflows.RunTaskInput) (_ workflows.RunTaskResult, err error) {
+	if in.Adopt {
+		return a.adopt(ctx, in)
+	}
 	log := a.log.With("job_id", in.JobID, "attempt", in.Attempt, "rank", in.Rank)
 	if in.NodeID != a.cfg.Node.ID {
 		return workflows.RunTaskResult{}, temporal.NewNonRetryableApplicationError(
@@ -56,16 +61,17 @@ func (a *Agent) RunTask(ctx context.Context, in workflows.RunTaskInput) (workflo
 		return workflows.RunTaskResult{}, temporal.NewNonRetryableApplicationError(err.Error(), workflows.ErrTypeGPUBusy, err)
 	}
 	defer a.unclaim(in.GPUs, task)
-	rt := a.tasks.add(in)
+	rt := a.tasks.add(ctx, in)
 	defer a.tasks.remove(rt)
+	res := workflows.RunTaskResult{LogPath: a.logPath(in)}
+	defer func() { a.settle(rt, in, taskResult{res, err}) }()
 
 	dirs := a.taskDirs(in)
 	up := a.newUploader(in, dirs, log)
-	stopHeartbeats := a.heartbeats(ctx, up.progress)
+	stopHeartbeats := a.heartbeats(ctx, rt, up.progress)
 	defer stopHeartbeats()
 	a.preemptIfNoticed(in)
 
-	res := workflows.RunTaskResult{LogPath: a.logPath(in)}
 	tu, err := a.taskUserFor(in)
 	if err != nil {
 		log.Error("refusing task", "error", err)
@@ -114,6 +120,9 @@ func (a *Agent) RunTask(ctx context.Context, in workflows.RunTaskInput) (workflo
 	up.start(context.WithoutCancel(ctx))
 
 	waitErr, why := a.supervise(ctx, cmd, in, rt, up, done)
+	// The activity the task ends under: the one that started it, or the
+	// one that adopted it.
+	ctx = rt.activity()
 	// Whatever the task left running in its group goes with it: a
 	// background process must not keep holding the GPUs after release.
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
@@ -165,17 +174,17 @@ type stopCause struct {
 	errType, message string // stopRequested
 }
 
-// heartbeats records progress every interval until the returned func is
-// called (which waits for the loop to end). It keeps going after the
+// heartbeats records progress every interval, to the activity the task
+// runs under (the adopting one after an adoption), until the returned func
+// is called (which waits for the loop to end). It keeps going after the
 // activity is cancelled: the final save that follows a stop may take
 // longer than the heartbeat timeout, and the server still takes
 // heartbeats from a cancelled activity.
-func (a *Agent) heartbeats(ctx context.Context, progress func() workflows.RunTaskProgress) func() {
+func (a *Agent) heartbeats(ctx context.Context, rt *runningTask, progress func() workflows.RunTaskProgress) func() {
 	interval := a.cfg.TaskHeartbeat
 	if hb := activity.GetInfo(ctx).HeartbeatTimeout; hb > 0 {
 		interval = min(interval, hb/4)
 	}
-	hctx := context.WithoutCancel(ctx)
 	record := a.recordHeartbeat
 	if record == nil {
 		record = activity.RecordHeartbeat
@@ -190,7 +199,7 @@ func (a *Agent) heartbeats(ctx context.Context, progress func() workflows.RunTas
 			case <-stop:
 				return
 			case <-t.C:
-				record(hctx, progress())
+				record(context.WithoutCancel(rt.activity()), progress())
 			}
 		}
 	}()
@@ -202,18 +211,33 @@ func (a *Agent) heartbeats(ctx context.Context, progress func() workflows.RunTas
 
 // supervise waits for the process to exit, and stops it (stop signal,
 // grace period, kill) when the activity is cancelled, the worker stops or
-// StopTasks asks.
+// StopTasks asks. When Temporal lost track of the activity it keeps the
+// process for adoption instead (orphaned); an adopting activity may also
+// take the task over before this one notices.
 func (a *Agent) supervise(ctx context.Context, cmd *exec.Cmd, in workflows.RunTaskInput, rt *runningTask,
 	up *uploader, done <-chan error) (error, stopCause) {
-	select {
-	case err := <-done:
-		return err, stopCause{reason: stopExited}
-	case <-ctx.Done():
-		return a.stop(cmd, in, up, done, false), stopCause{reason: stopCancelled}
-	case <-activity.GetWorkerStopChannel(ctx):
-		return a.stop(cmd, in, up, done, true), stopCause{reason: stopShutdown}
-	case req := <-rt.stop:
-		return a.stop(cmd, in, up, done, false), stopCause{reason: stopRequested, errType: req.errType, message: req.reason}
+	workerStop := activity.GetWorkerStopChannel(ctx)
+	for {
+		actx := rt.activity()
+		select {
+		case err := <-done:
+			return err, stopCause{reason: stopExited}
+		case <-actx.Done():
+			if !lostTrack(actx) {
+				return a.stop(cmd, in, up, done, false), stopCause{reason: stopCancelled}
+			}
+			if err, why, over := a.orphaned(cmd, in, rt, up, done, workerStop); over {
+				return err, why
+			}
+		case <-workerStop:
+			return a.stop(cmd, in, up, done, true), stopCause{reason: stopShutdown}
+		case req := <-rt.stop:
+			return a.stop(cmd, in, up, done, false), stopCause{reason: stopRequested, errType: req.errType, message: req.reason}
+		case ad := <-rt.adopt:
+			if err, why, over := a.adopted(cmd, in, rt, up, done, ad); over {
+				return err, why
+			}
+		}
 	}
 }
 

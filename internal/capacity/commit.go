@@ -316,6 +316,11 @@ func (v *View) readOnce(ctx context.Context, withQueue bool) (Snapshot, error) {
 		st := gangway.NodeStatus{Node: n, State: states[id], Allocated: map[int]gangway.JobID{}}
 		if ms, err := strconv.ParseInt(beats[id], 10, 64); err == nil {
 			st.LastHeartbeat = time.UnixMilli(ms)
+			st.HeartbeatAge.Duration = max(s.Now.Sub(st.LastHeartbeat), 0)
+		} else {
+			// Never heard from (or forgotten after a lost task): as
+			// silent as can be.
+			st.HeartbeatAge.Duration = s.Now.Sub(time.UnixMilli(0))
 		}
 		s.Nodes = append(s.Nodes, st)
 	}

@@ -25,7 +25,7 @@
 //	P:rev             string  the last revision given to a node record (INCR)
 //	P:epoch           string  written by the first read of a new or flushed view
 //	P:node-state      hash    node ID → ready | cordoned | lost
-//	P:heartbeat       hash    node ID → last heartbeat, unix ms
+//	P:heartbeat       hash    node ID → last heartbeat, unix ms of the Redis server's clock (TIME)
 //	P:gpus            hash    "<node ID>/<GPU index>" → job ID holding it whole (free and shared GPUs are absent)
 //	P:shares          hash    "<node ID>/<GPU index>" → {job ID: milli-GPU} of a shared GPU, summing to at most 1000
 //	P:queue           hash    job ID → gangway.QueueEntry JSON
@@ -45,6 +45,14 @@
 // NodeUpdate activity.
 // Every script names all the keys it touches in KEYS, as Redis Cluster
 // requires. P:log:<job ID> streams are only touched by single commands.
+//
+// # One clock
+//
+// Liveness is judged on the Redis server's clock alone: heartbeat scripts
+// stamp TIME, never a time the agent sends, and Snapshot.Now and
+// NodeStatus.HeartbeatAge are TIME too, so a node whose clock is off is
+// neither kept alive nor declared lost by it. Nodes reports a node silent
+// longer than Options.NodeTTL as lost.
 //
 // # Incremental snapshots
 //

@@ -87,7 +87,7 @@ func world(t *testing.T, rdb redis.UniversalClient, nodes []gangway.Node, queue 
 	ctx := t.Context()
 	v := newView(rdb, Options{})
 	for _, n := range nodes {
-		must(t, v.RegisterNode(ctx, n, t0))
+		must(t, v.RegisterNode(ctx, n))
 	}
 	for _, e := range queue {
 		ok, err := v.Enqueue(ctx, e)

@@ -145,7 +145,7 @@ func TestGPUHealthReplacedGPU(t *testing.T) {
 	// The card is swapped: the agent registers a new UUID, healthy.
 	n := node("n1", 2)
 	n.GPUs[1].UUID = "GPU-new"
-	must(t, v.RegisterNode(ctx, n, t0))
+	must(t, v.RegisterNode(ctx, n))
 	recs, err := v.FenceGPUs(ctx, xid79("n1", 1))
 	must(t, err)
 	if r := recs[0]; r.UUID != "GPU-new" || r.Fences != 1 {

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -30,7 +29,7 @@ var (
 
 // RegisterNodes registers every node as RegisterNode does, pipelined in
 // batches.
-func (v *View) RegisterNodes(ctx context.Context, nodes []gangway.Node, now time.Time) error {
+func (v *View) RegisterNodes(ctx context.Context, nodes []gangway.Node) error {
 	keys := []string{v.k.nodes, v.k.nodeState, v.k.heartbeat, v.k.nodeRevs, v.k.rev}
 	// Loaded first, so the pipelines' EVALSHAs find it.
 	if err := registerScript.Load(ctx, v.rdb).Err(); err != nil {
@@ -47,7 +46,7 @@ func (v *View) RegisterNodes(ctx context.Context, nodes []gangway.Node, now time
 			if err != nil {
 				return fmt.Errorf("register node %s: %w", n.ID, err)
 			}
-			registerScript.EvalSha(ctx, pipe, keys, n.ID, inv, now.UnixMilli())
+			registerScript.EvalSha(ctx, pipe, keys, n.ID, inv)
 		}
 		cmds, err := pipe.Exec(ctx)
 		if err != nil {
@@ -63,16 +62,15 @@ func (v *View) RegisterNodes(ctx context.Context, nodes []gangway.Node, now time
 	return nil
 }
 
-// HeartbeatNodes records that the agent hosting ids was alive at now, as
-// Heartbeat does for each, in one script call per batch. It returns the
+// HeartbeatNodes records that the agent hosting ids is alive, as
+// Heartbeat does for each (at the Redis server's time), in one script call per batch. It returns the
 // IDs the view does not know (the host registers them again).
-func (v *View) HeartbeatNodes(ctx context.Context, ids []string, now time.Time) ([]string, error) {
+func (v *View) HeartbeatNodes(ctx context.Context, ids []string) ([]string, error) {
 	keys := []string{v.k.nodes, v.k.heartbeat}
 	var missing []string
 	for start := 0; start < len(ids); start += hostedBatch {
 		batch := ids[start:min(start+hostedBatch, len(ids))]
-		args := make([]any, 0, len(batch)+1)
-		args = append(args, now.UnixMilli())
+		args := make([]any, 0, len(batch))
 		for _, id := range batch {
 			args = append(args, id)
 		}

@@ -26,42 +26,47 @@ func TestHostedNodes(t *testing.T) {
 		nodes = append(nodes, n)
 		ids = append(ids, n.ID)
 	}
-	if err := v.RegisterNodes(ctx, nodes, t0); err != nil {
+	start := time.Now()
+	if err := v.RegisterNodes(ctx, nodes); err != nil {
 		t.Fatal(err)
 	}
 	got, err := v.Nodes(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != count || got[0].State != gangway.NodeReady || !got[count-1].LastHeartbeat.Equal(t0) {
+	if len(got) != count || got[0].State != gangway.NodeReady {
 		t.Fatalf("registered %d nodes, first %+v", len(got), got[0])
 	}
+	checkBeats(t, got, start)
 
 	if err := v.RemoveNode(ctx, "sim-0003"); err != nil {
 		t.Fatal(err)
 	}
-	missing, err := v.HeartbeatNodes(ctx, append(ids, "never-registered"), t0.Add(time.Minute))
+	missing, err := v.HeartbeatNodes(ctx, append(ids, "never-registered"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff([]string{"sim-0003", "never-registered"}, missing); diff != "" {
 		t.Errorf("missing (-want +got):\n%s", diff)
 	}
-	// An older heartbeat does not move time back.
-	if _, err := v.HeartbeatNodes(ctx, ids, t0); err != nil {
+	// A heartbeat stamps the server's time, and never moves a later
+	// stamp back.
+	later := time.Now().Add(time.Hour).Truncate(time.Millisecond)
+	setBeat(t, v, ids[0], later)
+	beatAt := time.Now()
+	if _, err := v.HeartbeatNodes(ctx, ids); err != nil {
 		t.Fatal(err)
 	}
 	got, err = v.Nodes(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, n := range got {
-		if !n.LastHeartbeat.Equal(t0.Add(time.Minute)) {
-			t.Fatalf("node %s heartbeat %v, want %v", n.Node.ID, n.LastHeartbeat, t0.Add(time.Minute))
-		}
+	if !got[0].LastHeartbeat.Equal(later) {
+		t.Errorf("node %s heartbeat %v, want the later stamp %v kept", got[0].Node.ID, got[0].LastHeartbeat, later)
 	}
+	checkBeats(t, got[1:], beatAt)
 
-	if err := v.RegisterNode(ctx, node("own", 2), t0); err != nil {
+	if err := v.RegisterNode(ctx, node("own", 2)); err != nil {
 		t.Fatal(err)
 	}
 	snap, err := v.Snapshot(ctx)

@@ -30,8 +30,8 @@ func TestSnapshotCacheStaysTrue(t *testing.T) {
 	ctx := t.Context()
 	rdb := startRedis(t)
 	v := newView(rdb, Options{})
-	must(t, v.RegisterNode(ctx, node("a", 2), t0))
-	must(t, v.RegisterNode(ctx, node("b", 2), t0))
+	must(t, v.RegisterNode(ctx, node("a", 2)))
+	must(t, v.RegisterNode(ctx, node("b", 2)))
 	want := map[string]gangway.Node{"a": node("a", 2), "b": node("b", 2)}
 	check := func(step string) {
 		t.Helper()
@@ -55,29 +55,29 @@ func TestSnapshotCacheStaysTrue(t *testing.T) {
 	check("after a caller changed its snapshot")
 
 	// An unchanged re-registration sends nothing new; a changed one does.
-	must(t, v.RegisterNode(ctx, node("a", 2), t0))
+	must(t, v.RegisterNode(ctx, node("a", 2)))
 	check("unchanged re-registration")
 	if v.cache.rev != revBefore {
 		t.Errorf("an unchanged re-registration took revision %d (was %d)", v.cache.rev, revBefore)
 	}
 	bigger := node("a", 4)
-	must(t, v.RegisterNode(ctx, bigger, t0))
+	must(t, v.RegisterNode(ctx, bigger))
 	want["a"] = bigger
 	check("changed registration")
 
 	// A removed node is gone; a new one appears.
 	must(t, v.RemoveNode(ctx, "b"))
 	delete(want, "b")
-	must(t, v.RegisterNode(ctx, node("c", 1), t0))
+	must(t, v.RegisterNode(ctx, node("c", 1)))
 	want["c"] = node("c", 1)
 	check("remove and add")
 
 	// A flushed view re-registered with other records at the same
 	// revisions is read whole: its epoch is new.
 	must(t, rdb.FlushAll(ctx).Err())
-	must(t, v.RegisterNode(ctx, node("a", 1), t0))
-	must(t, v.RegisterNode(ctx, node("x", 8), t0))
-	must(t, v.RegisterNode(ctx, node("y", 8), t0))
+	must(t, v.RegisterNode(ctx, node("a", 1)))
+	must(t, v.RegisterNode(ctx, node("x", 8)))
+	must(t, v.RegisterNode(ctx, node("y", 8)))
 	want = map[string]gangway.Node{"a": node("a", 1), "x": node("x", 8), "y": node("y", 8)}
 	check("after FLUSHALL")
 

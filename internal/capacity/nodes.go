@@ -23,10 +23,11 @@ func validState(state string) bool {
 	return false
 }
 
-// RegisterNode upserts a node's inventory and records a heartbeat at now.
+// RegisterNode upserts a node's inventory and records a heartbeat (at the
+// Redis server's time, as Heartbeat).
 // A new node, or one marked lost, becomes ready; a cordoned node stays
 // cordoned, so an agent restart does not undo an operator's cordon.
-func (v *View) RegisterNode(ctx context.Context, n gangway.Node, now time.Time) error {
+func (v *View) RegisterNode(ctx context.Context, n gangway.Node) error {
 	if n.ID == "" {
 		return errors.New("register node: empty node id")
 	}
@@ -35,19 +36,21 @@ func (v *View) RegisterNode(ctx context.Context, n gangway.Node, now time.Time) 
 		return fmt.Errorf("register node %s: %w", n.ID, err)
 	}
 	keys := []string{v.k.nodes, v.k.nodeState, v.k.heartbeat, v.k.nodeRevs, v.k.rev}
-	if err := registerScript.Run(ctx, v.rdb, keys, n.ID, inv, now.UnixMilli()).Err(); err != nil {
+	if err := registerScript.Run(ctx, v.rdb, keys, n.ID, inv).Err(); err != nil {
 		return fmt.Errorf("register node %s: %w", n.ID, err)
 	}
 	v.announce(ctx, EventNode)
 	return nil
 }
 
-// Heartbeat records that the node's agent was alive at now. It returns
-// ErrNotFound if the node never registered (the agent should register).
-// It reads the inventory and writes only the heartbeats: what an agent's
-// Redis user may do (docs/security.md). A node removed between the two
-// steps keeps a heartbeat without an inventory, which nothing reads.
-func (v *View) Heartbeat(ctx context.Context, nodeID string, now time.Time) error {
+// Heartbeat records that the node's agent is alive, at the Redis server's
+// time: liveness is judged on that one clock (Snapshot.Now, NodeStatus's
+// HeartbeatAge), never on the agent's. It returns ErrNotFound if the node
+// never registered (the agent should register). It reads the inventory
+// and writes only the heartbeats: what an agent's Redis user may do
+// (docs/security.md). A node removed between the two steps keeps a
+// heartbeat without an inventory, which nothing reads.
+func (v *View) Heartbeat(ctx context.Context, nodeID string) error {
 	known, err := v.rdb.HExists(ctx, v.k.nodes, nodeID).Result()
 	if err != nil {
 		return fmt.Errorf("heartbeat %s: %w", nodeID, err)
@@ -55,7 +58,7 @@ func (v *View) Heartbeat(ctx context.Context, nodeID string, now time.Time) erro
 	if !known {
 		return fmt.Errorf("heartbeat %s: %w", nodeID, ErrNotFound)
 	}
-	if err := heartbeatScript.Run(ctx, v.rdb, []string{v.k.heartbeat}, nodeID, now.UnixMilli()).Err(); err != nil {
+	if err := heartbeatScript.Run(ctx, v.rdb, []string{v.k.heartbeat}, nodeID).Err(); err != nil {
 		return fmt.Errorf("heartbeat %s: %w", nodeID, err)
 	}
 	return nil
@@ -128,12 +131,22 @@ func (v *View) RemoveNode(ctx context.Context, nodeID string) error {
 	return nil
 }
 
+// Ping checks that Redis answers (a readiness probe).
+func (v *View) Ping(ctx context.Context) error { return v.rdb.Ping(ctx).Err() }
+
 // Nodes returns every registered node with its state, heartbeat and
-// allocations, read at one instant, sorted by ID.
+// allocations, read at one instant, sorted by ID. A node whose last
+// heartbeat is older than Options.NodeTTL on the Redis server's clock is
+// NodeLost, whatever state it was left in: its agent is silent.
 func (v *View) Nodes(ctx context.Context) ([]gangway.NodeStatus, error) {
 	st, err := v.read(ctx, false)
 	if err != nil {
 		return nil, fmt.Errorf("nodes: %w", err)
+	}
+	for i := range st.Nodes {
+		if st.Nodes[i].HeartbeatAge.Duration > v.nodeTTL {
+			st.Nodes[i].State = gangway.NodeLost
+		}
 	}
 	return st.Nodes, nil
 }

@@ -24,43 +24,43 @@ func TestNodes(t *testing.T) {
 	}{
 		"register new nodes, sorted by id": {
 			act: func(ctx context.Context, v *View) error {
-				if err := v.RegisterNode(ctx, n2, t0); err != nil {
+				if err := v.RegisterNode(ctx, n2); err != nil {
 					return err
 				}
-				return v.RegisterNode(ctx, n1, t0.Add(time.Second))
+				return v.RegisterNode(ctx, n1)
 			},
 			wantNodes: []gangway.NodeStatus{
-				{Node: n1, State: gangway.NodeReady, LastHeartbeat: t0.Add(time.Second)},
-				{Node: n2, State: gangway.NodeReady, LastHeartbeat: t0},
+				{Node: n1, State: gangway.NodeReady},
+				{Node: n2, State: gangway.NodeReady},
 			},
 		},
 		"re-register replaces inventory and keeps cordon": {
 			act: func(ctx context.Context, v *View) error {
-				if err := v.RegisterNode(ctx, n1, t0); err != nil {
+				if err := v.RegisterNode(ctx, n1); err != nil {
 					return err
 				}
 				if err := v.SetNodeState(ctx, "n1", gangway.NodeCordoned); err != nil {
 					return err
 				}
-				return v.RegisterNode(ctx, n1Bigger, t0.Add(time.Minute))
+				return v.RegisterNode(ctx, n1Bigger)
 			},
-			wantNodes: []gangway.NodeStatus{{Node: n1Bigger, State: gangway.NodeCordoned, LastHeartbeat: t0.Add(time.Minute)}},
+			wantNodes: []gangway.NodeStatus{{Node: n1Bigger, State: gangway.NodeCordoned}},
 		},
 		"re-register makes a lost node ready": {
 			act: func(ctx context.Context, v *View) error {
-				if err := v.RegisterNode(ctx, n1, t0); err != nil {
+				if err := v.RegisterNode(ctx, n1); err != nil {
 					return err
 				}
 				if err := v.SetNodeState(ctx, "n1", gangway.NodeLost); err != nil {
 					return err
 				}
-				return v.RegisterNode(ctx, n1, t0.Add(time.Minute))
+				return v.RegisterNode(ctx, n1)
 			},
-			wantNodes: []gangway.NodeStatus{{Node: n1, State: gangway.NodeReady, LastHeartbeat: t0.Add(time.Minute)}},
+			wantNodes: []gangway.NodeStatus{{Node: n1, State: gangway.NodeReady}},
 		},
 		"uncordon": {
 			act: func(ctx context.Context, v *View) error {
-				if err := v.RegisterNode(ctx, n1, t0); err != nil {
+				if err := v.RegisterNode(ctx, n1); err != nil {
 					return err
 				}
 				if err := v.SetNodeState(ctx, "n1", gangway.NodeCordoned); err != nil {
@@ -68,23 +68,11 @@ func TestNodes(t *testing.T) {
 				}
 				return v.SetNodeState(ctx, "n1", gangway.NodeReady)
 			},
-			wantNodes: []gangway.NodeStatus{{Node: n1, State: gangway.NodeReady, LastHeartbeat: t0}},
-		},
-		"heartbeat moves forward only": {
-			act: func(ctx context.Context, v *View) error {
-				if err := v.RegisterNode(ctx, n1, t0); err != nil {
-					return err
-				}
-				if err := v.Heartbeat(ctx, "n1", t0.Add(10*time.Second)); err != nil {
-					return err
-				}
-				return v.Heartbeat(ctx, "n1", t0.Add(5*time.Second)) // late retry
-			},
-			wantNodes: []gangway.NodeStatus{{Node: n1, State: gangway.NodeReady, LastHeartbeat: t0.Add(10 * time.Second)}},
+			wantNodes: []gangway.NodeStatus{{Node: n1, State: gangway.NodeReady}},
 		},
 		"heartbeat from unregistered node": {
 			act: func(ctx context.Context, v *View) error {
-				return v.Heartbeat(ctx, "ghost", t0)
+				return v.Heartbeat(ctx, "ghost")
 			},
 			wantErr:   ErrNotFound,
 			wantNodes: []gangway.NodeStatus{},
@@ -98,25 +86,25 @@ func TestNodes(t *testing.T) {
 		},
 		"invalid state": {
 			act: func(ctx context.Context, v *View) error {
-				if err := v.RegisterNode(ctx, n1, t0); err != nil {
+				if err := v.RegisterNode(ctx, n1); err != nil {
 					return err
 				}
 				return v.SetNodeState(ctx, "n1", "draining-ish")
 			},
 			wantErr:   errAny,
-			wantNodes: []gangway.NodeStatus{{Node: n1, State: gangway.NodeReady, LastHeartbeat: t0}},
+			wantNodes: []gangway.NodeStatus{{Node: n1, State: gangway.NodeReady}},
 		},
 		"remove node": {
 			act: func(ctx context.Context, v *View) error {
-				if err := v.RegisterNode(ctx, n1, t0); err != nil {
+				if err := v.RegisterNode(ctx, n1); err != nil {
 					return err
 				}
-				if err := v.RegisterNode(ctx, n2, t0); err != nil {
+				if err := v.RegisterNode(ctx, n2); err != nil {
 					return err
 				}
 				return v.RemoveNode(ctx, "n1")
 			},
-			wantNodes: []gangway.NodeStatus{{Node: n2, State: gangway.NodeReady, LastHeartbeat: t0}},
+			wantNodes: []gangway.NodeStatus{{Node: n2, State: gangway.NodeReady}},
 		},
 		"remove unknown node": {
 			act: func(ctx context.Context, v *View) error {
@@ -130,14 +118,98 @@ func TestNodes(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ctx := t.Context()
 			v := newView(rdb, Options{})
+			start := time.Now()
 			err := tc.act(ctx, v)
 			checkErr(t, err, tc.wantErr)
 			got, err := v.Nodes(ctx)
 			must(t, err)
-			if diff := cmp.Diff(tc.wantNodes, got, cmpopts.EquateEmpty()); diff != "" {
+			if diff := cmp.Diff(tc.wantNodes, got, cmpopts.EquateEmpty(), ignoreBeats); diff != "" {
 				t.Errorf("Nodes() mismatch (-want +got):\n%s", diff)
 			}
+			checkBeats(t, got, start)
 		})
+	}
+}
+
+// ignoreBeats leaves heartbeat times out of a comparison: they come from
+// the Redis server's clock (checkBeats checks them).
+var ignoreBeats = cmpopts.IgnoreFields(gangway.NodeStatus{}, "LastHeartbeat", "HeartbeatAge")
+
+// checkBeats checks that every node heartbeat (on the Redis server's
+// clock, which here is the test's) no earlier than start.
+func checkBeats(t *testing.T, nodes []gangway.NodeStatus, start time.Time) {
+	t.Helper()
+	for _, n := range nodes {
+		if n.LastHeartbeat.Before(start.Truncate(time.Millisecond)) || n.HeartbeatAge.Duration < 0 {
+			t.Errorf("node %s: last heartbeat %v (%v ago), want no earlier than %v", n.Node.ID, n.LastHeartbeat, n.HeartbeatAge, start)
+		}
+	}
+}
+
+// setBeat writes a node's heartbeat time directly, as if it had last
+// heartbeat at.
+func setBeat(t *testing.T, v *View, id string, at time.Time) {
+	t.Helper()
+	must(t, v.rdb.HSet(t.Context(), v.k.heartbeat, id, at.UnixMilli()).Err())
+}
+
+// TestLivenessOnServerClock: heartbeats are stamped with the Redis
+// server's time, only ever forward; a node silent longer than the node TTL
+// is lost in Nodes, whatever its state, and ready again once it heartbeats.
+func TestLivenessOnServerClock(t *testing.T) {
+	rdb := startRedis(t)
+	ctx := t.Context()
+	v := newView(rdb, Options{NodeTTL: time.Minute})
+	must(t, v.RegisterNode(ctx, node("n1", 1)))
+	must(t, v.RegisterNode(ctx, node("n2", 1)))
+	must(t, v.SetNodeState(ctx, "n2", gangway.NodeCordoned))
+	state := func() map[string]gangway.NodeStatus {
+		nodes, err := v.Nodes(ctx)
+		must(t, err)
+		out := map[string]gangway.NodeStatus{}
+		for _, n := range nodes {
+			out[n.Node.ID] = n
+		}
+		return out
+	}
+	if s := state(); s["n1"].State != gangway.NodeReady || s["n2"].State != gangway.NodeCordoned {
+		t.Fatalf("fresh nodes: n1 %s, n2 %s", s["n1"].State, s["n2"].State)
+	}
+
+	// Both silent for an hour by the server's clock.
+	srvNow, err := rdb.Time(ctx).Result()
+	must(t, err)
+	for _, id := range []string{"n1", "n2"} {
+		setBeat(t, v, id, srvNow.Add(-time.Hour))
+	}
+	for id, n := range state() {
+		if n.State != gangway.NodeLost || n.HeartbeatAge.Duration < time.Hour {
+			t.Errorf("%s silent an hour: %s, heartbeat %v ago; want lost, at least 1h", id, n.State, n.HeartbeatAge)
+		}
+	}
+	// The dispatch loop's snapshot keeps the state the node was left in;
+	// it judges age on the same clock.
+	snap, err := v.Snapshot(ctx)
+	must(t, err)
+	if st := snap.Nodes[1].State; st != gangway.NodeCordoned || snap.Now.Sub(snap.Nodes[1].LastHeartbeat) < time.Hour {
+		t.Errorf("snapshot of n2: %s, heartbeat at %v, now %v", st, snap.Nodes[1].LastHeartbeat, snap.Now)
+	}
+
+	// A heartbeat brings each back as it was.
+	must(t, v.Heartbeat(ctx, "n1"))
+	_, err = v.HeartbeatNodes(ctx, []string{"n2"})
+	must(t, err)
+	if s := state(); s["n1"].State != gangway.NodeReady || s["n2"].State != gangway.NodeCordoned {
+		t.Errorf("after heartbeats: n1 %s, n2 %s; want ready, cordoned", s["n1"].State, s["n2"].State)
+	}
+
+	// Time only moves forward: a heartbeat never moves it back from a
+	// later stamp.
+	later := srvNow.Add(time.Hour).Truncate(time.Millisecond)
+	setBeat(t, v, "n1", later)
+	must(t, v.Heartbeat(ctx, "n1"))
+	if got := state()["n1"].LastHeartbeat; !got.Equal(later) {
+		t.Errorf("heartbeat after a later stamp: %v, want %v", got, later)
 	}
 }
 
@@ -174,7 +246,7 @@ func TestNodesReportAllocations(t *testing.T) {
 		{Node: node("n2", 4), State: gangway.NodeReady, LastHeartbeat: t0,
 			Allocated: map[int]gangway.JobID{2: "a", 3: "a"}, UsedCPUMilli: 4000, UsedMemMiB: 16384},
 	}
-	if diff := cmp.Diff(want, got); diff != "" {
+	if diff := cmp.Diff(want, got, ignoreBeats); diff != "" {
 		t.Errorf("Nodes() mismatch (-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff([]int{2}, got[0].FreeGPUs()); diff != "" {
@@ -216,7 +288,8 @@ func TestForgetHeartbeat(t *testing.T) {
 	rdb := startRedis(t)
 	ctx := t.Context()
 	v := world(t, rdb, []gangway.Node{node("n1", 4)})
-	must(t, v.Heartbeat(ctx, "n1", t0.Add(time.Minute)))
+	must(t, v.Heartbeat(ctx, "n1"))
+	start := time.Now().Truncate(time.Millisecond)
 	beat := func() time.Time {
 		nodes, err := v.Nodes(ctx)
 		must(t, err)
@@ -226,9 +299,9 @@ func TestForgetHeartbeat(t *testing.T) {
 	if got := beat(); got.After(time.UnixMilli(0)) {
 		t.Fatalf("heartbeat after forgetting = %v, want the epoch", got)
 	}
-	must(t, v.Heartbeat(ctx, "n1", t0.Add(2*time.Minute)))
-	if got := beat(); !got.Equal(t0.Add(2 * time.Minute)) {
-		t.Errorf("heartbeat after the next beat = %v, want %v", got, t0.Add(2*time.Minute))
+	must(t, v.Heartbeat(ctx, "n1"))
+	if got := beat(); got.Before(start) {
+		t.Errorf("heartbeat after the next beat = %v, want no earlier than %v", got, start)
 	}
 	must(t, v.ForgetHeartbeat(ctx, "nobody"))
 }

@@ -45,7 +45,7 @@ func TestViewProperties(t *testing.T) {
 		var nodes []gangway.Node
 		for i := range rapid.IntRange(1, 3).Draw(rt, "nodes") {
 			n := node(fmt.Sprintf("n%d", i), rapid.IntRange(2, 4).Draw(rt, "gpus"))
-			must(rt, v.RegisterNode(ctx, n, t0))
+			must(rt, v.RegisterNode(ctx, n))
 			nodes = append(nodes, n)
 		}
 		ok, err := v.AcquireLease(ctx, leader, time.Minute)

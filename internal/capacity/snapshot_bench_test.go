@@ -14,7 +14,7 @@ func BenchmarkSnapshot(b *testing.B) {
 			ctx := b.Context()
 			v := newView(startRedis(b), Options{})
 			for i := range size.nodes {
-				must(b, v.RegisterNode(ctx, node(fmt.Sprintf("n%05d", i), 8), t0))
+				must(b, v.RegisterNode(ctx, node(fmt.Sprintf("n%05d", i), 8)))
 			}
 			for i := range size.jobs {
 				if _, err := v.Enqueue(ctx, entry(fmt.Sprintf("j%05d", i), 1, 1, 1)); err != nil {

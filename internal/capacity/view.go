@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -18,6 +19,10 @@ const DefaultPrefix = "{gangway}"
 // is zero.
 const DefaultLogMaxLen = 10000
 
+// DefaultNodeTTL is how long a node may be silent before Nodes calls it
+// lost when Options.NodeTTL is zero (the server's default node TTL).
+const DefaultNodeTTL = 10 * time.Second
+
 // Options configures a View.
 type Options struct {
 	// Prefix starts every key. It should be a hash tag ("{...}") so that all
@@ -26,6 +31,10 @@ type Options struct {
 	Prefix string
 	// LogMaxLen caps each job's log stream (approximately: XADD MAXLEN ~).
 	LogMaxLen int64
+	// NodeTTL: Nodes reports a node whose last heartbeat is older than this
+	// (on the Redis server's clock) as lost. It should be the dispatch
+	// loop's node TTL (the server's config); default DefaultNodeTTL.
+	NodeTTL time.Duration
 }
 
 // Sentinel errors; check them with errors.Is.
@@ -50,6 +59,7 @@ type View struct {
 	rdb       redis.UniversalClient
 	k         keySet
 	logMaxLen int64
+	nodeTTL   time.Duration
 	cache     readCache
 }
 
@@ -100,7 +110,10 @@ func New(rdb redis.UniversalClient, opts Options) *View {
 	if opts.LogMaxLen <= 0 {
 		opts.LogMaxLen = DefaultLogMaxLen
 	}
-	return &View{rdb: rdb, k: newKeys(opts.Prefix), logMaxLen: opts.LogMaxLen}
+	if opts.NodeTTL <= 0 {
+		opts.NodeTTL = DefaultNodeTTL
+	}
+	return &View{rdb: rdb, k: newKeys(opts.Prefix), logMaxLen: opts.LogMaxLen, nodeTTL: opts.NodeTTL}
 }
 
 // The Lua scripts. go-redis runs them with EVALSHA and falls back to EVAL

@@ -296,7 +296,6 @@ func TestTemporalRestartSameDB(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = s2.Kill() })
 	c2 := dial(t, s2)
-	defer c2.Close()
 	desc, err := c2.DescribeWorkflowExecution(t.Context(), "devstack-restart", run.GetRunID())
 	if err != nil {
 		t.Fatalf("workflow started before the restart: %v", err)
@@ -306,16 +305,37 @@ func TestTemporalRestartSameDB(t *testing.T) {
 	}
 
 	// A crash: Kill does not wait for a clean shutdown.
+	c2.Close()
 	if err := s2.Kill(); err != nil {
 		t.Fatalf("Kill: %v", err)
 	}
 	assertGone(t, s2.Pid())
+
+	// Restart brings it back at the same address, on the same file.
+	if err := s2.Restart(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	c3 := dial(t, s2)
+	defer c3.Close()
+	if _, err := c3.DescribeWorkflowExecution(t.Context(), "devstack-restart", run.GetRunID()); err != nil {
+		t.Fatalf("workflow after Kill and Restart: %v", err)
+	}
+	if err := s2.Restart(t.Context()); err != nil {
+		t.Errorf("Restart of a running server: %v", err)
+	}
 }
 
 func TestTemporalBinaryMissing(t *testing.T) {
 	_, err := StartTemporal(t.Context(), TemporalOptions{Dir: t.TempDir(), Binary: "/nonexistent/temporal"})
 	if !errors.Is(err, ErrTemporalNotFound) {
 		t.Fatalf("err = %v, want ErrTemporalNotFound", err)
+	}
+}
+
+func TestTemporalInMemoryWithDBFile(t *testing.T) {
+	_, err := StartTemporal(t.Context(), TemporalOptions{Dir: t.TempDir(), InMemory: true, DBFile: "x.db"})
+	if err == nil || !strings.Contains(err.Error(), "InMemory and DBFile are exclusive") {
+		t.Fatalf("err = %v, want InMemory and DBFile refused together", err)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"go.temporal.io/sdk/client"
@@ -56,6 +57,11 @@ type TemporalOptions struct {
 	// started again on the same file resumes where the last one stopped,
 	// even one that was killed. Default: Dir/temporal.db.
 	DBFile string
+	// InMemory keeps the server's state in memory instead of DBFile: it is
+	// lost when the server stops, and writes do not wait for the disk
+	// (many times faster where syncing is slow, as for a test whose server
+	// takes hundreds of activity heartbeats a second).
+	InMemory bool
 	// Log receives the server's stdout and stderr (it logs at level warn).
 	// Nil discards them (the last few KiB still appear in start-up errors).
 	Log io.Writer
@@ -69,10 +75,13 @@ type Temporal struct {
 	UIURL string
 	// Namespace is the namespace that the server created, "default".
 	Namespace string
-	// DBFile is the absolute path of the server's SQLite database.
+	// DBFile is the absolute path of the server's SQLite database; ""
+	// for one InMemory.
 	DBFile string
 
-	p *process
+	mu      sync.Mutex
+	p       *process
+	restart func(context.Context) (*process, error)
 }
 
 // StartTemporal starts `temporal server start-dev` on 127.0.0.1 and returns
@@ -92,9 +101,13 @@ func StartTemporal(ctx context.Context, opts TemporalOptions) (*Temporal, error)
 		return nil, fmt.Errorf("start temporal: %w", err)
 	}
 	dbFile := opts.DBFile
-	if dbFile == "" {
+	switch {
+	case opts.InMemory && dbFile != "":
+		return nil, errors.New("start temporal: TemporalOptions.InMemory and DBFile are exclusive")
+	case opts.InMemory:
+	case dbFile == "":
 		dbFile = filepath.Join(dir, "temporal.db")
-	} else if !filepath.IsAbs(dbFile) {
+	case !filepath.IsAbs(dbFile):
 		// Relative to the caller's directory, not to the server's.
 		if dbFile, err = filepath.Abs(dbFile); err != nil {
 			return nil, fmt.Errorf("start temporal: TemporalOptions.DBFile: %w", err)
@@ -128,6 +141,13 @@ func StartTemporal(ctx context.Context, opts TemporalOptions) (*Temporal, error)
 		}
 		t, p, err := startTemporal(ctx, bin, dir, dbFile, port, uiPort, opts.Log)
 		if err == nil {
+			t.restart = func(ctx context.Context) (*process, error) {
+				_, p, err := startTemporal(ctx, bin, dir, dbFile, port, uiPort, opts.Log)
+				if err != nil {
+					return nil, err
+				}
+				return p, nil
+			}
 			return t, nil
 		}
 		pickedPorts := opts.Port == 0 || (!opts.Headless && opts.UIPort == 0)
@@ -155,10 +175,10 @@ func startTemporal(ctx context.Context, bin, dir, dbFile string, port, uiPort in
 		args = append(args, "--ui-port", strconv.Itoa(uiPort))
 		uiURL = "http://127.0.0.1:" + strconv.Itoa(uiPort)
 	}
-	args = append(args,
-		"--db-filename", dbFile,
-		"--log-level", "warn",
-	)
+	if dbFile != "" {
+		args = append(args, "--db-filename", dbFile)
+	}
+	args = append(args, "--log-level", "warn")
 	// Job workflows' search attributes (team, priority class, phase,
 	// pool), so Temporal's UI can filter on them.
 	for _, sa := range workflows.SearchAttributeFlags() {
@@ -246,17 +266,42 @@ func quietLogger() tlog.Logger { return tlog.NewStructuredLogger(slog.New(slog.D
 // Stop stops the server: SIGTERM to its process group, SIGKILL if it is
 // still running after 5 s (a clean shutdown takes about 3 s). It is
 // idempotent, and returns nil if the server had already exited (see Kill).
-func (t *Temporal) Stop() error { return t.p.stop(stopGrace) }
+func (t *Temporal) Stop() error { return t.proc().stop(stopGrace) }
 
 // Kill sends SIGKILL to the server's process group now, as a crash would, and
 // waits until the process is gone. State written to DBFile survives.
-func (t *Temporal) Kill() error { return t.p.kill() }
+func (t *Temporal) Kill() error { return t.proc().kill() }
+
+// Restart starts the server again, on the same ports and database file,
+// once the process has exited (after Kill or Stop, or a crash): it picks up
+// where the last one stopped, and clients connected to Addr reconnect. A
+// server that is still running is left alone (nil). Pid and Done then
+// refer to the new process.
+func (t *Temporal) Restart(ctx context.Context) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.p.exited() {
+		return nil
+	}
+	p, err := t.restart(ctx)
+	if err != nil {
+		return fmt.Errorf("restart temporal: %w", err)
+	}
+	t.p = p
+	return nil
+}
+
+func (t *Temporal) proc() *process {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.p
+}
 
 // Pid is the server's process id.
-func (t *Temporal) Pid() int { return t.p.pid }
+func (t *Temporal) Pid() int { return t.proc().pid }
 
 // Done is closed when the server process has exited, for whatever reason.
-func (t *Temporal) Done() <-chan struct{} { return t.p.done }
+func (t *Temporal) Done() <-chan struct{} { return t.proc().done }
 
 // FindTemporal returns the path of the temporal CLI to run, the first of:
 //

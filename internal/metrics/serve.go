@@ -12,6 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/gangwayhq/gangway/internal/health"
 )
 
 // NewProcessRegistry is a registry with the Go runtime's and the process's
@@ -22,16 +24,20 @@ func NewProcessRegistry() *prometheus.Registry {
 	return reg
 }
 
-// Serve serves reg's /metrics on addr ("host:port"; port 0 picks one) and
-// returns the address it listens on and a stop function that shuts the
-// server down, giving requests in flight two seconds.
-func Serve(addr string, reg *prometheus.Registry, log *slog.Logger) (string, func(), error) {
+// Serve serves reg's /metrics on addr ("host:port"; port 0 picks one), and
+// /healthz and /readyz with checks (health.Handlers), and returns the
+// address it listens on and a stop function that shuts the server down,
+// giving requests in flight two seconds.
+func Serve(addr string, reg *prometheus.Registry, log *slog.Logger, checks ...health.Check) (string, func(), error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return "", nil, fmt.Errorf("metrics listen on %s: %w", addr, err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	healthz, readyz := health.Handlers(checks)
+	mux.Handle("/healthz", healthz)
+	mux.Handle("/readyz", readyz)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

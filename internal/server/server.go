@@ -22,6 +22,7 @@ import (
 	"github.com/gangwayhq/gangway/internal/capacity"
 	"github.com/gangwayhq/gangway/internal/cloud"
 	"github.com/gangwayhq/gangway/internal/dispatch"
+	"github.com/gangwayhq/gangway/internal/health"
 	"github.com/gangwayhq/gangway/internal/metrics"
 	"github.com/gangwayhq/gangway/internal/nodeauth"
 	"github.com/gangwayhq/gangway/internal/web"
@@ -249,7 +250,8 @@ func Run(ctx context.Context, o Options) error {
 	if o.MetricsAddr != "" {
 		var stop func()
 		var err error
-		if addr, stop, err = metrics.Serve(o.MetricsAddr, reg, log); err != nil {
+		checks := []health.Check{health.Temporal(o.Temporal), {Name: "redis", Probe: o.View.Ping}}
+		if addr, stop, err = metrics.Serve(o.MetricsAddr, reg, log, checks...); err != nil {
 			return err
 		}
 		defer stop()

@@ -18,7 +18,7 @@ import (
 
 // NodeView is the part of the Redis view node updates write.
 type NodeView interface {
-	RegisterNode(ctx context.Context, n gangway.Node, now time.Time) error
+	RegisterNode(ctx context.Context, n gangway.Node) error
 	LastHeartbeat(ctx context.Context, nodeID string) (time.Time, bool, error)
 	FenceGPUs(ctx context.Context, e gangway.GPUEvent) ([]gangway.GPUHealth, error)
 	UnfenceGPUs(ctx context.Context, nodeID string, gpus []int, now time.Time) ([]gangway.GPUHealth, error)
@@ -96,7 +96,7 @@ func (n *NodeUpdates) Update(ctx context.Context, in workflows.NodeUpdateInput) 
 	res := workflows.NodeUpdateResult{NodeToken: n.Auth.NodeToken(in.NodeID, in.Pool)}
 	switch {
 	case in.Register != nil:
-		err = n.View.RegisterNode(ctx, *in.Register, now)
+		err = n.View.RegisterNode(ctx, *in.Register)
 		if err == nil {
 			n.Log.Info("node joined", "node", in.NodeID, "pool", in.Pool, "credential", grant.Kind, "gpus", len(in.Register.GPUs))
 		}

@@ -29,7 +29,7 @@ func TestCheckPlacement(t *testing.T) {
 		for i := range 4 {
 			n.GPUs = append(n.GPUs, gangway.GPU{Index: i, Model: "H100", MemMiB: 80 << 10, Healthy: true})
 		}
-		if err := v.RegisterNode(ctx, n, now); err != nil {
+		if err := v.RegisterNode(ctx, n); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -47,6 +47,8 @@ func New(c client.Client) *Jobs { return &Jobs{c: c} }
 type StartOptions struct {
 	// Timing overrides the workflow's timeouts (tests, slow clusters).
 	Timing workflows.Timing
+	// Limits overrides the workflow's history and status bounds (tests).
+	Limits workflows.Limits
 }
 
 // Start starts spec's JobWorkflow with workflow ID = spec.Name. It does
@@ -69,9 +71,12 @@ func (j *Jobs) Start(ctx context.Context, spec gangway.JobSpec, o StartOptions) 
 			workflows.MemoPhase: string(gangway.PhaseSubmitted),
 			workflows.MemoTeam:  spec.Team,
 			workflows.MemoGPUs:  spec.Gang.Replicas * spec.Gang.GPUsPerReplica,
+			// Each run after a continue-as-new has its own start time;
+			// the memo, which every run inherits, keeps the submit time.
+			workflows.MemoSubmitted: time.Now().UTC(),
 		},
 	}
-	in := workflows.JobInput{Spec: spec, Timing: o.Timing}
+	in := workflows.JobInput{Spec: spec, Timing: o.Timing, Limits: o.Limits}
 	var err error
 	if !j.noSearch.Load() {
 		withSearch := opts
@@ -231,7 +236,9 @@ type Summary struct {
 	ClosedAt  time.Time     `json:"closedAt,omitzero"` // zero while running
 }
 
-// List returns every job Temporal's visibility store knows, newest first.
+// List returns every job Temporal's visibility store knows, newest first:
+// one entry per job, from its current or last workflow run (a job that
+// continued as new has a run per stretch of attempts).
 func (j *Jobs) List(ctx context.Context) ([]Summary, error) {
 	var out []Summary
 	var token []byte
@@ -245,11 +252,20 @@ func (j *Jobs) List(ctx context.Context) ([]Summary, error) {
 			return nil, fmt.Errorf("list jobs: %w", err)
 		}
 		for _, e := range resp.GetExecutions() {
+			if e.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW {
+				continue
+			}
 			s := Summary{JobID: e.GetExecution().GetWorkflowId(), StartedAt: e.GetStartTime().AsTime()}
 			if e.GetCloseTime() != nil {
 				s.ClosedAt = e.GetCloseTime().AsTime()
 			}
 			fields := e.GetMemo().GetFields()
+			if p := fields[workflows.MemoSubmitted]; p != nil {
+				var at time.Time
+				if dc.FromPayload(p, &at) == nil && !at.IsZero() {
+					s.StartedAt = at
+				}
+			}
 			var phase string
 			_ = dc.FromPayload(fields[workflows.MemoPhase], &phase)
 			_ = dc.FromPayload(fields[workflows.MemoTeam], &s.Team)

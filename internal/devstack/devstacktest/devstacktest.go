@@ -44,10 +44,24 @@ func RedisWith(t testing.TB, opts devstack.RedisOptions) *devstack.Redis {
 // when the test ends. Clients dial Addr in Namespace.
 func Temporal(t testing.TB) *devstack.Temporal {
 	t.Helper()
+	return startTemporal(t, false)
+}
+
+// TemporalInMemory is Temporal with the server's state in memory
+// (devstack.TemporalOptions.InMemory): for a test that writes to it
+// faster than the disk syncs.
+func TemporalInMemory(t testing.TB) *devstack.Temporal {
+	t.Helper()
+	return startTemporal(t, true)
+}
+
+func startTemporal(t testing.TB, inMemory bool) *devstack.Temporal {
+	t.Helper()
 	log := &logBuffer{}
 	s, err := devstack.StartTemporal(t.Context(), devstack.TemporalOptions{
 		Dir:      t.TempDir(),
 		Headless: true,
+		InMemory: inMemory,
 		Log:      log,
 	})
 	if err != nil {

@@ -1,0 +1,149 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gangwayhq/gangway"
+	"github.com/gangwayhq/gangway/client"
+	"github.com/gangwayhq/gangway/internal/agent"
+	"github.com/gangwayhq/gangway/internal/devstack/fullstack"
+	"github.com/gangwayhq/gangway/workflows"
+	"github.com/gangwayhq/gangway/workflows/jobs"
+)
+
+// temporalOutage is how long the Temporal dev server stays down: five
+// times the tasks' heartbeat timeout, so every running task's heartbeats
+// time out.
+const temporalOutage = 15 * time.Second
+
+// TestTemporalOutageOnRealServers SIGKILLs the Temporal dev server under
+// running jobs and starts it again on the same database file 15 s later.
+// The agents keep running the tasks meanwhile; no node is called lost. A
+// 2 × 4 gang still running when Temporal returns is picked up by its
+// workflow and finishes; a job that exited 0 during the outage ends
+// Succeeded and one that exited 3 ends Failed with that exit code — each
+// in its first attempt, every member started exactly once, no GPU held
+// twice, and nothing left allocated.
+func TestTemporalOutageOnRealServers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real servers and runs real processes")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	logf, err := os.Create(filepath.Join(dir, "stack.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	rec := &record{}
+	st, err := fullstack.Start(ctx, fullstack.Options{
+		Dir: dir, Headless: true, Log: slog.New(slog.NewTextHandler(logf, nil)),
+		Nodes:  agent.FakeFleet("node", "onprem", []agent.NodeShape{{Count: 3, GPUs: 4, Model: "H100"}}),
+		Agent:  agent.Config{HeartbeatInterval: 500 * time.Millisecond, Recorder: rec},
+		Server: &fullstack.ServerOptions{},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	defer func() {
+		if t.Failed() {
+			data, _ := os.ReadFile(logf.Name())
+			t.Logf("stack log:\n%s", tail(string(data), 8000))
+		}
+	}()
+	cl := client.New(jobs.New(st.TemporalClient), st.View)
+	timing := client.SubmitOptions{Timing: workflows.Timing{HeartbeatTimeout: 3 * time.Second, StartTimeout: 30 * time.Second}}
+	sh := func(name string, replicas, gpus int, script string) gangway.JobSpec {
+		return gangway.JobSpec{Name: name, Team: "ml", Command: []string{"/bin/sh", "-c", script},
+			Gang: gangway.Gang{Replicas: replicas, GPUsPerReplica: gpus}}
+	}
+	specs := []gangway.JobSpec{
+		sh("long-gang", 2, 4, "sleep 45"),       // runs on after Temporal returns
+		sh("done-ok", 1, 2, "sleep 5"),          // exits 0 during the outage
+		sh("done-bad", 1, 2, "sleep 5; exit 3"), // exits 3 during the outage
+	}
+	for _, s := range specs {
+		if _, err := cl.Submit(ctx, s, timing); err != nil {
+			t.Fatalf("submit %s: %v", s.Name, err)
+		}
+	}
+	waitFor(t, ctx, "every member running", func() bool {
+		n := 0
+		for _, node := range []string{"node-0", "node-1", "node-2"} {
+			n += rec.running(node)
+		}
+		return n == 4
+	})
+
+	t.Logf("killing the Temporal dev server (pid %d) for %s", st.Temporal.Pid(), temporalOutage)
+	if err := st.Temporal.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(temporalOutage)
+	if err := st.Temporal.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Log("Temporal is back on the same database file")
+
+	want := map[string]struct {
+		phase  gangway.Phase
+		reason string
+	}{
+		"long-gang": {gangway.PhaseSucceeded, "all members exited 0"},
+		"done-ok":   {gangway.PhaseSucceeded, "all members exited 0"},
+		"done-bad":  {gangway.PhaseFailed, "exit code 3"},
+	}
+	for _, s := range specs {
+		res, err := cl.Result(ctx, s.Name)
+		if err != nil {
+			t.Fatalf("result of %s: %v", s.Name, err)
+		}
+		w := want[s.Name]
+		if res.Phase != w.phase || !strings.Contains(res.Reason, w.reason) || res.Attempt != 1 || res.InfraRestarts != 0 {
+			t.Errorf("%s ended %s at attempt %d after %d infrastructure restarts: %q; want %s in attempt 1, reason with %q",
+				s.Name, res.Phase, res.Attempt, res.InfraRestarts, res.Reason, w.phase, w.reason)
+		}
+	}
+	starts := rec.checkNoDoubleBooking(t)
+	perTask := map[string]int{}
+	rec.mu.Lock()
+	for _, e := range rec.events {
+		if e.Start {
+			perTask[fmt.Sprintf("%s/%d/%d", e.JobID, e.Attempt, e.Rank)]++
+		}
+	}
+	rec.mu.Unlock()
+	for task, n := range perTask {
+		if n != 1 {
+			t.Errorf("task %s started %d times", task, n)
+		}
+	}
+	if starts != 4 {
+		t.Errorf("the agents started %d tasks, want the 4 members once each", starts)
+	}
+	if allocs := mustAllocations(t, ctx, st.View); len(allocs) != 0 {
+		t.Errorf("allocations left: %+v", allocs)
+	}
+	if *updateHistories {
+		// A gang whose members were adopted after the outage, and one
+		// whose member ended during it.
+		saveHistory(t, ctx, st.TemporalClient, "long-gang")
+		saveHistory(t, ctx, st.TemporalClient, "done-bad")
+	}
+	data, _ := os.ReadFile(logf.Name())
+	adopted, orphaned := strings.Count(string(data), "adopted a"), strings.Count(string(data), "Temporal lost track of a running task")
+	if orphaned == 0 {
+		t.Errorf("no agent saw Temporal lose track of a task: the outage did not reach the tasks")
+	}
+	t.Logf("%d tasks started, each once; every job ended in its first attempt; %d tasks orphaned by the outage, %d adoptions",
+		starts, orphaned, adopted)
+}

@@ -1,0 +1,123 @@
+package health
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	tclient "go.temporal.io/sdk/client"
+)
+
+// Check is one thing a ready process needs. Probe returns nil when it holds.
+type Check struct {
+	Name  string
+	Probe func(ctx context.Context) error
+}
+
+// Temporal checks that the Temporal frontend answers.
+func Temporal(c tclient.Client) Check {
+	return Check{Name: "temporal", Probe: func(ctx context.Context) error {
+		_, err := c.CheckHealth(ctx, &tclient.CheckHealthRequest{})
+		return err
+	}}
+}
+
+// Redis checks that Redis answers.
+func Redis(r redis.UniversalClient) Check {
+	return Check{Name: "redis", Probe: func(ctx context.Context) error { return r.Ping(ctx).Err() }}
+}
+
+// Result is how one check went.
+type Result struct {
+	Name string
+	Err  error
+}
+
+// probeTimeout bounds each check of a readiness probe.
+const probeTimeout = 2 * time.Second
+
+// Run runs every check at once, each for at most two seconds, and returns
+// their results in order.
+func Run(ctx context.Context, checks []Check) []Result {
+	out := make([]Result, len(checks))
+	var wg sync.WaitGroup
+	for i, c := range checks {
+		wg.Go(func() {
+			cctx, cancel := context.WithTimeout(ctx, probeTimeout)
+			defer cancel()
+			out[i] = Result{Name: c.Name, Err: c.Probe(cctx)}
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// Handlers returns /healthz, which answers 200 while the process serves,
+// and /readyz, which runs the checks and answers 200 when all hold and 503
+// otherwise, one line per check ("redis: ok", "temporal: <why not>").
+func Handlers(checks []Check) (healthz, readyz http.Handler) {
+	healthz = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprintln(w, "ok")
+	})
+	readyz = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		results := Run(r.Context(), checks)
+		var b strings.Builder
+		code := http.StatusOK
+		for _, res := range results {
+			if res.Err != nil {
+				code = http.StatusServiceUnavailable
+				fmt.Fprintf(&b, "%s: %s\n", res.Name, Reason(res.Err))
+			} else {
+				fmt.Fprintf(&b, "%s: ok\n", res.Name)
+			}
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.WriteHeader(code)
+		fmt.Fprint(w, b.String())
+	})
+	return healthz, readyz
+}
+
+// Unreachable is a service a process could not reach, as one line:
+// "redis at redis://127.0.0.1:6379 is unreachable: connection refused".
+type Unreachable struct {
+	Service string // "temporal", "redis"
+	Addr    string // where it was looked for (credentials redacted)
+	Err     error
+}
+
+func (u *Unreachable) Error() string {
+	return fmt.Sprintf("%s at %s is unreachable: %s", u.Service, u.Addr, Reason(u.Err))
+}
+
+func (u *Unreachable) Unwrap() error { return u.Err }
+
+// Reason shortens a connection error to what a person acts on: the network
+// error at its root ("dial tcp 127.0.0.1:6379: connect: connection
+// refused") rather than every layer's wrapping of it.
+func Reason(err error) string {
+	var op *net.OpError
+	if errors.As(err, &op) {
+		return op.Error()
+	}
+	msg := err.Error()
+	// gRPC reports the dial failure inside its own text.
+	if i := strings.LastIndex(msg, "dial tcp "); i >= 0 {
+		return strings.TrimRight(msg[i:], `"\)`)
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return "no answer in time"
+	}
+	const maxLen = 200
+	if len(msg) > maxLen {
+		msg = msg[:maxLen] + "…"
+	}
+	return msg
+}
