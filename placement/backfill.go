@@ -94,7 +94,7 @@ func (se *Session) reserve(j *gangway.QueueEntry) (Reservation, string, bool) {
 // another job's reservation, not flaky for it), CPU and memory alone: a
 // bound that the reservation search keeps up to date as it releases
 // running jobs, so that it skips the trial placements that cannot
-// succeed. Nil (always enough) for GPU shares and CPU-only jobs.
+// succeed. Nil (always enough) for GPU shares, MIG and CPU-only jobs.
 type replicaSlots struct {
 	per   map[int]int
 	total int
@@ -102,7 +102,7 @@ type replicaSlots struct {
 }
 
 func newReplicaSlots(se *Session, j *gangway.QueueEntry) *replicaSlots {
-	if j.GPUsPerReplica == 0 || j.Share() {
+	if j.GPUsPerReplica == 0 || j.Share() || j.MIGProfile != "" {
 		return nil
 	}
 	rs := &replicaSlots{per: map[int]int{}, end: se.view.jobEnd(j)}

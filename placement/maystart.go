@@ -96,6 +96,9 @@ func (h heldByPreemptible) freeable(se *Session, j *gangway.QueueEntry, i int) (
 
 // mayFit is MayStart for one job.
 func (se *Session) mayFit(v *View, j *gangway.QueueEntry, held heldByPreemptible) bool {
+	if j.MIGProfile != "" {
+		return true // MIG devices are not counted here: never ruled out
+	}
 	slots := 0
 	milliTotal := j.GPUMilliTotal()
 	for i := range v.nodes {
