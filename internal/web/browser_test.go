@@ -302,24 +302,56 @@ func TestWebViewInChromium(t *testing.T) {
 		t.Errorf("%d GPU cells, want 24 (two 8-GPU nodes and the spot instance)", facts.Total)
 	}
 
-	// The queue: each waiting job with the reason the view records.
-	b.open("queue?refresh=0", "#queue-table")
-	b.shot("queue.png", "the queue: a job over its team's quota and one that does not fit, with their reasons")
-	rows := run(b, chromedp.Evaluate[map[string]string](`Object.fromEntries([...document.querySelectorAll('#queue-table tr[data-job]')].map(r => [r.dataset.job, r.dataset.reason]))`))
-	if reasons, err = view.Reasons(ctx); err != nil {
-		t.Fatal(err)
+	// The queue: each waiting job with what its waiting record says —
+	// the reason, and the start estimate, the jobs it waits for and the
+	// cloud option when the record has them. Estimates are remade every
+	// few cycles: the page is compared with records that did not change
+	// while it loaded.
+	type queueRow struct {
+		Reason, ETA, WaitsFor, Cloud string
 	}
-	want := map[string]string{}
+	want, rows := map[string]queueRow{}, map[string]queueRow{}
+	waitFor("a queue page to load between two estimates", func() bool {
+		before, err := view.Reasons(ctx)
+		if err != nil {
+			return false
+		}
+		b.open("queue?refresh=0", "#queue-table")
+		rows = run(b, chromedp.Evaluate[map[string]queueRow](`Object.fromEntries([...document.querySelectorAll('#queue-table tr[data-job]')].map(r => [r.dataset.job, {
+			Reason: r.dataset.reason,
+			ETA: [...r.querySelectorAll('[data-eta-p50]')].map(e => e.dataset.etaP50 + '/' + e.dataset.etaP90).join(),
+			WaitsFor: [...r.querySelectorAll('[data-waits-for]')].map(e => e.dataset.waitsFor).join(),
+			Cloud: [...r.querySelectorAll('[data-cloud-pool]')].map(e => e.dataset.cloudPool).join(),
+		}]))`))
+		after, err := view.Reasons(ctx)
+		if err != nil || !cmp.Equal(before, after) {
+			return false
+		}
+		reasons = after
+		return true
+	})
+	iso := func(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z07:00") }
+	withETA := 0
 	for _, j := range []string{"vision-more", "research-big"} {
-		want[j] = reasons[j].Reason
+		w := reasons[j]
+		r := queueRow{Reason: w.Reason, WaitsFor: strings.Join(w.WaitsFor, ",")}
+		if w.ETA != nil {
+			r.ETA = iso(w.ETA.P50) + "/" + iso(w.ETA.P90)
+			withETA++
+		}
+		if w.Cloud != nil {
+			r.Cloud = w.Cloud.Pool
+		}
+		want[j] = r
 	}
 	if diff := cmp.Diff(want, rows); diff != "" {
-		t.Errorf("queue rows and reasons (-view +page):\n%s", diff)
+		t.Errorf("queue rows and waiting records (-view +page):\n%s", diff)
 	}
-	if rows["vision-more"] != string(placement.ReasonQuota) {
-		t.Errorf("vision-more's reason on the page %q, want %s", rows["vision-more"], placement.ReasonQuota)
+	if rows["vision-more"].Reason != string(placement.ReasonQuota) {
+		t.Errorf("vision-more's reason on the page %q, want %s", rows["vision-more"].Reason, placement.ReasonQuota)
 	}
-	t.Logf("queue: %v", rows)
+	b.shot("queue.png", "the queue: a job over its team's quota and one that does not fit, with their reasons, start estimates and blockers")
+	t.Logf("queue: %v (%d of 2 with a start estimate)", rows, withETA)
 
 	// The jobs page lists every job (Temporal's visibility store catches
 	// up within moments).

@@ -91,8 +91,12 @@ func testFleet() Fleet {
 		},
 		Reasons: map[gangway.JobID]gangway.Waiting{
 			"big": {Reason: string(placement.ReasonInsufficientGPUs), Detail: "needs 8 GPUs on one node, at most 7 free", Retry: true,
-				ReservationStart: t0.Add(30 * time.Minute), ReservedNodes: []string{"n2"}},
-			"vision-b": {Reason: string(placement.ReasonQuota), Detail: "team vision uses 2.25/2 GPUs of H100 quota; borrowing limit is 0", Retry: true},
+				ReservationStart: t0.Add(30 * time.Minute), ReservedNodes: []string{"n2"},
+				ETA: &gangway.ETA{P50: t0.Add(20 * time.Minute), P90: t0.Add(45 * time.Minute), At: t0},
+				Cloud: &gangway.CloudOption{Pool: "fake-spot", CapacityType: gangway.CapacitySpot, InstanceType: "a100x8", Instances: 1,
+					PricePerGPUHour: 3, ExpectedCost: 12.5, ExpectedDuration: gangway.Duration{Duration: 30 * time.Minute}}},
+			"vision-b": {Reason: string(placement.ReasonQuota), Detail: "team vision uses 2.25/2 GPUs of H100 quota; borrowing limit is 0", Retry: true,
+				WaitsFor: []gangway.JobID{"nlp-train", "vision-a"}},
 		},
 		Offers: []gangway.Offer{
 			{Provider: "fake", Pool: "fake-spot", Zone: "z1", InstanceType: "a100x8", GPUModel: "A100", GPUsPerInstance: 8, CapacityType: gangway.CapacitySpot, PricePerHour: 24},

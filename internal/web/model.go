@@ -414,10 +414,24 @@ type queueRow struct {
 	Retry            bool
 	ReservationStart time.Time
 	ReservedNodes    []string
+	// The start estimate, the jobs the job waits for (those the viewer
+	// may see; HiddenWaitsFor counts the others' jobs) and the priced
+	// cloud option, when the waiting record carries them.
+	ETA            *gangway.ETA
+	WaitsFor       []gangway.JobID
+	HiddenWaitsFor int
+	Cloud          *gangway.CloudOption
 }
 
 func buildQueue(f Fleet, sc scope, pal palette) queueView {
 	var q queueView
+	team := map[gangway.JobID]string{}
+	for _, a := range f.Allocations {
+		team[a.JobID] = a.Team
+	}
+	for _, e := range f.Queue {
+		team[e.JobID] = e.Team
+	}
 	for i, e := range f.Queue {
 		if !sc.sees(e.Team) {
 			q.Hidden++
@@ -432,6 +446,14 @@ func buildQueue(f Fleet, sc scope, pal palette) queueView {
 		if w, ok := f.Reasons[e.JobID]; ok && (w.Reason != "" || w.Detail != "") {
 			r.HasReason, r.Reason, r.Detail, r.Retry = true, w.Reason, w.Detail, w.Retry
 			r.ReservationStart, r.ReservedNodes = w.ReservationStart, w.ReservedNodes
+			r.ETA, r.Cloud = w.ETA, w.Cloud
+			for _, b := range w.WaitsFor {
+				if sc.sees(team[b]) {
+					r.WaitsFor = append(r.WaitsFor, b)
+				} else {
+					r.HiddenWaitsFor++
+				}
+			}
 		}
 		q.Rows = append(q.Rows, r)
 	}

@@ -275,6 +275,10 @@ type jobPage struct {
 	// Checkpoints are the checkpoints the job's runs left or resumed
 	// from, oldest first.
 	Checkpoints []checkpointRow
+	// WaitsFor are the jobs its waiting record names that the viewer may
+	// see; HiddenWaitsFor counts the others.
+	WaitsFor       []gangway.JobID
+	HiddenWaitsFor int
 }
 
 type checkpointRow struct {
@@ -312,6 +316,14 @@ func (h *Handler) job(w http.ResponseWriter, r *http.Request) {
 		d.InFlight = inFlightDollars(f, st.JobID, st.Assignment)
 	}
 	d.Total = st.Dollars + d.InFlight
+	if w := st.Waiting; w != nil {
+		for _, q := range buildQueue(Fleet{Snapshot: f.Snapshot, Reasons: map[gangway.JobID]gangway.Waiting{st.JobID: *w}},
+			scopeOf(h.viewer(r)), palette{}).Rows {
+			if q.Job == st.JobID {
+				d.WaitsFor, d.HiddenWaitsFor = q.WaitsFor, q.HiddenWaitsFor
+			}
+		}
+	}
 	for _, a := range st.Attempts {
 		if c := a.ResumedFrom; c != nil {
 			d.Checkpoints = append(d.Checkpoints, checkpointRow{Attempt: a.Attempt, Use: "resumed from", ID: c.ID, Step: step(c.Step), At: c.At, Bytes: c.Bytes})

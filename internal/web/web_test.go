@@ -199,10 +199,30 @@ func TestQueuePage(t *testing.T) {
 	}
 	_, doc := get(t, serve(t, newFakeSource(), nil), "/ui/queue")
 	rows := all(doc, and(tag("tr"), byAttr("data-job", "*")))
-	for _, want := range []string{"needs 8 GPUs on one node, at most 7 free", "GPUs on n2 from 2026-12-14 12:30:00 UTC", "10m0s"} {
+	for _, want := range []string{"needs 8 GPUs on one node, at most 7 free", "GPUs reserved on n2 from 2026-12-14 12:30:00 UTC", "10m0s"} {
 		if !strings.Contains(text(rows[0]), want) {
 			t.Errorf("big's row %q does not say %q", text(rows[0]), want)
 		}
+	}
+	// The waiting record's estimate, blockers and cloud option.
+	eta := all(rows[0], byAttr("data-eta-p50", "*"))
+	if len(eta) != 1 || attr(eta[0], "data-eta-p50") != "2026-12-14T12:20:00.000Z" || text(eta[0]) != "in 20m (P90 in 45m)" {
+		t.Errorf("big's estimate: %q", text(rows[0]))
+	}
+	if c := all(rows[0], byAttr("data-cloud-pool", "fake-spot")); len(c) != 1 || attr(c[0], "data-expected-cost") != "12.500000" ||
+		!strings.Contains(text(c[0]), "with burst enabled, it could start now on spot in fake-spot, about $12.50 expected") {
+		t.Errorf("big's cloud option: %q", text(rows[0]))
+	}
+	if got := attrs(all(rows[1], byAttr("data-waits-for", "*")), "data-waits-for"); !cmp.Equal(got, []string{"nlp-train", "vision-a"}) {
+		t.Errorf("vision-b waits for %q", got)
+	}
+	// A vision user sees vision-b's blocker of their team, and a count of
+	// the other.
+	_, vdoc := get(t, serve(t, newFakeSource(), &client.Identity{User: "vic", Teams: []string{"vision"}}), "/ui/queue")
+	vrow := all(vdoc, and(tag("tr"), byAttr("data-job", "vision-b")))[0]
+	if got := attrs(all(vrow, byAttr("data-waits-for", "*")), "data-waits-for"); !cmp.Equal(got, []string{"vision-a"}) ||
+		!strings.Contains(text(vrow), "(1 job of other teams)") {
+		t.Errorf("vision user: vision-b waits for %q, row %q", got, text(vrow))
 	}
 	if !strings.Contains(text(rows[2]), "not yet considered") {
 		t.Errorf("fresh's row %q does not say no cycle has seen it", text(rows[2]))
