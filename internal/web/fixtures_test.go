@@ -150,7 +150,11 @@ func newFakeSource() *fakeSource {
 					{Attempt: 2, Pool: "onprem", CapacityType: gangway.CapacityOnPrem, Nodes: []string{"n1"}, GPUs: 4,
 						StartedAt: t0.Add(-time.Hour), ResumedFrom: &workflows.CheckpointRef{ID: "ckpt-1", Step: &step}},
 				}}},
-			"vision-a": {Status: workflows.Status{JobID: "vision-a", Team: "vision", Phase: gangway.PhaseRunning, Attempt: 1}},
+			// Live totals (AsOf set): the open run's $4 is in Dollars
+			// already.
+			"vision-a": {Status: workflows.Status{JobID: "vision-a", Team: "vision", Phase: gangway.PhaseRunning, Attempt: 1, Dollars: 5,
+				Attempts: []workflows.AttemptRecord{{Attempt: 1, Pool: "onprem", GPUs: 2, StartedAt: t0.Add(-time.Hour), Dollars: 4}}},
+				AsOf: t0},
 			"vision-b": {Status: workflows.Status{JobID: "vision-b", Team: "vision", Phase: gangway.PhaseQueued},
 				Waiting: &gangway.Waiting{Reason: string(placement.ReasonQuota), Detail: "team vision uses 2.25/2 GPUs of H100 quota", Retry: true}},
 			"done": {Status: workflows.Status{JobID: "done", Team: "nlp", Phase: gangway.PhaseSucceeded, Attempt: 1, Dollars: 1.25,

@@ -423,8 +423,13 @@ type queueRow struct {
 	Cloud          *gangway.CloudOption
 }
 
-func buildQueue(f Fleet, sc scope, pal palette) queueView {
-	var q queueView
+// blockers splits the jobs a waiting record names into those the viewer
+// may see and a count of the others (a job neither running nor queued
+// counts as another team's: its team is unknown).
+func blockers(f Fleet, sc scope, jobs []gangway.JobID) (visible []gangway.JobID, hidden int) {
+	if len(jobs) == 0 {
+		return nil, 0
+	}
 	team := map[gangway.JobID]string{}
 	for _, a := range f.Allocations {
 		team[a.JobID] = a.Team
@@ -432,6 +437,18 @@ func buildQueue(f Fleet, sc scope, pal palette) queueView {
 	for _, e := range f.Queue {
 		team[e.JobID] = e.Team
 	}
+	for _, j := range jobs {
+		if t, ok := team[j]; ok && sc.sees(t) {
+			visible = append(visible, j)
+		} else {
+			hidden++
+		}
+	}
+	return visible, hidden
+}
+
+func buildQueue(f Fleet, sc scope, pal palette) queueView {
+	var q queueView
 	for i, e := range f.Queue {
 		if !sc.sees(e.Team) {
 			q.Hidden++
@@ -447,13 +464,7 @@ func buildQueue(f Fleet, sc scope, pal palette) queueView {
 			r.HasReason, r.Reason, r.Detail, r.Retry = true, w.Reason, w.Detail, w.Retry
 			r.ReservationStart, r.ReservedNodes = w.ReservationStart, w.ReservedNodes
 			r.ETA, r.Cloud = w.ETA, w.Cloud
-			for _, b := range w.WaitsFor {
-				if sc.sees(team[b]) {
-					r.WaitsFor = append(r.WaitsFor, b)
-				} else {
-					r.HiddenWaitsFor++
-				}
-			}
+			r.WaitsFor, r.HiddenWaitsFor = blockers(f, sc, w.WaitsFor)
 		}
 		q.Rows = append(q.Rows, r)
 	}

@@ -269,9 +269,9 @@ func (h *Handler) jobs(w http.ResponseWriter, r *http.Request) {
 type jobPage struct {
 	client.JobStatus
 	Class string
-	// InFlight is what the run holding GPUs now has cost so far; Total
-	// adds it to the recorded runs' Dollars.
-	InFlight, Total float64
+	// Total is what the job has cost, the run holding GPUs now up to
+	// now: Recorded for the runs that ended plus InFlight for that run.
+	Total, Recorded, InFlight float64
 	// Checkpoints are the checkpoints the job's runs left or resumed
 	// from, oldest first.
 	Checkpoints []checkpointRow
@@ -312,17 +312,22 @@ func (h *Handler) job(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d := jobPage{JobStatus: st, Class: h.palette(f).class(st.Team)}
-	if !st.Phase.Terminal() {
-		d.InFlight = inFlightDollars(f, st.JobID, st.Assignment)
-	}
-	d.Total = st.Dollars + d.InFlight
-	if w := st.Waiting; w != nil {
-		for _, q := range buildQueue(Fleet{Snapshot: f.Snapshot, Reasons: map[gangway.JobID]gangway.Waiting{st.JobID: *w}},
-			scopeOf(h.viewer(r)), palette{}).Rows {
-			if q.Job == st.JobID {
-				d.WaitsFor, d.HiddenWaitsFor = q.WaitsFor, q.HiddenWaitsFor
-			}
+	switch n := len(st.Attempts); {
+	case st.Phase.Terminal():
+		d.Total = st.Dollars
+	case !st.AsOf.IsZero():
+		// Live totals (client.JobStatus.Live) include the open run's cost.
+		d.Total = st.Dollars
+		if n > 0 && st.Attempts[n-1].EndedAt.IsZero() {
+			d.InFlight = st.Attempts[n-1].Dollars
 		}
+	default:
+		d.InFlight = inFlightDollars(f, st.JobID, st.Assignment)
+		d.Total = st.Dollars + d.InFlight
+	}
+	d.Recorded = d.Total - d.InFlight
+	if w := st.Waiting; w != nil {
+		d.WaitsFor, d.HiddenWaitsFor = blockers(f, scopeOf(h.viewer(r)), w.WaitsFor)
 	}
 	for _, a := range st.Attempts {
 		if c := a.ResumedFrom; c != nil {

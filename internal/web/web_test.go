@@ -240,10 +240,11 @@ func TestJobPage(t *testing.T) {
 		wantCheckpoints []string
 		wantRuns        []string
 	}{
-		"running: recorded plus in flight": {"/ui/jobs/nlp-train", nil, http.StatusOK, "16.000000", []string{"ckpt-1", "ckpt-1"}, []string{"1", "2"}},
-		"ended: recorded only":             {"/ui/jobs/done", nlpUser, http.StatusOK, "1.250000", []string{}, []string{"1"}},
-		"another team's job is not found":  {"/ui/jobs/nlp-train", &client.Identity{User: "vic", Teams: []string{"vision"}}, http.StatusNotFound, "", nil, nil},
-		"unknown job":                      {"/ui/jobs/nope", nil, http.StatusNotFound, "", nil, nil},
+		"running: recorded plus in flight":   {"/ui/jobs/nlp-train", nil, http.StatusOK, "16.000000", []string{"ckpt-1", "ckpt-1"}, []string{"1", "2"}},
+		"ended: recorded only":               {"/ui/jobs/done", nlpUser, http.StatusOK, "1.250000", []string{}, []string{"1"}},
+		"running, live totals: counted once": {"/ui/jobs/vision-a", nil, http.StatusOK, "5.000000", []string{}, []string{"1"}},
+		"another team's job is not found":    {"/ui/jobs/nlp-train", &client.Identity{User: "vic", Teams: []string{"vision"}}, http.StatusNotFound, "", nil, nil},
+		"unknown job":                        {"/ui/jobs/nope", nil, http.StatusNotFound, "", nil, nil},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -280,6 +281,10 @@ func TestJobPage(t *testing.T) {
 	}
 	if got := text(mustID(t, doc, "job-where")); got != "Running: rank 0 → n1 GPUs [0 1 2 3]" {
 		t.Errorf("where = %q", got)
+	}
+	_, doc = get(t, serve(t, newFakeSource(), nil), "/ui/jobs/vision-a")
+	if c := mustID(t, doc, "job-cost"); attr(c, "data-recorded") != "1.000000" || attr(c, "data-in-flight") != "4.000000" {
+		t.Errorf("live totals split into recorded %s and in flight %s, want 1 and 4", attr(c, "data-recorded"), attr(c, "data-in-flight"))
 	}
 	_, doc = get(t, serve(t, newFakeSource(), nil), "/ui/jobs/vision-b")
 	if got := attr(mustID(t, doc, "job-waiting"), "data-reason"); got != "QuotaExceeded" {
