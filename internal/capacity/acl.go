@@ -29,6 +29,6 @@ func AgentACL(prefix string) string {
 		"resetkeys", "resetchannels",
 		"%R~" + k.nodes, "%R~" + prefix + ":gpu-health", "~" + k.heartbeat, "~" + k.logPrefix + "*",
 		"-@all", "+ping", "+hello", "+auth",
-		"+hexists", "+hget", "+hgetall", "+hset", "+xadd", "+eval", "+evalsha",
+		"+hexists", "+hget", "+hgetall", "+hset", "+xadd", "+eval", "+evalsha", "+time",
 	}, " ")
 }
