@@ -170,6 +170,10 @@ func startSim(t *testing.T) *simCluster {
 	w.RegisterActivityWithOptions(func(context.Context, workflows.LatestCheckpointInput) (workflows.CheckpointRef, error) {
 		return workflows.CheckpointRef{}, nil
 	}, activity.RegisterOptions{Name: workflows.ActivityLatestCheckpoint})
+	// The sim's placements are the only ones, so each is the committed one.
+	w.RegisterActivityWithOptions(func(context.Context, workflows.CheckPlacementInput) (workflows.CheckPlacementResult, error) {
+		return workflows.CheckPlacementResult{Committed: true}, nil
+	}, activity.RegisterOptions{Name: workflows.ActivityCheckPlacement})
 	noop(workflows.ActivityDequeue)
 	noop(workflows.ActivityRecordUsage)
 	noop(workflows.ActivityRecordRun)
