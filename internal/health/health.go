@@ -85,20 +85,6 @@ func Handlers(checks []Check) (healthz, readyz http.Handler) {
 	return healthz, readyz
 }
 
-// Unreachable is a service a process could not reach, as one line:
-// "redis at redis://127.0.0.1:6379 is unreachable: connection refused".
-type Unreachable struct {
-	Service string // "temporal", "redis"
-	Addr    string // where it was looked for (credentials redacted)
-	Err     error
-}
-
-func (u *Unreachable) Error() string {
-	return fmt.Sprintf("%s at %s is unreachable: %s", u.Service, u.Addr, Reason(u.Err))
-}
-
-func (u *Unreachable) Unwrap() error { return u.Err }
-
 // Reason shortens a connection error to what a person acts on: the network
 // error at its root ("dial tcp 127.0.0.1:6379: connect: connection
 // refused") rather than every layer's wrapping of it.
