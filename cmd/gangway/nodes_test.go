@@ -42,7 +42,7 @@ func TestNodesShowsLostAfterTTL(t *testing.T) {
 	// node-0's agent keeps heartbeating; node-1's has stopped.
 	go func() {
 		for ctx.Err() == nil {
-			_ = view.Heartbeat(ctx, "node-0")
+			_ = view.Heartbeat(ctx, "node-0", nil)
 			time.Sleep(100 * time.Millisecond)
 		}
 	}()

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -72,7 +73,9 @@ type Redis struct {
 	// RedisOptions.Auth's user and password, for redis.ParseURL.
 	URL string
 
-	p *process
+	mu      sync.Mutex
+	p       *process
+	restart func(context.Context) (*process, error)
 }
 
 // StartRedis starts a redis-server on 127.0.0.1 and returns once it answers
@@ -109,6 +112,13 @@ func StartRedis(ctx context.Context, opts RedisOptions) (*Redis, error) {
 		}
 		r, p, err := startRedis(ctx, path, dir, port, opts)
 		if err == nil {
+			r.restart = func(ctx context.Context) (*process, error) {
+				_, p, err := startRedis(ctx, path, dir, port, opts)
+				if err != nil {
+					return nil, err
+				}
+				return p, nil
+			}
 			return r, nil
 		}
 		// Another process took the free port between FreePort and the
@@ -236,14 +246,38 @@ func (t *RedisTLS) clientConfig() (*tls.Config, error) {
 // Stop stops the server: SIGTERM to its process group, SIGKILL if it is
 // still running after 5 s. It is idempotent, and returns nil if the server
 // had already exited (see Kill).
-func (r *Redis) Stop() error { return r.p.stop(stopGrace) }
+func (r *Redis) Stop() error { return r.proc().stop(stopGrace) }
 
 // Kill sends SIGKILL to the server's process group now, as a crash would, and
 // waits until the process is gone.
-func (r *Redis) Kill() error { return r.p.kill() }
+func (r *Redis) Kill() error { return r.proc().kill() }
+
+// Restart starts the server again on the same port once the process has
+// exited (after Kill or Stop, or a crash). It starts empty: nothing is
+// persisted. A server still running is left alone (nil). Pid and Done
+// then refer to the new process.
+func (r *Redis) Restart(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.p.exited() {
+		return nil
+	}
+	p, err := r.restart(ctx)
+	if err != nil {
+		return fmt.Errorf("restart redis: %w", err)
+	}
+	r.p = p
+	return nil
+}
+
+func (r *Redis) proc() *process {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.p
+}
 
 // Pid is the server's process id.
-func (r *Redis) Pid() int { return r.p.pid }
+func (r *Redis) Pid() int { return r.proc().pid }
 
 // Done is closed when the server process has exited, for whatever reason.
-func (r *Redis) Done() <-chan struct{} { return r.p.done }
+func (r *Redis) Done() <-chan struct{} { return r.proc().done }

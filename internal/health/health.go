@@ -33,6 +33,24 @@ func Redis(r redis.UniversalClient) Check {
 	return Check{Name: "redis", Probe: func(ctx context.Context) error { return r.Ping(ctx).Err() }}
 }
 
+// Rebuilder says whether the Redis view is rebuilt for its current
+// generation (capacity.View.Rebuilt).
+type Rebuilder interface {
+	Rebuilt(ctx context.Context) (bool, error)
+}
+
+// View checks that the Redis view's generation is current: it was not
+// lost, or it has been rebuilt since (until then nothing is placed).
+func View(v Rebuilder) Check {
+	return Check{Name: "view", Probe: func(ctx context.Context) error {
+		ok, err := v.Rebuilt(ctx)
+		if err == nil && !ok {
+			err = errors.New("the view is new or was lost, and is not rebuilt yet")
+		}
+		return err
+	}}
+}
+
 // Result is how one check went.
 type Result struct {
 	Name string
