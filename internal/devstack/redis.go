@@ -47,6 +47,23 @@ type RedisOptions struct {
 	Users []string
 	// Auth is the user the readiness probe, and Redis.URL, log in as.
 	Auth RedisAuth
+	// ReplicaOf, "host:port", starts the server as a replica of that
+	// master.
+	ReplicaOf string
+	// Sentinel, when set, starts a Redis Sentinel instead of a server
+	// (redis-server sentinel.conf --sentinel), watching one master.
+	Sentinel *RedisSentinel
+}
+
+// RedisSentinel is what a Sentinel watches: the master named MasterName at
+// Master ("host:port"), with a quorum of one; it calls the master down
+// after DownAfter without an answer (default 1 s) and fails it over to a
+// replica, trying again after FailoverTimeout (default 3 s).
+type RedisSentinel struct {
+	MasterName      string
+	Master          string
+	DownAfter       time.Duration
+	FailoverTimeout time.Duration
 }
 
 // RedisTLS is the server's side of TLS.
@@ -130,6 +147,28 @@ func StartRedis(ctx context.Context, opts RedisOptions) (*Redis, error) {
 	}
 }
 
+// sentinelConf writes a Sentinel's config file in dir.
+func sentinelConf(dir string, port int, sn RedisSentinel) (string, error) {
+	host, mport, err := net.SplitHostPort(sn.Master)
+	if err != nil {
+		return "", fmt.Errorf("RedisSentinel.Master: %w", err)
+	}
+	if sn.DownAfter <= 0 {
+		sn.DownAfter = time.Second
+	}
+	if sn.FailoverTimeout <= 0 {
+		sn.FailoverTimeout = 3 * time.Second
+	}
+	conf := filepath.Join(dir, "sentinel.conf")
+	body := fmt.Sprintf("port %d\nbind 127.0.0.1\ndir %s\nsentinel monitor %s %s %s 1\n"+
+		"sentinel down-after-milliseconds %s %d\nsentinel failover-timeout %s %d\n",
+		port, dir, sn.MasterName, host, mport, sn.MasterName, sn.DownAfter.Milliseconds(), sn.MasterName, sn.FailoverTimeout.Milliseconds())
+	if err := os.WriteFile(conf, []byte(body), 0o600); err != nil {
+		return "", err
+	}
+	return conf, nil
+}
+
 // startRedis makes one attempt on one port. On failure the process, if it
 // was started, is returned dead, for the caller to inspect.
 func startRedis(ctx context.Context, path, dir string, port int, opts RedisOptions) (*Redis, *process, error) {
@@ -159,6 +198,21 @@ func startRedis(ctx context.Context, path, dir string, port int, opts RedisOptio
 		"--daemonize", "no",
 		"--dir", dir,
 	)
+	if opts.ReplicaOf != "" {
+		host, mport, err := net.SplitHostPort(opts.ReplicaOf)
+		if err != nil {
+			return nil, nil, fmt.Errorf("RedisOptions.ReplicaOf: %w", err)
+		}
+		args = append(args, "--replicaof", host, mport)
+	}
+	if sn := opts.Sentinel; sn != nil {
+		// A Sentinel reads (and rewrites) its own config file.
+		conf, err := sentinelConf(dir, port, *sn)
+		if err != nil {
+			return nil, nil, err
+		}
+		args = []string{conf, "--sentinel"}
+	}
 	var tlsConf *tls.Config
 	scheme := "redis"
 	if t := opts.TLS; t != nil {
