@@ -31,7 +31,8 @@ const (
 	CodeJobExists       = "job_exists"
 	CodeJobEnded        = "job_ended"
 	CodeNoView          = "no_view"
-	CodeInternal        = "internal"
+	// CodeUnavailable (unavailable.go) is a service that did not answer.
+	CodeInternal = "internal"
 )
 
 // APIError is an error as the user API sends it: the HTTP status, a code
@@ -65,6 +66,8 @@ func (e *APIError) Is(target error) bool {
 		return target == ErrJobEnded
 	case CodeNoView:
 		return target == ErrNoView
+	case CodeUnavailable:
+		return target == ErrUnavailable
 	}
 	return false
 }
@@ -82,7 +85,7 @@ func statusOf(code string) int {
 		return 404
 	case CodeJobExists, CodeJobEnded:
 		return 409
-	case CodeNoView:
+	case CodeNoView, CodeUnavailable:
 		return 503
 	}
 	return 500
@@ -90,8 +93,8 @@ func statusOf(code string) int {
 
 // AsAPIError turns err into the APIError the API sends for it: an
 // APIError as it is; one of this package's sentinels (anywhere in the
-// chain) as its code with err's message; anything else as an internal
-// error.
+// chain) as its code with err's message; a failure to reach Temporal or
+// Redis as ErrUnavailable; anything else as an internal error.
 func AsAPIError(err error) *APIError {
 	var ae *APIError
 	if errors.As(err, &ae) {
@@ -109,10 +112,14 @@ func AsAPIError(err error) *APIError {
 		code string
 	}{{ErrJobNotFound, CodeJobNotFound}, {ErrJobExists, CodeJobExists}, {ErrJobEnded, CodeJobEnded},
 		{ErrNoView, CodeNoView}, {ErrForbidden, CodeForbidden}, {ErrUnauthenticated, CodeUnauthenticated},
-		{ErrInvalid, CodeInvalid}} {
+		{ErrInvalid, CodeInvalid}, {ErrUnavailable, CodeUnavailable}} {
 		if errors.Is(err, s.err) {
 			return &APIError{Status: statusOf(s.code), Code: s.code, Message: err.Error()}
 		}
+	}
+	if u := reach(err); errors.Is(u, ErrUnavailable) {
+		// A service the server could not reach: one line naming it.
+		return &APIError{Status: statusOf(CodeUnavailable), Code: CodeUnavailable, Message: u.Error()}
 	}
 	return &APIError{Status: 500, Code: CodeInternal, Message: fmt.Sprintf("internal error: %v", err)}
 }

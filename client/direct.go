@@ -34,11 +34,11 @@ func (c *direct) submit(ctx context.Context, spec gangway.JobSpec, o SubmitOptio
 	if c.view != nil {
 		fleet, err := c.view.FleetNodes(ctx)
 		if err != nil {
-			return "", fmt.Errorf("read fleet: %w", err)
+			return "", fmt.Errorf("read fleet: %w", reach(err))
 		}
 		offers, err := c.view.CloudOffers(ctx)
 		if err != nil {
-			return "", fmt.Errorf("read cloud offers: %w", err)
+			return "", fmt.Errorf("read cloud offers: %w", reach(err))
 		}
 		// A cloud pool counts as its offer, whether or not instances of it
 		// are up now: the answer must not depend on what happens to run.
@@ -52,7 +52,7 @@ func (c *direct) submit(ctx context.Context, spec gangway.JobSpec, o SubmitOptio
 			return "", err
 		}
 	}
-	err := c.jobs.Start(ctx, spec, jobs.StartOptions{Timing: o.Timing, Limits: o.Limits})
+	err := reach(c.jobs.Start(ctx, spec, jobs.StartOptions{Timing: o.Timing, Limits: o.Limits}))
 	if errors.Is(err, ErrJobExists) {
 		return "", fmt.Errorf("%w (a job's name is its ID; pick a new name)", err)
 	}
@@ -79,7 +79,11 @@ func (c *direct) status(ctx context.Context, id gangway.JobID) (JobStatus, error
 	}
 	if c.view != nil && (st.Phase == gangway.PhaseQueued || st.Phase == gangway.PhaseRequeued) {
 		// The reason is a hint: a Redis hiccup must not hide the job.
-		if w, err := c.view.Waiting(ctx, id); err == nil && (w.Reason != "" || w.Detail != "") {
+		w, err := c.view.Waiting(ctx, id)
+		if err := reach(err); errors.Is(err, ErrUnavailable) {
+			st.Unavailable = append(st.Unavailable, err.Error()+"; why the job waits is not shown")
+		}
+		if err == nil && (w.Reason != "" || w.Detail != "") {
 			st.Waiting = &w
 		}
 	}
@@ -135,7 +139,8 @@ func (e jobEndedError) Is(target error) bool { return target == ErrJobEnded }
 
 // List returns jobs known to Temporal's visibility store, newest first.
 func (c *direct) list(ctx context.Context) ([]Summary, error) {
-	return c.jobs.List(ctx)
+	list, err := c.jobs.List(ctx)
+	return list, reach(err)
 }
 
 // nodes is the view's nodes with their GPUs' health records, where the
@@ -146,12 +151,12 @@ func (c *direct) nodes(ctx context.Context) ([]Node, error) {
 	}
 	list, err := c.view.Nodes(ctx)
 	if err != nil {
-		return nil, err
+		return nil, reach(err)
 	}
 	var health map[string]map[int]gangway.GPUHealth
 	if h, ok := c.view.(healthView); ok {
 		if health, err = h.AllGPUHealth(ctx); err != nil {
-			return nil, err
+			return nil, reach(err)
 		}
 	}
 	out := make([]Node, len(list))
@@ -171,7 +176,7 @@ func (c *direct) setNodeState(ctx context.Context, nodeID, state string) error {
 	if c.view == nil {
 		return fmt.Errorf("%s %s: %w", stateVerb(state), nodeID, ErrNoView)
 	}
-	return c.view.SetNodeState(ctx, nodeID, state)
+	return reach(c.view.SetNodeState(ctx, nodeID, state))
 }
 
 // Drain cordons a node and asks every job running on it to stop and
@@ -183,7 +188,7 @@ func (c *direct) drain(ctx context.Context, nodeID string) ([]gangway.JobID, err
 	}
 	allocs, err := c.view.Allocations(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("drain %s: %w", nodeID, err)
+		return nil, fmt.Errorf("drain %s: %w", nodeID, reach(err))
 	}
 	var asked []gangway.JobID
 	for _, a := range allocs {
@@ -197,7 +202,7 @@ func (c *direct) drain(ctx context.Context, nodeID string) ([]gangway.JobID, err
 			continue // finished meanwhile
 		}
 		if err != nil {
-			return asked, fmt.Errorf("drain %s: stop job %s: %w", nodeID, a.JobID, err)
+			return asked, fmt.Errorf("drain %s: stop job %s: %w", nodeID, a.JobID, reach(err))
 		}
 		asked = append(asked, a.JobID)
 	}
@@ -217,7 +222,7 @@ func (c *direct) logs(ctx context.Context, id gangway.JobID, after string, block
 			return nil, notFound(id, derr)
 		}
 	}
-	return lines, err
+	return lines, reach(err)
 }
 
 // FollowLogs passes the job's output lines, from the start, to line. With
@@ -276,7 +281,7 @@ func notFound(id gangway.JobID, err error) error {
 	if errors.Is(err, jobs.ErrJobGone) {
 		return noJobError(id)
 	}
-	return fmt.Errorf("job %q: %w", id, err)
+	return fmt.Errorf("job %q: %w", id, reach(err))
 }
 
 // noJobError reads `no job named "ID"` and is ErrJobNotFound.

@@ -147,6 +147,10 @@ func (st JobStatus) WriteWhy(w io.Writer, now time.Time) error {
 	case st.Phase == gangway.PhaseProvisioning:
 		fmt.Fprintf(w, "Why: launching cloud instances for it: %s\n", st.Reason)
 	case st.Phase == gangway.PhaseQueued || st.Phase == gangway.PhaseRequeued || st.Phase == gangway.PhaseSubmitted:
+		if st.Waiting == nil && len(st.Unavailable) > 0 {
+			fmt.Fprintln(w, "Why: not known now: the fleet view is unreachable")
+			break
+		}
 		if st.Waiting == nil {
 			fmt.Fprintln(w, "Why: not yet considered by the dispatch loop (it runs every cycle; is a gangway server up?)")
 			break

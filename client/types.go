@@ -26,6 +26,10 @@ type JobStatus struct {
 	// the workflow's own, which count a wait when it ends and a run when
 	// it ends.
 	AsOf time.Time `json:"asOf,omitzero"`
+	// Unavailable says, one line each, what the status lacks because a
+	// service did not answer ("redis is unreachable: …; why the job waits
+	// is not shown").
+	Unavailable []string `json:"unavailable,omitempty"`
 }
 
 // Live is the status with what the current phase has accrued by now added
@@ -86,13 +90,15 @@ type (
 		Assignment *assignmentJSON  `json:"assignment,omitempty"`
 		Waiting    *gangway.Waiting `json:"waiting,omitempty"`
 		AsOf       time.Time        `json:"asOf,omitzero"`
+		// Unavailable is JobStatus's.
+		Unavailable []string `json:"unavailable,omitempty"`
 	}
 )
 
 // MarshalJSON writes durations as Go duration strings.
 func (s JobStatus) MarshalJSON() ([]byte, error) {
 	out := jobStatusJSON{statusFields: statusFields(s.Status), WaitTime: gangway.Duration{Duration: s.WaitTime},
-		RunTime: gangway.Duration{Duration: s.RunTime}, Waiting: s.Waiting, AsOf: s.AsOf}
+		RunTime: gangway.Duration{Duration: s.RunTime}, Waiting: s.Waiting, AsOf: s.AsOf, Unavailable: s.Unavailable}
 	if a := s.Assignment; a != nil {
 		out.Assignment = &assignmentJSON{assignmentFields: assignmentFields(*a),
 			MaxRuntime: gangway.Duration{Duration: a.MaxRuntime}, Runtime: gangway.Duration{Duration: a.Runtime}}
@@ -106,7 +112,7 @@ func (s *JobStatus) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &in); err != nil {
 		return err
 	}
-	*s = JobStatus{Status: workflows.Status(in.statusFields), Waiting: in.Waiting, AsOf: in.AsOf}
+	*s = JobStatus{Status: workflows.Status(in.statusFields), Waiting: in.Waiting, AsOf: in.AsOf, Unavailable: in.Unavailable}
 	s.WaitTime, s.RunTime = in.WaitTime.Duration, in.RunTime.Duration
 	if in.Assignment != nil {
 		a := gangway.Assignment(in.Assignment.assignmentFields)

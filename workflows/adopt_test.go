@@ -3,6 +3,7 @@ package workflows
 import (
 	"context"
 	"testing"
+	"time"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
@@ -85,5 +86,41 @@ func TestJobWorkflowAdoptsAfterHeartbeatTimeout(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestJobWorkflowViewQuery: the view query says what the job holds in the
+// Redis view — its queue entry while it waits, the assignment while it
+// runs, nothing once it has ended — for a rebuild of a lost view.
+func TestJobWorkflowViewQuery(t *testing.T) {
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	f := &fakeActivities{}
+	f.register(env)
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(SignalPlaced, assignment(1, 2, 1)) }, 2*time.Second)
+	release := make(chan struct{})
+	f.run = func(ctx context.Context, in RunTaskInput) error { <-release; return nil }
+	var queued, running ViewState
+	query := func(into *ViewState) {
+		v, err := env.QueryWorkflow(QueryView)
+		if err != nil {
+			t.Errorf("query: %v", err)
+			return
+		}
+		if err := v.Get(into); err != nil {
+			t.Error(err)
+		}
+	}
+	env.RegisterDelayedCallback(func() { query(&queued) }, time.Second)
+	env.RegisterDelayedCallback(func() { query(&running); close(release) }, 3*time.Second)
+	st := runJob(t, env, testSpec(2, 1, 0))
+	if st.Phase != gangway.PhaseSucceeded {
+		t.Fatalf("ended %s", st.Phase)
+	}
+	if !queued.Queued || queued.Entry == nil || queued.Entry.Attempt != 1 || queued.Holding != nil {
+		t.Errorf("while queued: %+v", queued)
+	}
+	if running.Queued || running.Holding == nil || len(running.Holding.Members) != 2 || running.Entry == nil {
+		t.Errorf("while running: %+v", running)
 	}
 }

@@ -83,7 +83,24 @@ const (
 	SignalBurst = "burst"
 	// QueryStatus returns a Status.
 	QueryStatus = "status"
+	// QueryView returns a ViewState: what the job holds in the Redis
+	// view, for a rebuild of a lost view.
+	QueryView = "view"
 )
+
+// ViewState is what a job's workflow holds in the Redis view, as it knows
+// it: the queue entry of its current attempt while it waits in the queue
+// (Queued), or the assignment whose GPUs it holds (Holding). The view is
+// rebuilt from these when it is lost.
+type ViewState struct {
+	JobID   gangway.JobID `json:"jobId"`
+	Attempt int           `json:"attempt"`
+	// Entry is the attempt's queue entry (nil before the first Enqueue);
+	// Holding's CPU and memory come from it.
+	Entry   *gangway.QueueEntry `json:"entry,omitempty"`
+	Queued  bool                `json:"queued,omitempty"`
+	Holding *gangway.Assignment `json:"holding,omitempty"`
+}
 
 // PreemptRequest asks a running attempt to stop.
 type PreemptRequest struct {

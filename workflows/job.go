@@ -90,6 +90,9 @@ func JobWorkflow(ctx workflow.Context, in JobInput) (Status, error) {
 	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (Status, error) { return j.st, nil }); err != nil {
 		return Status{}, fmt.Errorf("set status query: %w", err)
 	}
+	if err := workflow.SetQueryHandler(ctx, QueryView, func() (ViewState, error) { return j.view, nil }); err != nil {
+		return Status{}, fmt.Errorf("set view query: %w", err)
+	}
 	if c := in.Continued; c != nil {
 		j.resume(c)
 	} else {
@@ -142,6 +145,8 @@ type job struct {
 	pool string
 	// resumeFrom is the checkpoint the next attempt starts from.
 	resumeFrom *CheckpointRef
+	// view is what the job holds in the Redis view (QueryView).
+	view ViewState
 }
 
 // versionAttempts is the change ID of attempt records, usage segments,
@@ -237,6 +242,7 @@ func (j *job) enqueue(ctx workflow.Context, entry gangway.QueueEntry) bool {
 	if err != nil {
 		return false
 	}
+	j.view = ViewState{JobID: entry.JobID, Attempt: entry.Attempt, Entry: &entry, Queued: true}
 	reason := "waiting for GPUs"
 	if len(entry.Nodes) > 0 {
 		reason = fmt.Sprintf("waiting for placement on its instances %v", entry.Nodes)
@@ -249,10 +255,12 @@ func (j *job) enqueue(ctx workflow.Context, entry gangway.QueueEntry) bool {
 // GPUs afterwards.
 func (j *job) runPlaced(ctx workflow.Context, asg gangway.Assignment) attemptEnd {
 	j.st.Assignment = &asg
+	j.view.Queued, j.view.Holding = false, &asg
 	j.setPhase(ctx, gangway.PhasePlaced, placedReason(asg))
 	j.setPhase(ctx, gangway.PhaseRunning, placedReason(asg))
 	end := j.runGang(ctx, asg)
 	j.release(ctx, asg.Attempt, end.lostNode)
+	j.view.Holding = nil
 	return end
 }
 
@@ -311,6 +319,7 @@ func (j *job) waitPlacement(ctx workflow.Context, attempt int) (gangway.Assignme
 		sel.Select(ctx)
 		switch {
 		case gotBurst && burst.Attempt == attempt && len(burst.Offers) > 0:
+			j.view.Queued = false // the dispatch loop took it off the queue
 			return gangway.Assignment{}, &burst, true
 		case gotBurst:
 			workflow.GetLogger(ctx).Info("ignoring burst for another attempt", "attempt", attempt, "signalAttempt", burst.Attempt)
@@ -576,6 +585,7 @@ func (j *job) withdraw(ctx workflow.Context) {
 		workflow.GetLogger(ctx).Error("dequeue failed", "error", err)
 	}
 	j.release(ctx, j.st.Attempt, "")
+	j.view.Queued, j.view.Holding = false, nil
 }
 
 func (j *job) finish(ctx workflow.Context, p gangway.Phase, reason string) Status {

@@ -66,7 +66,9 @@ it; an admin token for both is written to the state directory: --keep prints
 the GANGWAY_API and GANGWAY_TOKEN_FILE settings the CLI finds it with.
 
 --keep leaves the stack up afterwards and prints how to reach it. Ctrl-C
-stops everything and leaves no process behind.
+stops everything and leaves no process behind. If redis-server or the
+Temporal dev server dies, gangway dev says so and starts it again: Redis
+empty (the view rebuilds itself), Temporal on the same database file.
 
 Needs redis-server on PATH and the Temporal CLI in bin/ or on PATH
 ('make dev' installs both).`,
@@ -130,6 +132,7 @@ func runDev(ctx context.Context, a *app, o devOptions, shapes []agent.NodeShape,
 	st, err := fullstack.Start(ctx, fullstack.Options{
 		Dir: dir, Headless: o.headless, Log: log, TemporalLogger: config.TemporalLogger(log), RedisPrefix: a.cfg.Redis.Prefix,
 		Nodes: nodes, Agent: agent.Config{HeartbeatInterval: time.Second}, IdleGPUs: true,
+		Supervise:  func(event string) { fmt.Fprintf(out, "gangway dev: %s\n", event) },
 		CloudAgent: agent.Config{HeartbeatInterval: time.Second},
 		Cloud: func(ctx context.Context, hooks fullstack.FakeHooks) (*fullstack.Cloud, error) {
 			return fullstack.BuildConfiguredCloud(ctx, cc, hooks, log)

@@ -143,12 +143,21 @@ func newStatusCmd(a *app) *cobra.Command {
 				if err != nil {
 					return err
 				}
+				warnUnavailable(cmd.ErrOrStderr(), st)
 				return printStatus(cmd.OutOrStdout(), output, st)
 			})
 		},
 	}
 	outputFlag(cmd, &output)
 	return cmd
+}
+
+// warnUnavailable says, one line each, what a status lacks because a
+// service did not answer.
+func warnUnavailable(w io.Writer, st client.JobStatus) {
+	for _, u := range st.Unavailable {
+		fmt.Fprintln(w, "warning:", u)
+	}
 }
 
 func printStatus(w io.Writer, output string, st client.JobStatus) error {
@@ -285,6 +294,7 @@ expectedCost, expectedDuration, bursting, burstEnabled}.`,
 				if err != nil {
 					return err
 				}
+				warnUnavailable(cmd.ErrOrStderr(), st)
 				return printWhy(cmd.OutOrStdout(), output, st, time.Now())
 			})
 		},

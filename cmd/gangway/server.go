@@ -157,7 +157,7 @@ prints the inventory and topology as JSON and exits.`,
 			reg := prometheus.NewRegistry()
 			if ac.MetricsAddr != "" {
 				reg = metrics.NewProcessRegistry()
-				_, stop, err := metrics.Serve(ac.MetricsAddr, reg, a.log, health.Temporal(c.temporal), health.Redis(c.redis))
+				_, stop, err := metrics.Serve(ac.MetricsAddr, reg, a.log, health.Temporal(c.temporal), health.Redis(c.redis), health.View(c.view))
 				if err != nil {
 					return fmt.Errorf("agent metrics: %w", err)
 				}

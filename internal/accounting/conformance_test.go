@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/internal/devstack/devstacktest"
 )
 
@@ -40,6 +41,35 @@ var conformance = map[string]func(t *testing.T, b backend){
 	"RestartKeepsData":             testRestartKeepsData,
 	"SharesBilledAtTheirShare":     testSharesBilledAtTheirShare,
 	"UpgradeFromVersion1":          testUpgradeFromVersion1,
+	"NodeStatesOutliveARestart":    testNodeStates,
+}
+
+// testNodeStates: a cordon is kept, through a restart of the database,
+// until the node is uncordoned.
+func testNodeStates(t *testing.T, b backend) {
+	dsn := b.fresh(t)
+	l := open(t, dsn)
+	ctx := t.Context()
+	for _, n := range []string{"n1", "n2"} {
+		if err := l.SetNodeState(ctx, n, gangway.NodeCordoned); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.SetNodeState(ctx, "n1", gangway.NodeCordoned); err != nil { // again: no conflict
+		t.Fatal(err)
+	}
+	if err := l.SetNodeState(ctx, "n2", gangway.NodeReady); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	l = open(t, b.restart(t, dsn))
+	got, err := l.NodeStates(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got["n1"] != gangway.NodeCordoned {
+		t.Errorf("node states after a restart: %v, want n1 cordoned only", got)
+	}
 }
 
 // TestLedgerConformance runs the conformance suite on SQLite (a file in the

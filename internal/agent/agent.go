@@ -27,7 +27,9 @@ import (
 // Capacity is the part of the Redis view the agent uses.
 type Capacity interface {
 	RegisterNode(ctx context.Context, n gangway.Node) error
-	Heartbeat(ctx context.Context, nodeID string) error
+	// Heartbeat carries the tasks the node runs, so a lost view learns
+	// which GPUs are busy.
+	Heartbeat(ctx context.Context, nodeID string, tasks []capacity.Task) error
 	AppendLog(ctx context.Context, jobID gangway.JobID, l gangway.LogLine) error
 }
 
@@ -198,14 +200,17 @@ func nodeTaskQueue(n gangway.Node) string {
 	return workflows.NodeTaskQueue(n.ID)
 }
 
-// heartbeat refreshes the node in Redis, re-registering it if the view lost
-// it (Redis is a rebuildable view; the agent holds the truth about its node).
+// heartbeat refreshes the node in Redis, with the tasks it runs,
+// re-registering it if the view lost it (Redis is a rebuildable view; the
+// agent holds the truth about its node).
 func (a *Agent) heartbeat(ctx context.Context) {
 	now := time.Now()
-	err := a.cap.Heartbeat(ctx, a.cfg.Node.ID)
+	err := a.cap.Heartbeat(ctx, a.cfg.Node.ID, a.tasks.reports())
 	if errors.Is(err, capacity.ErrNotFound) {
 		a.log.Warn("node missing from the view; registering again")
-		err = a.cap.RegisterNode(ctx, a.nodeView())
+		if err = a.cap.RegisterNode(ctx, a.nodeView()); err == nil {
+			err = a.cap.Heartbeat(ctx, a.cfg.Node.ID, a.tasks.reports())
+		}
 	}
 	if err == nil {
 		a.heartbeatDone(now)

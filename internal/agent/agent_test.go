@@ -45,7 +45,7 @@ func (c *fakeCapacity) RegisterNode(_ context.Context, n gangway.Node) error {
 	return nil
 }
 
-func (c *fakeCapacity) Heartbeat(_ context.Context, nodeID string) error {
+func (c *fakeCapacity) Heartbeat(_ context.Context, nodeID string, _ []capacity.Task) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.heartbeats = append(c.heartbeats, nodeID)
@@ -644,17 +644,20 @@ func TestHeartbeat(t *testing.T) {
 	cases := map[string]struct {
 		heartbeatErr   error
 		wantRegistered []string
+		wantBeats      []string
 	}{
-		"known node only heartbeats":              {},
-		"node missing from the view re-registers": {heartbeatErr: capacity.ErrNotFound, wantRegistered: []string{"n1"}},
-		"other errors do not re-register":         {heartbeatErr: errors.New("redis down")},
+		"known node only heartbeats": {wantBeats: []string{"n1"}},
+		// and heartbeats again, to report its tasks into the new view
+		"node missing from the view re-registers": {heartbeatErr: capacity.ErrNotFound, wantRegistered: []string{"n1"},
+			wantBeats: []string{"n1", "n1"}},
+		"other errors do not re-register": {heartbeatErr: errors.New("redis down"), wantBeats: []string{"n1"}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			h := newHarness(t)
 			h.cap.heartbeatErr = tc.heartbeatErr
 			h.a.heartbeat(context.Background())
-			if diff := cmp.Diff([]string{"n1"}, h.cap.heartbeats); diff != "" {
+			if diff := cmp.Diff(tc.wantBeats, h.cap.heartbeats); diff != "" {
 				t.Errorf("heartbeats mismatch (-want +got):\n%s", diff)
 			}
 			if diff := cmp.Diff(tc.wantRegistered, h.cap.registered); diff != "" {

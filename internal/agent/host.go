@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/gangwayhq/gangway"
+	"github.com/gangwayhq/gangway/internal/capacity"
 	"github.com/gangwayhq/gangway/workflows"
 	"github.com/gangwayhq/gangway/workflows/jobs"
 )
@@ -26,7 +27,7 @@ type HostCapacity interface {
 	Capacity
 	RegisterNodes(ctx context.Context, nodes []gangway.Node) error
 	// HeartbeatNodes returns the IDs the view does not know.
-	HeartbeatNodes(ctx context.Context, ids []string) ([]string, error)
+	HeartbeatNodes(ctx context.Context, beats []capacity.NodeBeat) ([]string, error)
 }
 
 // HostConfig configures a Host.
@@ -153,14 +154,16 @@ func (h *Host) runTask(ctx context.Context, in workflows.RunTaskInput) (workflow
 	return a.runTaskTracked(ctx, in)
 }
 
-// heartbeat refreshes every node in Redis, registering again the ones the
-// view lost.
+// heartbeat refreshes every node in Redis, with its tasks, registering
+// again the ones the view lost.
 func (h *Host) heartbeat(ctx context.Context) {
 	now := time.Now()
-	missing, err := h.cap.HeartbeatNodes(ctx, h.ids)
+	missing, err := h.cap.HeartbeatNodes(ctx, h.beats(h.ids))
 	if err == nil && len(missing) > 0 {
 		h.log.Warn("nodes missing from the view; registering again", "nodes", len(missing))
-		err = h.cap.RegisterNodes(ctx, h.views(missing))
+		if err = h.cap.RegisterNodes(ctx, h.views(missing)); err == nil {
+			_, err = h.cap.HeartbeatNodes(ctx, h.beats(missing))
+		}
 	}
 	if err != nil {
 		if ctx.Err() == nil {
@@ -171,6 +174,17 @@ func (h *Host) heartbeat(ctx context.Context) {
 	for _, a := range h.agents {
 		a.heartbeatDone(now)
 	}
+}
+
+// beats are the heartbeats of ids: each node with the tasks it runs.
+func (h *Host) beats(ids []string) []capacity.NodeBeat {
+	out := make([]capacity.NodeBeat, 0, len(ids))
+	for _, id := range ids {
+		if a := h.agents[id]; a != nil {
+			out = append(out, capacity.NodeBeat{ID: id, Tasks: a.tasks.reports()})
+		}
+	}
+	return out
 }
 
 // views are the registrations of ids, in their order.

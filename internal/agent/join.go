@@ -83,9 +83,9 @@ func (v *ServerView) RegisterNode(ctx context.Context, n gangway.Node) error {
 	return err
 }
 
-// Heartbeat goes straight to Redis.
-func (v *ServerView) Heartbeat(ctx context.Context, nodeID string) error {
-	return v.view.Heartbeat(ctx, nodeID)
+// Heartbeat goes straight to Redis, with the node's tasks.
+func (v *ServerView) Heartbeat(ctx context.Context, nodeID string, tasks []capacity.Task) error {
+	return v.view.Heartbeat(ctx, nodeID, tasks)
 }
 
 // AppendLog goes straight to Redis.

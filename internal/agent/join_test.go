@@ -124,7 +124,7 @@ func TestJoinThroughTheServer(t *testing.T) {
 	if fi, err := os.Stat(tokenFile); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("node token file: %v, %v; want it kept with mode 0600", fi, err)
 	}
-	w.expect(t, "heartbeat straight to Redis", first.Heartbeat(ctx, "n1"), "")
+	w.expect(t, "heartbeat straight to Redis", first.Heartbeat(ctx, "n1", nil), "")
 	w.expect(t, "task output straight to Redis", first.AppendLog(ctx, "job-1", gangway.LogLine{Time: now, Text: "step 1"}), "")
 
 	// Another agent with the pool token may not take n1 over while it

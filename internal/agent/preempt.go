@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gangwayhq/gangway"
+	"github.com/gangwayhq/gangway/internal/capacity"
 	"github.com/gangwayhq/gangway/workflows"
 	"github.com/gangwayhq/gangway/workflows/jobs"
 )
@@ -19,6 +20,8 @@ type TaskInfo struct {
 	Attempt int
 	Rank    int
 	GPUs    []int
+	// Milli is the share of each GPU the task holds (0: whole GPUs).
+	Milli int
 	// WorkflowID is the job's workflow (the job ID).
 	WorkflowID string
 	StartedAt  time.Time
@@ -58,7 +61,7 @@ type taskTable struct {
 
 func (t *taskTable) add(ctx context.Context, in workflows.RunTaskInput) *runningTask {
 	rt := &runningTask{info: TaskInfo{JobID: in.JobID, Attempt: in.Attempt, Rank: in.Rank,
-		GPUs: slices.Clone(in.GPUs), WorkflowID: in.JobID, StartedAt: time.Now()},
+		GPUs: slices.Clone(in.GPUs), Milli: in.GPUMilli, WorkflowID: in.JobID, StartedAt: time.Now()},
 		stop: make(chan stopRequest, 1), adopt: make(chan adoption), done: make(chan struct{}), ctx: ctx}
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -73,6 +76,16 @@ func (t *taskTable) remove(rt *runningTask) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	delete(t.tasks, rt)
+}
+
+// reports lists the running tasks as the node's heartbeat carries them.
+func (t *taskTable) reports() []capacity.Task {
+	var out []capacity.Task
+	for _, rt := range t.all() {
+		out = append(out, capacity.Task{JobID: rt.info.JobID, Attempt: rt.info.Attempt, Rank: rt.info.Rank,
+			GPUs: rt.info.GPUs, Milli: rt.info.Milli})
+	}
+	return out
 }
 
 // find returns the running task of job, attempt and rank, nil if none.

@@ -25,6 +25,11 @@ type Snapshot struct {
 	// Allocations are the committed assignments, sorted by job ID (what
 	// preemption may choose victims from).
 	Allocations []gangway.Assignment
+	// Generation names the view's lifetime (rebuild.go); Rebuilt is
+	// whether the view has been rebuilt for it. Until it has, the dispatch
+	// loop places nothing: a GPU's owner may be unknown.
+	Generation string
+	Rebuilt    bool
 }
 
 // Snapshot reads nodes, allocations and the queue consistently.
@@ -40,6 +45,7 @@ func (v *View) Snapshot(ctx context.Context) (Snapshot, error) {
 // one of these.
 const (
 	CheckLease        = "lease"          // the caller holds the dispatch lease
+	CheckGeneration   = "generation"     // the view is the one the plan was made from
 	CheckDuplicateJob = "duplicate-job"  // a job appears once in the plan
 	CheckNotQueued    = "not-queued"     // the job is still queued
 	CheckAttempt      = "attempt"        // with exactly the plan's attempt
@@ -117,6 +123,13 @@ type allocRecord struct {
 // An empty plan is a no-op. A malformed plan (no members, empty IDs) is an
 // error that wraps neither sentinel: it is a bug in the planner.
 func (v *View) Commit(ctx context.Context, holder string, plan []gangway.Assignment) error {
+	return v.CommitIn(ctx, holder, "", plan)
+}
+
+// CommitIn is Commit fenced by the view's generation too: a plan made from
+// a snapshot of generation gen (Snapshot.Generation) is stale once the
+// view was flushed or replaced (CheckGeneration). gen "" skips the check.
+func (v *View) CommitIn(ctx context.Context, holder, gen string, plan []gangway.Assignment) error {
 	if len(plan) == 0 {
 		return nil
 	}
@@ -143,8 +156,8 @@ func (v *View) Commit(ctx context.Context, holder string, plan []gangway.Assignm
 	if err != nil {
 		return fmt.Errorf("commit: encode plan: %w", err)
 	}
-	keys := []string{v.k.queue, v.k.allocs, v.k.gpus, v.k.nodes, v.k.nodeState, v.k.lease, v.k.reasons, v.k.shares}
-	res, err := commitScript.Run(ctx, v.rdb, keys, holder, arg).Slice()
+	keys := []string{v.k.queue, v.k.allocs, v.k.gpus, v.k.nodes, v.k.nodeState, v.k.lease, v.k.reasons, v.k.shares, v.k.epoch}
+	res, err := commitScript.Run(ctx, v.rdb, keys, holder, arg, gen).Slice()
 	if err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
@@ -278,12 +291,13 @@ func (v *View) readOnce(ctx context.Context, withQueue bool) (Snapshot, error) {
 	if withQueue {
 		flag = "1"
 	}
-	keys := []string{v.k.nodes, v.k.nodeState, v.k.heartbeat, v.k.gpus, v.k.queue, v.k.allocs, v.k.nodeRevs, v.k.rev, v.k.epoch, v.k.shares}
+	keys := []string{v.k.nodes, v.k.nodeState, v.k.heartbeat, v.k.gpus, v.k.queue, v.k.allocs, v.k.nodeRevs, v.k.rev, v.k.epoch, v.k.shares,
+		v.k.rebuilt, v.k.nodeTasks}
 	res, err := readScript.Run(ctx, v.rdb, keys, flag, c.epoch, c.rev).Slice()
 	if err != nil {
 		return Snapshot{}, err
 	}
-	if len(res) != 12 {
+	if len(res) != 14 {
 		return Snapshot{}, fmt.Errorf("unexpected script reply of %d items", len(res))
 	}
 	var s Snapshot
@@ -292,6 +306,12 @@ func (v *View) readOnce(ctx context.Context, withQueue bool) (Snapshot, error) {
 	}
 	epoch, _ := res[1].(string)
 	rev, _ := res[2].(int64)
+	rebuilt, _ := res[12].(string)
+	s.Generation, s.Rebuilt = epoch, epoch != "" && rebuilt == epoch
+	tasks, err := flatHash(res[13])
+	if err != nil {
+		return Snapshot{}, err
+	}
 	ids, err := stringList(res[3])
 	if err != nil {
 		return Snapshot{}, err
@@ -352,6 +372,10 @@ func (v *View) readOnce(ctx context.Context, withQueue bool) (Snapshot, error) {
 			}
 			n.Shared[idx] = held
 		}
+	}
+
+	if err := reported(byID, tasks); err != nil {
+		return Snapshot{}, err
 	}
 
 	recs, err := c.alloc.decodeAll(allocs, "allocation")

@@ -31,7 +31,7 @@ func TestCommit(t *testing.T) {
 		t.Errorf("Snapshot().Now = %v, want about now", snap.Now)
 	}
 	want := Snapshot{
-		Now: snap.Now,
+		Now: snap.Now, Generation: snap.Generation,
 		Nodes: []gangway.NodeStatus{
 			{Node: node("n1", 4), State: gangway.NodeReady,
 				Allocated: map[int]gangway.JobID{0: "a", 1: "a", 3: "b"}, UsedCPUMilli: 8000, UsedMemMiB: 32768},

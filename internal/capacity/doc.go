@@ -23,7 +23,9 @@
 //	P:nodes           hash    node ID → gangway.Node JSON (inventory)
 //	P:node-revs       hash    node ID → revision of its P:nodes record (from P:rev)
 //	P:rev             string  the last revision given to a node record (INCR)
-//	P:epoch           string  written by the first read of a new or flushed view
+//	P:epoch           string  the view's generation: written (TIME) by the first read of a new or flushed view
+//	P:rebuilt         string  the generation the view was last rebuilt for (rebuild.go; the dispatch loop places nothing until it is P:epoch)
+//	P:node-tasks      hash    node ID → JSON list of the tasks its agent reports running (each heartbeat)
 //	P:node-state      hash    node ID → ready | cordoned | lost
 //	P:heartbeat       hash    node ID → last heartbeat, unix ms of the Redis server's clock (TIME)
 //	P:gpus            hash    "<node ID>/<GPU index>" → job ID holding it whole (free and shared GPUs are absent)
@@ -45,6 +47,17 @@
 // NodeUpdate activity.
 // Every script names all the keys it touches in KEYS, as Redis Cluster
 // requires. P:log:<job ID> streams are only touched by single commands.
+//
+// # Rebuilding
+//
+// The view can be lost at any moment (FLUSHALL, a restart with no data)
+// and is rebuilt (rebuild.go, internal/dispatch's rebuild): its generation
+// changes, the dispatch leader restores the queue and the allocations from
+// the job workflows and the cordons from the ledger, and the agents'
+// heartbeats say which GPUs run tasks, so a GPU whose owner the view does
+// not know is shown held by the task's job and never offered. Until the
+// generation is rebuilt nothing is placed, and Commit (CommitIn) refuses a
+// plan made from another generation.
 //
 // # One clock
 //

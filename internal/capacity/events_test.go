@@ -42,7 +42,7 @@ func TestChangesAnnounceWhatMayStartAJob(t *testing.T) {
 	}
 	must(t, v.RegisterNode(ctx, node("n", 2)))
 	expect("registering a node", true)
-	must(t, v.Heartbeat(ctx, "n"))
+	must(t, v.Heartbeat(ctx, "n", nil))
 	expect("a heartbeat", false)
 	if _, err := v.Enqueue(ctx, entry("j", 1, 1, 1)); err != nil {
 		t.Fatal(err)

@@ -62,17 +62,28 @@ func (v *View) RegisterNodes(ctx context.Context, nodes []gangway.Node) error {
 	return nil
 }
 
-// HeartbeatNodes records that the agent hosting ids is alive, as
-// Heartbeat does for each (at the Redis server's time), in one script call per batch. It returns the
-// IDs the view does not know (the host registers them again).
-func (v *View) HeartbeatNodes(ctx context.Context, ids []string) ([]string, error) {
-	keys := []string{v.k.nodes, v.k.heartbeat}
+// NodeBeat is one hosted node's heartbeat: its ID and the tasks it runs.
+type NodeBeat struct {
+	ID    string
+	Tasks []Task
+}
+
+// HeartbeatNodes records that the agent hosting the nodes is alive, as
+// Heartbeat does for each (at the Redis server's time, with its tasks), in
+// one script call per batch. It returns the IDs the view does not know
+// (the host registers them again).
+func (v *View) HeartbeatNodes(ctx context.Context, beats []NodeBeat) ([]string, error) {
+	keys := []string{v.k.nodes, v.k.heartbeat, v.k.nodeTasks}
 	var missing []string
-	for start := 0; start < len(ids); start += hostedBatch {
-		batch := ids[start:min(start+hostedBatch, len(ids))]
-		args := make([]any, 0, len(batch))
-		for _, id := range batch {
-			args = append(args, id)
+	for start := 0; start < len(beats); start += hostedBatch {
+		batch := beats[start:min(start+hostedBatch, len(beats))]
+		args := make([]any, 0, 2*len(batch))
+		for _, b := range batch {
+			raw, err := encodeTasks(b.Tasks)
+			if err != nil {
+				return missing, fmt.Errorf("heartbeat %s: %w", b.ID, err)
+			}
+			args = append(args, b.ID, raw)
 		}
 		got, err := heartbeatManyScript.Run(ctx, v.rdb, keys, args...).StringSlice()
 		if err != nil && !errors.Is(err, redis.Nil) {

@@ -42,7 +42,14 @@ func TestHostedNodes(t *testing.T) {
 	if err := v.RemoveNode(ctx, "sim-0003"); err != nil {
 		t.Fatal(err)
 	}
-	missing, err := v.HeartbeatNodes(ctx, append(ids, "never-registered"))
+	beats := func(ids []string) []NodeBeat {
+		out := make([]NodeBeat, len(ids))
+		for i, id := range ids {
+			out[i] = NodeBeat{ID: id}
+		}
+		return out
+	}
+	missing, err := v.HeartbeatNodes(ctx, beats(append(ids, "never-registered")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +61,7 @@ func TestHostedNodes(t *testing.T) {
 	later := time.Now().Add(time.Hour).Truncate(time.Millisecond)
 	setBeat(t, v, ids[0], later)
 	beatAt := time.Now()
-	if _, err := v.HeartbeatNodes(ctx, ids); err != nil {
+	if _, err := v.HeartbeatNodes(ctx, beats(ids)); err != nil {
 		t.Fatal(err)
 	}
 	got, err = v.Nodes(ctx)

@@ -45,12 +45,17 @@ func (v *View) RegisterNode(ctx context.Context, n gangway.Node) error {
 
 // Heartbeat records that the node's agent is alive, at the Redis server's
 // time: liveness is judged on that one clock (Snapshot.Now, NodeStatus's
-// HeartbeatAge), never on the agent's. It returns ErrNotFound if the node
-// never registered (the agent should register). It reads the inventory
-// and writes only the heartbeats: what an agent's Redis user may do
+// HeartbeatAge), never on the agent's. It carries the tasks the agent runs
+// (rebuild.go). It returns ErrNotFound if the node never registered (the
+// agent should register). It reads the inventory and writes only the
+// heartbeats and the node's tasks: what an agent's Redis user may do
 // (docs/security.md). A node removed between the two steps keeps a
 // heartbeat without an inventory, which nothing reads.
-func (v *View) Heartbeat(ctx context.Context, nodeID string) error {
+func (v *View) Heartbeat(ctx context.Context, nodeID string, tasks []Task) error {
+	raw, err := encodeTasks(tasks)
+	if err != nil {
+		return fmt.Errorf("heartbeat %s: %w", nodeID, err)
+	}
 	known, err := v.rdb.HExists(ctx, v.k.nodes, nodeID).Result()
 	if err != nil {
 		return fmt.Errorf("heartbeat %s: %w", nodeID, err)
@@ -58,7 +63,7 @@ func (v *View) Heartbeat(ctx context.Context, nodeID string) error {
 	if !known {
 		return fmt.Errorf("heartbeat %s: %w", nodeID, ErrNotFound)
 	}
-	if err := heartbeatScript.Run(ctx, v.rdb, []string{v.k.heartbeat}, nodeID).Err(); err != nil {
+	if err := heartbeatScript.Run(ctx, v.rdb, []string{v.k.heartbeat, v.k.nodeTasks}, nodeID, raw).Err(); err != nil {
 		return fmt.Errorf("heartbeat %s: %w", nodeID, err)
 	}
 	return nil

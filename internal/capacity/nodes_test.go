@@ -72,7 +72,7 @@ func TestNodes(t *testing.T) {
 		},
 		"heartbeat from unregistered node": {
 			act: func(ctx context.Context, v *View) error {
-				return v.Heartbeat(ctx, "ghost")
+				return v.Heartbeat(ctx, "ghost", nil)
 			},
 			wantErr:   ErrNotFound,
 			wantNodes: []gangway.NodeStatus{},
@@ -196,8 +196,8 @@ func TestLivenessOnServerClock(t *testing.T) {
 	}
 
 	// A heartbeat brings each back as it was.
-	must(t, v.Heartbeat(ctx, "n1"))
-	_, err = v.HeartbeatNodes(ctx, []string{"n2"})
+	must(t, v.Heartbeat(ctx, "n1", nil))
+	_, err = v.HeartbeatNodes(ctx, []NodeBeat{{ID: "n2"}})
 	must(t, err)
 	if s := state(); s["n1"].State != gangway.NodeReady || s["n2"].State != gangway.NodeCordoned {
 		t.Errorf("after heartbeats: n1 %s, n2 %s; want ready, cordoned", s["n1"].State, s["n2"].State)
@@ -207,7 +207,7 @@ func TestLivenessOnServerClock(t *testing.T) {
 	// later stamp.
 	later := srvNow.Add(time.Hour).Truncate(time.Millisecond)
 	setBeat(t, v, "n1", later)
-	must(t, v.Heartbeat(ctx, "n1"))
+	must(t, v.Heartbeat(ctx, "n1", nil))
 	if got := state()["n1"].LastHeartbeat; !got.Equal(later) {
 		t.Errorf("heartbeat after a later stamp: %v, want %v", got, later)
 	}
@@ -288,7 +288,7 @@ func TestForgetHeartbeat(t *testing.T) {
 	rdb := startRedis(t)
 	ctx := t.Context()
 	v := world(t, rdb, []gangway.Node{node("n1", 4)})
-	must(t, v.Heartbeat(ctx, "n1"))
+	must(t, v.Heartbeat(ctx, "n1", nil))
 	start := time.Now().Truncate(time.Millisecond)
 	beat := func() time.Time {
 		nodes, err := v.Nodes(ctx)
@@ -299,7 +299,7 @@ func TestForgetHeartbeat(t *testing.T) {
 	if got := beat(); got.After(time.UnixMilli(0)) {
 		t.Fatalf("heartbeat after forgetting = %v, want the epoch", got)
 	}
-	must(t, v.Heartbeat(ctx, "n1"))
+	must(t, v.Heartbeat(ctx, "n1", nil))
 	if got := beat(); got.Before(start) {
 		t.Errorf("heartbeat after the next beat = %v, want no earlier than %v", got, start)
 	}

@@ -71,6 +71,10 @@ type keySet struct {
 	// nodeRevs (node → revision), rev (the last revision given) and epoch
 	// (when the view was first read) let Snapshot fetch only changed nodes.
 	nodeRevs, rev, epoch string
+	// rebuilt is the epoch the view was last rebuilt for (rebuild.go);
+	// nodeTasks (node → the tasks its agent reports running) is what the
+	// agents' heartbeats carry.
+	rebuilt, nodeTasks string
 	// events is the pub/sub channel of events.go.
 	events string
 	// shares holds the GPUs held in shares: "<node>/<index>" → job → milli.
@@ -95,6 +99,8 @@ func newKeys(prefix string) keySet {
 		nodeRevs:  prefix + ":node-revs",
 		rev:       prefix + ":rev",
 		epoch:     prefix + ":epoch",
+		rebuilt:   prefix + ":rebuilt",
+		nodeTasks: prefix + ":node-tasks",
 		events:    prefix + ":events",
 		shares:    prefix + ":shares",
 		joinUses:  prefix + ":join-uses:",

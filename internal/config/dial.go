@@ -15,11 +15,10 @@ import (
 // malformed URL shows the URL's password.
 func (c RedisConfig) Dial(ctx context.Context) (*redis.Client, error) {
 	rt := c.Transport()
-	opts, err := rt.Options()
+	rdb, err := rt.Client()
 	if err != nil {
 		return nil, err
 	}
-	rdb := redis.NewClient(opts)
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		_ = rdb.Close()
 		return nil, fmt.Errorf("redis at %s: %w", rt.Describe(), err)

@@ -97,6 +97,9 @@ func TestRedisPingKill(t *testing.T) {
 	if !strings.Contains(log.String(), "Ready to accept connections") {
 		t.Errorf("Log did not receive the server's output; got:\n%s", log.String())
 	}
+	if err := c.Set(t.Context(), "k", "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
 
 	if err := r.Kill(); err != nil {
 		t.Fatalf("Kill: %v", err)
@@ -119,6 +122,14 @@ func TestRedisPingKill(t *testing.T) {
 		if err := r.Stop(); err != nil {
 			t.Errorf("Stop #%d after Kill: %v", i+1, err)
 		}
+	}
+
+	// Restart brings an empty server back at the same address.
+	if err := r.Restart(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := c.DBSize(t.Context()).Result(); err != nil || n != 0 {
+		t.Errorf("after Restart: %d keys, %v; want an empty server", n, err)
 	}
 }
 

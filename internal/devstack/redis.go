@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -46,6 +47,23 @@ type RedisOptions struct {
 	Users []string
 	// Auth is the user the readiness probe, and Redis.URL, log in as.
 	Auth RedisAuth
+	// ReplicaOf, "host:port", starts the server as a replica of that
+	// master.
+	ReplicaOf string
+	// Sentinel, when set, starts a Redis Sentinel instead of a server
+	// (redis-server sentinel.conf --sentinel), watching one master.
+	Sentinel *RedisSentinel
+}
+
+// RedisSentinel is what a Sentinel watches: the master named MasterName at
+// Master ("host:port"), with a quorum of one; it calls the master down
+// after DownAfter without an answer (default 1 s) and fails it over to a
+// replica, trying again after FailoverTimeout (default 3 s).
+type RedisSentinel struct {
+	MasterName      string
+	Master          string
+	DownAfter       time.Duration
+	FailoverTimeout time.Duration
 }
 
 // RedisTLS is the server's side of TLS.
@@ -72,7 +90,9 @@ type Redis struct {
 	// RedisOptions.Auth's user and password, for redis.ParseURL.
 	URL string
 
-	p *process
+	mu      sync.Mutex
+	p       *process
+	restart func(context.Context) (*process, error)
 }
 
 // StartRedis starts a redis-server on 127.0.0.1 and returns once it answers
@@ -109,6 +129,13 @@ func StartRedis(ctx context.Context, opts RedisOptions) (*Redis, error) {
 		}
 		r, p, err := startRedis(ctx, path, dir, port, opts)
 		if err == nil {
+			r.restart = func(ctx context.Context) (*process, error) {
+				_, p, err := startRedis(ctx, path, dir, port, opts)
+				if err != nil {
+					return nil, err
+				}
+				return p, nil
+			}
 			return r, nil
 		}
 		// Another process took the free port between FreePort and the
@@ -118,6 +145,28 @@ func StartRedis(ctx context.Context, opts RedisOptions) (*Redis, error) {
 		}
 		return nil, fmt.Errorf("start redis: %w", err)
 	}
+}
+
+// sentinelConf writes a Sentinel's config file in dir.
+func sentinelConf(dir string, port int, sn RedisSentinel) (string, error) {
+	host, mport, err := net.SplitHostPort(sn.Master)
+	if err != nil {
+		return "", fmt.Errorf("RedisSentinel.Master: %w", err)
+	}
+	if sn.DownAfter <= 0 {
+		sn.DownAfter = time.Second
+	}
+	if sn.FailoverTimeout <= 0 {
+		sn.FailoverTimeout = 3 * time.Second
+	}
+	conf := filepath.Join(dir, "sentinel.conf")
+	body := fmt.Sprintf("port %d\nbind 127.0.0.1\ndir %s\nsentinel monitor %s %s %s 1\n"+
+		"sentinel down-after-milliseconds %s %d\nsentinel failover-timeout %s %d\n",
+		port, dir, sn.MasterName, host, mport, sn.MasterName, sn.DownAfter.Milliseconds(), sn.MasterName, sn.FailoverTimeout.Milliseconds())
+	if err := os.WriteFile(conf, []byte(body), 0o600); err != nil {
+		return "", err
+	}
+	return conf, nil
 }
 
 // startRedis makes one attempt on one port. On failure the process, if it
@@ -149,6 +198,21 @@ func startRedis(ctx context.Context, path, dir string, port int, opts RedisOptio
 		"--daemonize", "no",
 		"--dir", dir,
 	)
+	if opts.ReplicaOf != "" {
+		host, mport, err := net.SplitHostPort(opts.ReplicaOf)
+		if err != nil {
+			return nil, nil, fmt.Errorf("RedisOptions.ReplicaOf: %w", err)
+		}
+		args = append(args, "--replicaof", host, mport)
+	}
+	if sn := opts.Sentinel; sn != nil {
+		// A Sentinel reads (and rewrites) its own config file.
+		conf, err := sentinelConf(dir, port, *sn)
+		if err != nil {
+			return nil, nil, err
+		}
+		args = []string{conf, "--sentinel"}
+	}
 	var tlsConf *tls.Config
 	scheme := "redis"
 	if t := opts.TLS; t != nil {
@@ -236,14 +300,38 @@ func (t *RedisTLS) clientConfig() (*tls.Config, error) {
 // Stop stops the server: SIGTERM to its process group, SIGKILL if it is
 // still running after 5 s. It is idempotent, and returns nil if the server
 // had already exited (see Kill).
-func (r *Redis) Stop() error { return r.p.stop(stopGrace) }
+func (r *Redis) Stop() error { return r.proc().stop(stopGrace) }
 
 // Kill sends SIGKILL to the server's process group now, as a crash would, and
 // waits until the process is gone.
-func (r *Redis) Kill() error { return r.p.kill() }
+func (r *Redis) Kill() error { return r.proc().kill() }
+
+// Restart starts the server again on the same port once the process has
+// exited (after Kill or Stop, or a crash). It starts empty: nothing is
+// persisted. A server still running is left alone (nil). Pid and Done
+// then refer to the new process.
+func (r *Redis) Restart(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.p.exited() {
+		return nil
+	}
+	p, err := r.restart(ctx)
+	if err != nil {
+		return fmt.Errorf("restart redis: %w", err)
+	}
+	r.p = p
+	return nil
+}
+
+func (r *Redis) proc() *process {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.p
+}
 
 // Pid is the server's process id.
-func (r *Redis) Pid() int { return r.p.pid }
+func (r *Redis) Pid() int { return r.proc().pid }
 
 // Done is closed when the server process has exited, for whatever reason.
-func (r *Redis) Done() <-chan struct{} { return r.p.done }
+func (r *Redis) Done() <-chan struct{} { return r.proc().done }

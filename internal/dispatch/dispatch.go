@@ -99,6 +99,11 @@ type Config struct {
 	ETA     *forecast.Estimator
 	NoETA   bool
 	ETAAlso []*forecast.Estimator
+	// Holdings and NodeStates are what a lost view is rebuilt from
+	// (rebuild.go): the job workflows, and the durable cordons. Without
+	// Holdings a new view is taken as empty.
+	Holdings   Holdings
+	NodeStates NodeStates
 }
 
 // Offers is the cloud capacity jobs may burst to.
@@ -136,6 +141,11 @@ type Loop struct {
 	// etaNotBefore.
 	eta          *forecast.Estimator
 	etaNotBefore time.Time
+	// rebuild is the view generation being rebuilt and when that began.
+	rebuild struct {
+		gen   string
+		began time.Time
+	}
 }
 
 // etaGap bounds the loop's time spent forecasting: after a forecast
@@ -376,6 +386,12 @@ func (l *Loop) cycle(ctx context.Context, res *CycleResult) (string, error) {
 		if err != nil {
 			return metrics.ResultError, fmt.Errorf("snapshot: %w", err)
 		}
+		if !snap.Rebuilt {
+			if !l.rebuildView(ctx, snap) {
+				return metrics.ResultIdle, nil // nothing is placed until it is
+			}
+			continue // plan from the rebuilt view
+		}
 		ps := placementSnapshot(snap, l.cfg.NodeTTL, l.cfg.OnPremPrices)
 		opts := l.placementOptions(ctx, snap.Now, snap.Queue)
 		plan := l.cfg.Placer.Place(ps, snap.Queue, opts)
@@ -387,7 +403,7 @@ func (l *Loop) cycle(ctx context.Context, res *CycleResult) (string, error) {
 			l.estimate(ctx, ps, snap.Queue, opts, plan)
 			return metrics.ResultIdle, l.setReasons(ctx, snap.Queue, plan)
 		}
-		err = l.cap.Commit(ctx, l.cfg.Holder, plan.Assignments)
+		err = l.commit(ctx, snap, plan.Assignments)
 		switch {
 		case errors.Is(err, capacity.ErrStale) && res.Stale < maxStaleRetries:
 			res.Stale++

@@ -34,7 +34,12 @@ type fakeCapacity struct {
 	bursting   map[gangway.JobID][]byte
 }
 
-func (f *fakeCapacity) Snapshot(context.Context) (capacity.Snapshot, error) { return f.snap, nil }
+// Snapshot is the fake's view, never lost: always rebuilt.
+func (f *fakeCapacity) Snapshot(context.Context) (capacity.Snapshot, error) {
+	s := f.snap
+	s.Rebuilt = true
+	return s, nil
+}
 
 func (f *fakeCapacity) Commit(_ context.Context, _ string, plan []gangway.Assignment) error {
 	if len(f.commitErrs) > 0 {

@@ -33,6 +33,24 @@ func Redis(r redis.UniversalClient) Check {
 	return Check{Name: "redis", Probe: func(ctx context.Context) error { return r.Ping(ctx).Err() }}
 }
 
+// Rebuilder says whether the Redis view is rebuilt for its current
+// generation (capacity.View.Rebuilt).
+type Rebuilder interface {
+	Rebuilt(ctx context.Context) (bool, error)
+}
+
+// View checks that the Redis view's generation is current: it was not
+// lost, or it has been rebuilt since (until then nothing is placed).
+func View(v Rebuilder) Check {
+	return Check{Name: "view", Probe: func(ctx context.Context) error {
+		ok, err := v.Rebuilt(ctx)
+		if err == nil && !ok {
+			err = errors.New("the view is new or was lost, and is not rebuilt yet")
+		}
+		return err
+	}}
+}
+
 // Result is how one check went.
 type Result struct {
 	Name string
@@ -84,20 +102,6 @@ func Handlers(checks []Check) (healthz, readyz http.Handler) {
 	})
 	return healthz, readyz
 }
-
-// Unreachable is a service a process could not reach, as one line:
-// "redis at redis://127.0.0.1:6379 is unreachable: connection refused".
-type Unreachable struct {
-	Service string // "temporal", "redis"
-	Addr    string // where it was looked for (credentials redacted)
-	Err     error
-}
-
-func (u *Unreachable) Error() string {
-	return fmt.Sprintf("%s at %s is unreachable: %s", u.Service, u.Addr, Reason(u.Err))
-}
-
-func (u *Unreachable) Unwrap() error { return u.Err }
 
 // Reason shortens a connection error to what a person acts on: the network
 // error at its root ("dial tcp 127.0.0.1:6379: connect: connection

@@ -72,10 +72,9 @@ func TestReason(t *testing.T) {
 	addr := ln.Addr().String()
 	ln.Close()
 	_, dialErr := net.Dial("tcp", addr)
-	wrapped := &Unreachable{Service: "redis", Addr: "redis://" + addr, Err: errors.Join(errors.New("ping"), dialErr)}
-	want := "redis at redis://" + addr + " is unreachable: dial tcp " + addr + ": connect: connection refused"
-	if got := wrapped.Error(); got != want {
-		t.Errorf("Unreachable = %q, want %q", got, want)
+	want := "dial tcp " + addr + ": connect: connection refused"
+	if got := Reason(errors.Join(errors.New("ping"), dialErr)); got != want {
+		t.Errorf("Reason(a wrapped dial error) = %q, want %q", got, want)
 	}
 	grpc := errors.New(`failed reaching server: last connection error: connection error: desc = "transport: Error while dialing: dial tcp ` + addr + `: connect: connection refused"`)
 	if got := Reason(grpc); got != "dial tcp "+addr+": connect: connection refused" {

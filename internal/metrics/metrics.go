@@ -20,6 +20,7 @@ type Metrics struct {
 	gpus          *prometheus.GaugeVec
 	unplaced      *prometheus.GaugeVec
 	isLeader      prometheus.Gauge
+	viewRebuilds  prometheus.Counter
 	fragRate      prometheus.Gauge
 	largestFree   *prometheus.GaugeVec
 	teamGPUs      *prometheus.GaugeVec
@@ -74,6 +75,10 @@ func New(reg prometheus.Registerer) *Metrics {
 			Namespace: namespace, Name: "dispatch_leader",
 			Help: "1 while this server holds the dispatch lease.",
 		}),
+		viewRebuilds: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: namespace, Name: "view_rebuilds_total",
+			Help: "Rebuilds of the Redis view this server led (a new, flushed or replaced view).",
+		}),
 	}
 	m.fragRate = prometheus.NewGauge(prometheus.GaugeOpts{
 		Namespace: namespace, Name: "fragmentation_ratio",
@@ -103,7 +108,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	for _, c := range PriorityClasses {
 		m.queueDepth.WithLabelValues(c)
 	}
-	reg.MustRegister(m.queueDepth, m.queueWait, m.cycleDuration, m.commits, m.gpus, m.unplaced, m.isLeader)
+	reg.MustRegister(m.queueDepth, m.queueWait, m.cycleDuration, m.commits, m.gpus, m.unplaced, m.isLeader, m.viewRebuilds)
 	return m
 }
 
@@ -140,6 +145,9 @@ func (m *Metrics) Teams(teams []string) {
 func (m *Metrics) JobPlaced(team, priorityClass string, wait time.Duration) {
 	m.queueWait.WithLabelValues(team, priorityClass).Observe(wait.Seconds())
 }
+
+// ViewRebuilt counts a rebuild of the Redis view (gangway_view_rebuilds_total).
+func (m *Metrics) ViewRebuilt() { m.viewRebuilds.Inc() }
 
 // Leader records whether this server leads dispatch.
 func (m *Metrics) Leader(leading bool) {

@@ -398,6 +398,7 @@ func TestNames(t *testing.T) {
 		"gangway_team_budget_dollars",
 		"gangway_team_cloud_spend_dollars",
 		"gangway_unplaced_jobs",
+		"gangway_view_rebuilds_total",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("metric names mismatch (-want +got):\n%s", diff)

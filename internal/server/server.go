@@ -250,7 +250,7 @@ func Run(ctx context.Context, o Options) error {
 	if o.MetricsAddr != "" {
 		var stop func()
 		var err error
-		checks := []health.Check{health.Temporal(o.Temporal), {Name: "redis", Probe: o.View.Ping}}
+		checks := []health.Check{health.Temporal(o.Temporal), {Name: "redis", Probe: o.View.Ping}, health.View(o.View)}
 		if addr, stop, err = metrics.Serve(o.MetricsAddr, reg, log, checks...); err != nil {
 			return err
 		}
@@ -300,6 +300,14 @@ func Run(ctx context.Context, o Options) error {
 	if o.Dispatch.Wake == nil {
 		o.Dispatch.Wake = o.View.Changes(ctx)
 	}
+	// A lost view is rebuilt from the job workflows and the durable
+	// cordons (dispatch/rebuild.go).
+	if o.Dispatch.Holdings == nil {
+		o.Dispatch.Holdings = jobs.New(o.Temporal)
+	}
+	if ns, ok := o.Ledger.(dispatch.NodeStates); ok && o.Dispatch.NodeStates == nil {
+		o.Dispatch.NodeStates = ns
+	}
 	loop := dispatch.New(o.Dispatch, o.View, jobs.New(o.Temporal))
 	return loop.Run(ctx)
 }
@@ -339,7 +347,7 @@ func publishOffers(ctx context.Context, offers dispatch.Offers, view *capacity.V
 // shuts it down.
 func serveAPI(ctx context.Context, o Options, log *slog.Logger) (stop func(), err error) {
 	j := jobs.New(o.Temporal)
-	ao := api.Options{Client: client.New(j, o.View), Jobs: j, Fleet: o.View,
+	ao := api.Options{Client: client.New(j, clientView(o)), Jobs: j, Fleet: o.View,
 		OnDemandPrices: o.API.OnDemandPrices, Validate: o.API.Validate, Log: log.With("component", "api")}
 	if r, ok := o.Ledger.(api.CostLedger); ok {
 		ao.Ledger = r
@@ -377,7 +385,7 @@ func webView(ctx context.Context, o Options, log *slog.Logger) (func(*api.Server
 	if o.Ledger != nil {
 		ledger = o.Ledger
 	}
-	b := web.NewBackend(client.New(jobs.New(o.Temporal), o.View), o.View, ledger, o.Dispatch.NodeTTL, log)
+	b := web.NewBackend(client.New(jobs.New(o.Temporal), clientView(o)), o.View, ledger, o.Dispatch.NodeTTL, log)
 	var srv *api.Server // set by the mount, before the API serves
 	h, err := web.New(web.Options{Source: b, Prefix: WebPath, Identity: api.IdentityFrom,
 		Verify: func(r *http.Request, token string) error {
@@ -408,4 +416,33 @@ func webView(ctx context.Context, o Options, log *slog.Logger) (func(*api.Server
 		s.Mount(WebPath, h)
 	}
 	return mount, func() { cancel(); <-done }, nil
+}
+
+// clientView is the view the server's clients (the user API, the web view)
+// use: cordons recorded durably where the ledger can keep them.
+func clientView(o Options) client.View {
+	if store, ok := o.Ledger.(nodeStateStore); ok {
+		return durableStates{View: o.View, store: store}
+	}
+	return o.View
+}
+
+// nodeStateStore keeps the nodes' admin state where the Redis view's loss
+// cannot take it (the ledger database).
+type nodeStateStore interface {
+	SetNodeState(ctx context.Context, nodeID, state string) error
+}
+
+// durableStates is the view with every cordon and uncordon recorded in
+// the durable store first, so a rebuilt view keeps them.
+type durableStates struct {
+	*capacity.View
+	store nodeStateStore
+}
+
+func (d durableStates) SetNodeState(ctx context.Context, nodeID, state string) error {
+	if err := d.store.SetNodeState(ctx, nodeID, state); err != nil {
+		return err
+	}
+	return d.View.SetNodeState(ctx, nodeID, state)
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"strings"
 
@@ -126,7 +127,12 @@ func (t Temporal) Options(o tclient.Options) (tclient.Options, error) {
 // Redis is how to reach the Redis view.
 type Redis struct {
 	// URL is a go-redis URL: redis://[user:password@]host:port/db, or
-	// rediss:// for TLS; the user is an ACL user.
+	// rediss:// for TLS; the user is an ACL user. With a master_name
+	// parameter it names Redis Sentinels instead, which say where the
+	// master is (and fail it over):
+	// redis://sentinel-1:26379/0?master_name=gangway&addr=sentinel-2:26379
+	// (the URL's user and password are the Sentinels'; the master's are
+	// the username and password parameters).
 	URL string
 	// TLS adds a CA, a client certificate and a server name to a rediss://
 	// URL's TLS; it is an error with a redis:// one.
@@ -155,6 +161,40 @@ func (r Redis) Options() (*redis.Options, error) {
 	}
 	o.TLSConfig = c
 	return o, nil
+}
+
+// Sentinel reports whether the URL names Redis Sentinels (master_name).
+func (r Redis) Sentinel() bool {
+	u, err := url.Parse(r.URL)
+	return err == nil && u.Query().Get("master_name") != ""
+}
+
+// Client connects to the Redis view the URL names: a client of the master
+// Sentinels name (go-redis's failover client, which follows a failover),
+// or of the one server. Its errors never quote the URL's password.
+func (r Redis) Client() (*redis.Client, error) {
+	if !r.Sentinel() {
+		o, err := r.Options()
+		if err != nil {
+			return nil, err
+		}
+		return redis.NewClient(o), nil
+	}
+	fo, err := redis.ParseFailoverURL(r.URL)
+	if err != nil {
+		return nil, fmt.Errorf("redis sentinel url: %w", redact.Error(err))
+	}
+	if r.TLS.On() {
+		if fo.TLSConfig == nil {
+			return nil, fmt.Errorf("redis: redis.tls is set but the URL %s is not rediss://", redact.URL(r.URL))
+		}
+		c, err := r.TLS.Config()
+		if err != nil {
+			return nil, fmt.Errorf("redis: %w", err)
+		}
+		fo.TLSConfig = c
+	}
+	return redis.NewFailoverClient(fo), nil
 }
 
 // Describe is a connection's address fit for logs and errors: the URL's

@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/workflows"
@@ -299,3 +300,69 @@ func gone(err error) error {
 	}
 	return err
 }
+
+// Holdings asks every running job workflow what it holds in the Redis view
+// (workflows.QueryView), for a rebuild of a lost view: the states of those
+// that answered, and the IDs of those that did not (their worker is down,
+// or the query timed out). Jobs that closed meanwhile are neither.
+func (j *Jobs) Holdings(ctx context.Context) ([]workflows.ViewState, []gangway.JobID, error) {
+	var ids []gangway.JobID
+	var token []byte
+	for {
+		resp, err := j.c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+			Query:         fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running'", workflows.WorkflowName),
+			NextPageToken: token,
+		})
+		if err != nil {
+			return nil, nil, fmt.Errorf("list running jobs: %w", err)
+		}
+		for _, e := range resp.GetExecutions() {
+			ids = append(ids, e.GetExecution().GetWorkflowId())
+		}
+		if token = resp.GetNextPageToken(); len(token) == 0 {
+			break
+		}
+	}
+	states := make([]*workflows.ViewState, len(ids))
+	failed := make([]bool, len(ids))
+	var g errgroup.Group
+	g.SetLimit(holdingsParallelism)
+	for i, id := range ids {
+		g.Go(func() error {
+			qctx, cancel := context.WithTimeout(ctx, holdingsTimeout)
+			defer cancel()
+			v, err := j.c.QueryWorkflow(qctx, id, "", workflows.QueryView)
+			var st workflows.ViewState
+			if err == nil {
+				err = v.Get(&st)
+			}
+			switch {
+			case errors.Is(gone(err), ErrJobGone):
+			case err != nil:
+				failed[i] = true
+			default:
+				states[i] = &st
+			}
+			return nil
+		})
+	}
+	_ = g.Wait()
+	var out []workflows.ViewState
+	var missing []gangway.JobID
+	for i, id := range ids {
+		switch {
+		case failed[i]:
+			missing = append(missing, id)
+		case states[i] != nil:
+			out = append(out, *states[i])
+		}
+	}
+	return out, missing, nil
+}
+
+// holdingsParallelism bounds the queries Holdings has in flight;
+// holdingsTimeout bounds each.
+const (
+	holdingsParallelism = 16
+	holdingsTimeout     = 10 * time.Second
+)

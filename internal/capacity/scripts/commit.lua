@@ -10,8 +10,12 @@
 -- summed); any other takes its GPUs whole (P:gpus). A GPU is held whole by
 -- one job, or in shares summing to at most 1000 milli, never both.
 --
--- KEYS: queue, allocs, gpus, nodes, node-state, lease, reasons, shares
--- ARGV: lease holder, plan JSON:
+-- The plan is fenced by the view's generation too: a view flushed or
+-- replaced since the caller's snapshot takes no plan made from the old one.
+--
+-- KEYS: queue, allocs, gpus, nodes, node-state, lease, reasons, shares, epoch
+-- ARGV: lease holder, plan JSON, the generation (epoch) of the caller's
+--   snapshot ("" to skip the check):
 --   [{"job": ID, "attempt": N, "members": [{"node": ID, "gpus": [i, ...], "milli": M}],
 --     "assignment": "<gangway.Assignment JSON, stored verbatim>"}]
 -- Returns {"ok", GPUs claimed} or
@@ -27,6 +31,10 @@ if holder ~= ARGV[1] then
     detail = 'lease held by ' .. holder
   end
   return fail('not-leader', 'lease', '', '', -1, detail)
+end
+
+if ARGV[3] ~= '' and redis.call('GET', KEYS[9]) ~= ARGV[3] then
+  return fail('stale', 'generation', '', '', -1, 'the view was flushed or replaced since the snapshot')
 end
 
 local function num(x)

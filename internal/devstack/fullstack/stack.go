@@ -81,6 +81,12 @@ type Options struct {
 	// Cloud builds the providers bursts rent from, given the hooks that
 	// boot fake instances into in-process agents; nil means no cloud.
 	Cloud func(ctx context.Context, hooks FakeHooks) (*Cloud, error)
+	// Supervise, when set, watches redis-server and the Temporal dev
+	// server: one that exits before Close is started again — Redis empty,
+	// the view then rebuilds itself; Temporal on the same database file —
+	// and Supervise is told so, a line each time (supervise.go).
+	Supervise func(event string)
+
 	// CloudAgent is the base config of the agents of fake cloud instances,
 	// as Agent is for Nodes; its DataDir defaults to Dir/cloud.
 	CloudAgent agent.Config
@@ -200,6 +206,9 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		if err := s.startCloud(ctx, runCtx, opts); err != nil {
 			return nil, err
 		}
+	}
+	if opts.Supervise != nil {
+		s.wg.Go(func() { s.supervise(runCtx, opts.Supervise) })
 	}
 	if opts.Server != nil {
 		if err := s.startServer(ctx, runCtx, *opts.Server); err != nil {

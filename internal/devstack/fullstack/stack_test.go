@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	tclient "go.temporal.io/sdk/client"
+
 	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/internal/agent"
 	"github.com/gangwayhq/gangway/internal/cloud"
@@ -93,5 +95,70 @@ func TestStartAndClose(t *testing.T) {
 		if err := syscall.Kill(pid, 0); err == nil {
 			t.Errorf("process %d still running after Close", pid)
 		}
+	}
+}
+
+// TestSupervise: a stack that supervises its servers starts redis-server
+// and the Temporal dev server again after each is killed, at the same
+// address, and says so; Close still leaves no process behind.
+func TestSupervise(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts redis-server and a Temporal dev server")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	events := make(chan string, 16)
+	st, err := Start(ctx, Options{Dir: t.TempDir(), Headless: true, Supervise: func(e string) { events <- e }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	expect := func(want string) {
+		t.Helper()
+		select {
+		case e := <-events:
+			if !strings.Contains(e, want) {
+				t.Fatalf("event %q, want one with %q", e, want)
+			}
+		case <-ctx.Done():
+			t.Fatalf("no event with %q", want)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		kill func() error
+		pid  func() int
+		ping func() error
+	}{
+		{"redis-server", st.Redis.Kill, st.Redis.Pid, func() error { return st.RedisClient.Ping(ctx).Err() }},
+		{"the Temporal dev server", st.Temporal.Kill, st.Temporal.Pid, func() error {
+			_, err := st.TemporalClient.CheckHealth(ctx, &tclient.CheckHealthRequest{})
+			return err
+		}},
+	} {
+		old := tc.pid()
+		if err := tc.kill(); err != nil {
+			t.Fatal(err)
+		}
+		expect(tc.name + " exited")
+		expect(tc.name + " is back")
+		if tc.pid() == old {
+			t.Errorf("%s: same pid %d after the restart", tc.name, old)
+		}
+		if err := tc.ping(); err != nil {
+			t.Errorf("%s does not answer after the restart: %v", tc.name, err)
+		}
+	}
+	pids := []int{st.Redis.Pid(), st.Temporal.Pid()}
+	st.Close()
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, 0); err == nil {
+			t.Errorf("process %d still running after Close", pid)
+		}
+	}
+	select {
+	case e := <-events:
+		t.Errorf("an event after Close: %q", e)
+	default:
 	}
 }

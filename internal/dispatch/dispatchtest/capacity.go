@@ -180,7 +180,8 @@ func (c *Capacity) NodeUse(nodeID string) (gpuMilli []int, cpuMilli, memMiB int6
 func (c *Capacity) Snapshot(context.Context) (capacity.Snapshot, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	s := capacity.Snapshot{Now: c.clock.Now(), Nodes: make([]gangway.NodeStatus, len(c.nodes))}
+	// An in-memory view is never lost: it is always rebuilt.
+	s := capacity.Snapshot{Now: c.clock.Now(), Nodes: make([]gangway.NodeStatus, len(c.nodes)), Rebuilt: true}
 	for i, r := range c.nodes {
 		if r.status == nil {
 			st := gangway.NodeStatus{Node: r.node, State: r.state, Allocated: map[int]gangway.JobID{},
