@@ -406,6 +406,7 @@ func (s *simulation) requeued(a gangway.Assignment, t time.Time) gangway.QueueEn
 		if m.Milli > 0 && m.Milli < placement.Whole {
 			e.GPUMilli = m.Milli
 		}
+		e.MIGProfile = m.MIG
 		if model := s.model[m.NodeID]; model != "" {
 			e.GPUModels = []string{model}
 		}
