@@ -10,7 +10,8 @@ import (
 // MayStart reports whether a Place call now could start any job of queue:
 // a necessary condition, far cheaper than Place. A job may start only if
 // the nodes it may use have, for all its replicas together, enough
-// entirely free GPUs (a share: room on one GPU), CPU and memory, on nodes
+// entirely free GPUs (a share: room on one GPU; a MIG job: free devices of
+// its profile), CPU and memory, on nodes
 // where its team's quota admits it (a job its quota stops does not look for
 // victims). With preemption on, what preemptible jobs it could stop hold
 // counts as free. False means Place would start nothing and preempt nobody; the
@@ -27,7 +28,7 @@ func (se *Session) MayStart(queue []gangway.QueueEntry) bool {
 	seen := make(map[mayStartKey]bool, 16)
 	for i := range queue {
 		j := &queue[i]
-		k := mayStartKey{replicas: j.Replicas, gpus: j.GPUsPerReplica, milli: j.GPUMilli, cpu: j.CPUMilli, mem: j.MemMiB,
+		k := mayStartKey{replicas: j.Replicas, gpus: j.GPUsPerReplica, milli: j.GPUMilli, mig: j.MIGProfile, cpu: j.CPUMilli, mem: j.MemMiB,
 			models: strings.Join(j.GPUModels, "|"), pools: strings.Join(j.Pools, "|"), team: j.Team,
 			nodes: strings.Join(j.Nodes, "|"), owner: j.JobID}
 		if !owned {
@@ -46,6 +47,7 @@ func (se *Session) MayStart(queue []gangway.QueueEntry) bool {
 
 type mayStartKey struct {
 	replicas, gpus, milli int
+	mig                   string
 	cpu, mem              int64
 	models, pools, team   string
 	nodes, owner          string
@@ -96,18 +98,14 @@ func (h heldByPreemptible) freeable(se *Session, j *gangway.QueueEntry, i int) (
 
 // mayFit is MayStart for one job.
 func (se *Session) mayFit(v *View, j *gangway.QueueEntry, held heldByPreemptible) bool {
-	if j.MIGProfile != "" {
-		return true // MIG devices are not counted here: never ruled out
-	}
 	slots := 0
-	milliTotal := j.GPUMilliTotal()
 	for i := range v.nodes {
 		n := &v.nodes[i]
 		if !n.Schedulable || !se.mayUse(j, i) {
 			continue
 		}
 		if se.quota.hasQuotas() {
-			if ok, _ := se.quota.admits(j.Team, n.Model, milliTotal); !ok {
+			if ok, _ := se.quota.admits(j.Team, n.Model, j.MeteredMilli(n.Model)); !ok {
 				continue
 			}
 		}
@@ -116,6 +114,14 @@ func (se *Session) mayFit(v *View, j *gangway.QueueEntry, held heldByPreemptible
 		per := j.Replicas
 		switch {
 		case j.GPUsPerReplica == 0:
+		case j.MIGProfile != "":
+			free := v.FreeMIG(i, j.MIGProfile)
+			for _, g := range extra {
+				if v.isMIG(i, g) && v.nodes[i].GPUs[g].MIG == j.MIGProfile && v.mig[i][g] != migFree {
+					free++
+				}
+			}
+			per = free / j.GPUsPerReplica
 		case j.Share():
 			per = 0
 			for g, f := range v.free[i] {

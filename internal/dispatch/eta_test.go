@@ -15,8 +15,9 @@ import (
 
 // TestETAStoredWithTheReason: a job that waits for a running one gets,
 // beside its reason, an estimate of when it starts — when the running job
-// is expected to end, from its estimated runtime — and that job as the one
-// it waits for; a job that never fits gets no estimate.
+// is expected to end, from its estimated runtime, with a P90 twice as far
+// off before there are starts to calibrate on — and that job as the one it
+// waits for; a job that never fits gets no estimate.
 func TestETAStoredWithTheReason(t *testing.T) {
 	t0 := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
 	clock := dispatchtest.NewClock(t0)
@@ -51,7 +52,8 @@ func TestETAStoredWithTheReason(t *testing.T) {
 	if got.ETA == nil {
 		t.Fatalf("second waits %+v with no estimate", got)
 	}
-	want := &gangway.ETA{P50: t0.Add(30 * time.Minute), P90: t0.Add(30 * time.Minute), At: t0.Add(10 * time.Minute)}
+	// 20 minutes to wait, plus the minute of slack, twice, less the slack.
+	want := &gangway.ETA{P50: t0.Add(30 * time.Minute), P90: t0.Add(51 * time.Minute), At: t0.Add(10 * time.Minute)}
 	if diff := cmp.Diff(want, got.ETA); diff != "" {
 		t.Errorf("second's estimate (-want +got):\n%s", diff)
 	}

@@ -174,9 +174,10 @@ type ETARun struct {
 	Jobs, Started, Waited int
 	MedianWait            float64
 	// Learned is the server's estimator, Exact the one that knows every
-	// runtime, Limits the Slurm-style baseline; the Warm ones count only
-	// the jobs after the first quarter (in submit order), once the
-	// estimators have runs to learn from and starts to calibrate on.
+	// runtime, Limits the Slurm-style baseline; the Warm ones leave out the
+	// first fifth of the jobs that waited (in submit order), estimated
+	// before the estimators had runs to learn from and starts to
+	// calibrate on.
 	Learned, Exact, Limits             ETAScore
 	WarmLearned, WarmExact, WarmLimits ETAScore
 	// Forecasts and PlaceCalls are the learned estimator's.
@@ -202,7 +203,17 @@ func (st *etaState) score(r *replay) ETARun {
 	slices.Sort(waits)
 	out.MedianWait = quantile(waits, 0.5)
 	out.Learned, out.Exact, out.Limits = st.scoreOf(r, etaLearned, 0), st.scoreOf(r, etaExact, 0), st.scoreOf(r, etaLimits, 0)
-	warm := len(r.jobs) / 4 // r.jobs are in submit order
+	// r.jobs are in submit order: warm starts after the first fifth of
+	// those that waited.
+	warm, seen := len(r.jobs), 0
+	for k := range r.jobs {
+		if s := r.firstStart[k]; s > r.jobs[k].Submit {
+			if seen++; seen > out.Waited/5 {
+				warm = k
+				break
+			}
+		}
+	}
 	out.WarmLearned, out.WarmExact, out.WarmLimits = st.scoreOf(r, etaLearned, warm), st.scoreOf(r, etaExact, warm),
 		st.scoreOf(r, etaLimits, warm)
 	return out
@@ -286,7 +297,7 @@ type ETAJSON struct {
 	BaselineMedianAbsError *float64 `json:"baseline_median_abs_error_s"`
 	BeyondHorizon          *float64 `json:"beyond_horizon"`
 	ChangesMean            *float64 `json:"changes_mean"`
-	// Warm is the same over the jobs after the first quarter.
+	// Warm is the same without the first fifth of the jobs that waited.
 	Warm *ETAJSON `json:"warm,omitempty"`
 	// The load: jobs that started after waiting, as a share of all jobs,
 	// and their median wait in seconds and in dispatch intervals.
@@ -320,7 +331,7 @@ func (r *TraceResult) writeETA(w io.Writer) error {
 		return nil
 	}
 	fmt.Fprintf(w, "\nStart-time estimates made at submit, over the jobs that waited and started (limits = work x [1, %g], seeded;\n"+
-		"warm: the jobs after the first quarter):\n", r.LimitFactor)
+		"warm: without the first fifth of the jobs that waited):\n", r.LimitFactor)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "policy\twaited\tshare\tmedian wait\testimator\twithin ±25%\tP90 coverage\tmedian |error|\twarm: within\tP90\t|error|\tbeyond horizon\tchanges\t")
 	for i := range r.Runs {

@@ -118,7 +118,7 @@ func TestFleetShare(t *testing.T) {
 }
 
 // TestETAOnGeneratedVariants replays `gangway replay trace --eta`'s
-// defaults (speedup 10, the fleet sized to the load, the first 2,000
+// defaults (speedup 10, the fleet sized to the load, the first 1,000
 // tasks) on workload variants GenerateMix derives from the default openb
 // pod list — more multi-GPU tasks, more GPU sharing, model constraints —
 // and logs the calibration of each, for docs/benchmarks.md. It takes
@@ -143,7 +143,7 @@ func TestETAOnGeneratedVariants(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		mixed = mixed[:min(2000, len(mixed))]
+		mixed = mixed[:min(1000, len(mixed))]
 		jobs, _, err := OpenBTraceJobs(mixed, tasks, 42)
 		if err != nil {
 			t.Fatal(err)

@@ -24,9 +24,12 @@
 //
 // An Estimator keeps the model, learns from each cycle's snapshot, decides
 // when a forecast is due, and calibrates: it compares the first estimate
-// of each job with the start it got, and scales later estimates so that
-// the P50 and P90 are those quantiles of the waits seen (per band of
-// predicted wait), as conformal prediction does.
+// of each job with the start it got, and scales later estimates by the
+// median and the 90th percentile of those ratios (split conformal
+// prediction, per priority and band of predicted wait, falling back to
+// coarser groups), the P90's level adapting to the misses (adaptive
+// conformal inference) so that nine in ten start by it while the workload
+// drifts. Until it has seen starts, the P90 is twice the median wait.
 //
 // Like placement, the package is pure: no clock (now is the snapshot's),
 // no I/O, no global randomness. The dispatch loop feeds it; the trace

@@ -97,24 +97,25 @@ type Estimator struct {
 	first map[gangway.JobID]firstEstimate
 
 	scores map[scoreKey]*ring
-	// level50 and level90 are the quantiles of the scores that scale the
-	// P50 and P90, adapted as jobs start (adaptive conformal inference):
-	// when more than half start after their P50, or more than one in ten
-	// after their P90, the level rises, and falls when fewer do, so that
-	// the shares hold while the workload drifts.
-	level50, level90 float64
+	// level90 is the quantile of the scores that scales the P90, adapted
+	// as jobs start (adaptive conformal inference): when more than one in
+	// ten start after their P90 it rises, and falls when fewer do, so that
+	// the coverage holds while the workload drifts. The P50 stays the
+	// median of the scores: chasing the share of late starts there swings
+	// it into the tails of the scores, where a ±25% estimate is lost.
+	level90 float64
 }
 
 // firstEstimate is the first estimate of one attempt: the wait the
-// median simulation gave, uncalibrated, the job's priority, and the P50
-// and P90 waits shown, when they were calibrated.
+// median simulation gave, uncalibrated, the job's priority, and the P90
+// wait shown, when it was calibrated.
 type firstEstimate struct {
-	attempt          int
-	priority         int
-	at               time.Time
-	w50              time.Duration
-	calibrated       bool
-	shown50, shown90 time.Duration
+	attempt    int
+	priority   int
+	at         time.Time
+	w50        time.Duration
+	calibrated bool
+	shown90    time.Duration
 }
 
 // adaptRate is how far one start moves a level (the step size of
@@ -181,7 +182,7 @@ func NewEstimator(rt Runtimes, o Options) *Estimator {
 	}
 	e := &Estimator{rt: rt, o: o.withDefaults(), est: map[gangway.JobID]Estimate{},
 		prev: map[gangway.JobID]gangway.Assignment{}, first: map[gangway.JobID]firstEstimate{}, scores: map[scoreKey]*ring{},
-		level50: 0.5, level90: 0.9}
+		level90: 0.9}
 	e.learn, _ = rt.(Learner)
 	return e
 }
@@ -274,7 +275,6 @@ func (e *Estimator) score(f firstEstimate, actual time.Duration) {
 			}
 			return 0
 		}
-		e.level50 = min(max(e.level50+adaptRate*(hit(actual > f.shown50)-0.5), 0.05), 0.95)
 		e.level90 = min(max(e.level90+adaptRate*(hit(actual > f.shown90)-0.1), 0.5), 0.995)
 	}
 	s := e.ratio(actual, f.w50)
@@ -317,7 +317,8 @@ func (e *Estimator) Forecast(in Input) {
 	c := e.calibration(in.Snapshot.Now)
 	// Once estimates are calibrated, the median simulation is enough: the
 	// calibration spreads its waits into P50 and P90.
-	_, calibrated := c.factor(scoreKey{anyPriority, allBands})
+	f, _ := c.factor(scoreKey{anyPriority, allBands})
+	calibrated := f.ok50
 	raw, calls := forecast(in, e.rt, e.o, e.o.NoCalibration || !calibrated)
 	e.PlaceCalls += calls
 	e.Forecasts++
@@ -331,7 +332,7 @@ func (e *Estimator) Forecast(in Input) {
 		cal, ok := e.calibrate(r, j.Priority, c)
 		if f, seen := e.first[id]; (!seen || f.attempt != j.Attempt) && !e.o.NoCalibration && !r.Bursting {
 			e.first[id] = firstEstimate{attempt: j.Attempt, priority: j.Priority, at: r.At, w50: r.P50.Sub(r.At),
-				calibrated: ok, shown50: cal.P50.Sub(r.At), shown90: cal.P90.Sub(r.At)}
+				calibrated: ok, shown90: cal.P90.Sub(r.At)}
 		}
 		e.est[id] = cal
 	}
@@ -350,10 +351,11 @@ type calibration struct {
 	factors map[scoreKey]groupFactor
 }
 
-// groupFactor is a group's median and 90th percentile of the scores.
+// groupFactor is a group's median and 90th percentile of the scores; ok
+// when it has the P90's, ok50 when the median's too.
 type groupFactor struct {
 	f50, f90 float64
-	ok       bool
+	ok, ok50 bool
 }
 
 // calibration counts each still-waiting job that has already waited longer
@@ -382,11 +384,20 @@ func (c *calibration) factor(k scoreKey) (groupFactor, bool) {
 		return f, f.ok
 	}
 	var f groupFactor
-	if r := c.e.scores[k]; r != nil && len(r.v) >= c.e.o.MinScores {
-		all := make([]float64, 0, len(r.v)+len(c.late[k]))
-		all = append(append(all, r.v...), c.late[k]...)
+	var scores []float64
+	if r := c.e.scores[k]; r != nil {
+		scores = r.v
+	}
+	// The P90 may lean on the jobs known to be late before MinScores have
+	// started (early on, those are what there is); the P50 may not.
+	if len(scores)+len(c.late[k]) >= c.e.o.MinScores {
+		all := make([]float64, 0, len(scores)+len(c.late[k]))
+		all = append(append(all, scores...), c.late[k]...)
 		slices.Sort(all)
-		f = groupFactor{f50: conformal(all, c.e.level50), f90: conformal(all, c.e.level90), ok: true}
+		f = groupFactor{f50: 1, f90: conformal(all, c.e.level90), ok: true}
+		if len(scores) >= c.e.o.MinScores {
+			f.f50, f.ok50 = conformal(all, 0.5), true
+		}
 	}
 	c.factors[k] = f
 	return f, f.ok
@@ -418,6 +429,11 @@ func (e *Estimator) calibrate(r Estimate, priority int, c *calibration) (Estimat
 		}
 	}
 	if !found {
+		// Nothing to calibrate on yet: the P90 is ColdSpread times the
+		// median wait, not the P50 itself.
+		if w90 := time.Duration(float64(w+e.o.Slack)*e.o.ColdSpread) - e.o.Slack; r.P90.Sub(r.At) < w90 {
+			r.P90 = r.At.Add(w90)
+		}
 		return r, false
 	}
 	scale := func(factor float64) time.Duration {

@@ -45,6 +45,10 @@ type Options struct {
 	// compared (default 1m), so that a wait predicted near zero does not
 	// make the ratio blow up.
 	Slack time.Duration
+	// ColdSpread is, until there are scores to calibrate on, how many
+	// times the median wait (plus Slack) the P90 is at least (default 2):
+	// a forecast cannot know the work that will arrive and cut in.
+	ColdSpread float64
 }
 
 func (o Options) withDefaults() Options {
@@ -71,6 +75,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Slack <= 0 {
 		o.Slack = time.Minute
+	}
+	if o.ColdSpread <= 0 {
+		o.ColdSpread = 2
 	}
 	return o
 }
@@ -406,6 +413,7 @@ func (s *simulation) requeued(a gangway.Assignment, t time.Time) gangway.QueueEn
 		if m.Milli > 0 && m.Milli < placement.Whole {
 			e.GPUMilli = m.Milli
 		}
+		e.MIGProfile = m.MIG
 		if model := s.model[m.NodeID]; model != "" {
 			e.GPUModels = []string{model}
 		}
