@@ -14,8 +14,8 @@ import (
 type Waiting struct {
 	// Reason is placement's reason code (placement.Reason):
 	// InsufficientFreeGPUs, Fragmented, Reserved, WaitingForReservation,
-	// QuotaExceeded, WaitingForPreemption, ModelUnavailable, NeverFits or
-	// PlanFull.
+	// QuotaExceeded, WaitingForPreemption, WaitingForDefragmentation,
+	// ModelUnavailable, NeverFits or PlanFull.
 	Reason string `json:"reason"`
 	// Detail says it for people, with the numbers.
 	Detail string `json:"detail,omitempty"`
@@ -28,6 +28,13 @@ type Waiting struct {
 	// the job holds a reservation.
 	ReservationStart time.Time `json:"reservationStart,omitzero"`
 	ReservedNodes    []string  `json:"reservedNodes,omitempty"`
+	// Moving lists the running jobs being moved (checkpointed and
+	// restarted elsewhere) to make room for the job, MoveLostGPUSeconds
+	// what the moves are expected to cost (work since their newest
+	// checkpoints plus restarts); ReservedNodes then names where the job
+	// will run. Set only while the job waits for defragmentation.
+	Moving             []JobID `json:"moving,omitempty"`
+	MoveLostGPUSeconds float64 `json:"moveLostGPUSeconds,omitempty"`
 }
 
 // String is the reason as one line: "<reason>: <detail>".
