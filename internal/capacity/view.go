@@ -65,6 +65,8 @@ type keySet struct {
 	events string
 	// shares holds the GPUs held in shares: "<node>/<index>" → job → milli.
 	shares string
+	// checkpoints holds each running job's newest checkpoint.
+	checkpoints string
 }
 
 func newKeys(prefix string) keySet {
@@ -85,6 +87,8 @@ func newKeys(prefix string) keySet {
 		epoch:     prefix + ":epoch",
 		events:    prefix + ":events",
 		shares:    prefix + ":shares",
+		// checkpoints: job → "<attempt>:<unix ms>" of its newest save.
+		checkpoints: prefix + ":checkpoints",
 	}
 }
 
@@ -125,6 +129,8 @@ var (
 	leaseAcquireLua string
 	//go:embed scripts/lease_release.lua
 	leaseReleaseLua string
+	//go:embed scripts/checkpoint.lua
+	checkpointLua string
 
 	registerScript        = redis.NewScript(registerLua)
 	heartbeatScript       = redis.NewScript(heartbeatLua)
@@ -137,6 +143,7 @@ var (
 	releaseScript         = redis.NewScript(releaseLua)
 	leaseAcquireScript    = redis.NewScript(leaseAcquireLua)
 	leaseReleaseScript    = redis.NewScript(leaseReleaseLua)
+	checkpointScript      = redis.NewScript(checkpointLua)
 )
 
 // gpuField is the P:gpus field for one GPU.

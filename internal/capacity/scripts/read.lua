@@ -2,12 +2,12 @@
 -- instant, together with the server's clock. Node records are sent only when
 -- they changed since the caller's last read (see nodecache.go).
 -- KEYS: nodes, node-state, heartbeat, gpus, queue, allocs, node-revs, rev,
---       epoch, shares
+--       epoch, shares, checkpoints
 -- ARGV: "1" to include the queue; the caller's epoch ("" for none) and the
 --       revision its node records are at
 -- Returns {TIME, epoch, rev, node IDs, their revisions, changed nodes,
--- node-state, heartbeat, gpus, queue, allocs, shares}; changed nodes and
--- every hash are flat HGETALL-style lists.
+-- node-state, heartbeat, gpus, queue, allocs, shares, checkpoints}; changed
+-- nodes and every hash are flat HGETALL-style lists.
 local now = redis.call('TIME')
 local epoch = redis.call('GET', KEYS[9])
 if not epoch then
@@ -58,4 +58,5 @@ return {
   queue,
   redis.call('HGETALL', KEYS[6]),
   redis.call('HGETALL', KEYS[10]),
+  redis.call('HGETALL', KEYS[11]),
 }
