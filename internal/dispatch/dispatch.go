@@ -121,6 +121,11 @@ type Loop struct {
 	// teams caches the team budgets read at teamsAt.
 	teams   map[string]placement.TeamPolicy
 	teamsAt time.Time
+	// defrags are the defragmentations under way, by the job they make
+	// room for; defragLog what those planned in the last hour cost
+	// (defrag.go).
+	defrags   map[gangway.JobID]placement.DefragPlan
+	defragLog []defragSpend
 }
 
 // preemptResignal is how long a victim may take to stop before it is asked
@@ -349,7 +354,7 @@ func (l *Loop) cycle(ctx context.Context, res *CycleResult) (string, error) {
 		ps := placementSnapshot(snap, l.cfg.NodeTTL, l.cfg.OnPremPrices)
 		plan := l.cfg.Placer.Place(ps, snap.Queue, l.placementOptions(ctx, snap.Now, snap.Queue))
 		l.observe(snap, ps, plan)
-		l.preempt(ctx, plan.Preemptions)
+		l.preempt(ctx, append(slices.Clip(plan.Preemptions), l.defragged(snap, plan)...))
 		l.burst(ctx, plan.Bursts)
 		if len(plan.Assignments) == 0 {
 			res.Unplaced = len(plan.Unplaced)
@@ -442,7 +447,7 @@ func (l *Loop) signalPlaced(ctx context.Context, a gangway.Assignment) bool {
 func (l *Loop) setReasons(ctx context.Context, plan placement.Plan) error {
 	reasons := make(map[gangway.JobID]gangway.Waiting, len(plan.Unplaced))
 	for _, u := range plan.Unplaced {
-		reasons[u.JobID] = waiting(u, plan.Reservations)
+		reasons[u.JobID] = waiting(u, plan.Reservations, l.defrags)
 	}
 	if err := l.cap.SetReasons(ctx, reasons); err != nil {
 		return fmt.Errorf("set reasons: %w", err)
@@ -451,11 +456,15 @@ func (l *Loop) setReasons(ctx context.Context, plan placement.Plan) error {
 }
 
 // waiting is u as the view stores it: typed, with the start and nodes of
-// the job's own reservation when it holds one.
-func waiting(u placement.Unplaced, rs []placement.Reservation) gangway.Waiting {
+// the job's own reservation when it holds one, and the moves a
+// defragmentation for it makes.
+func waiting(u placement.Unplaced, rs []placement.Reservation, defrags map[gangway.JobID]placement.DefragPlan) gangway.Waiting {
 	w := gangway.Waiting{Reason: string(u.Reason), Detail: u.Detail, Retry: u.Reason.Retry()}
 	if i := slices.IndexFunc(rs, func(r placement.Reservation) bool { return r.JobID == u.JobID }); i >= 0 {
 		w.ReservationStart, w.ReservedNodes = rs[i].Start, rs[i].Nodes
+	}
+	if p, ok := defrags[u.JobID]; ok && u.Reason == placement.ReasonDefragmenting {
+		w.Moving, w.MoveLostGPUSeconds, w.ReservedNodes = p.Movers(), p.LostGPUSeconds, p.Nodes()
 	}
 	return w
 }
@@ -469,6 +478,8 @@ func (l *Loop) ResignalAt(jobID gangway.JobID) (time.Time, bool) {
 
 // preempt asks each victim to stop (once per preemptResignal); the
 // preemptor is placed in a later cycle, when the victims' GPUs are free.
+// Defragmentation moves come this way too, as preemptions for the job
+// they make room for.
 //
 // Preemption signals go to Temporal, which knows nothing of the lease, so
 // they are fenced here: the loop renews its lease first and sends nothing
