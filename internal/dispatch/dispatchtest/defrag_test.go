@@ -99,7 +99,7 @@ func TestLoopDefragments(t *testing.T) {
 		t.Fatalf("first cycle's signals (-want +got):\n%s", d)
 	}
 	wantWaiting := gangway.Waiting{Reason: string(placement.ReasonDefragmenting), Retry: true,
-		Detail: "1 × 8 GPUs: waiting for defragmentation: moving 1 job (a), about 360 GPU-seconds lost; GPUs on n1 reserved for it",
+		Detail:        "1 × 8 GPUs: waiting for defragmentation: moving 1 job (a), about 360 GPU-seconds lost; GPUs on n1 reserved for it",
 		ReservedNodes: []string{"n1"}, Moving: []gangway.JobID{"a"}, MoveLostGPUSeconds: 360}
 	if d := cmp.Diff(wantWaiting, c.Reasons()["big"]); d != "" {
 		t.Errorf("big's reason (-want +got):\n%s", d)
