@@ -288,10 +288,12 @@ func newWhyCmd(a *app) *cobra.Command {
 		Long: `Print the job's phase and, while it waits, the dispatch loop's last reason
 for not placing it — typed, with numbers: quota, fragmentation, GPU model
 unavailable, reserved GPUs, a reservation of its own with its start time,
-preemption in progress, or never fits — and whether waiting helps. A job
+preemption or defragmentation in progress (the jobs being moved for it and
+what that costs), or never fits — and whether waiting helps. A job
 renting cloud capacity says why it burst: its on-prem ETA against the
 expected cost of the offer. With --output json the reason comes as fields
-under "waiting": reason, detail, retry, reservationStart, reservedNodes.`,
+under "waiting": reason, detail, retry, reservationStart, reservedNodes,
+moving, moveLostGPUSeconds.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.withConns(cmd, output, func(ctx context.Context, c conns) error {
@@ -344,6 +346,7 @@ func printWaiting(w io.Writer, wt gangway.Waiting, now time.Time) {
 		fmt.Fprintf(w, "Reserved: GPUs on %s from %s (in %s)\n", strings.Join(wt.ReservedNodes, ","),
 			wt.ReservationStart.Local().Format(time.DateTime), max(wt.ReservationStart.Sub(now), 0).Round(time.Second))
 	}
+
 	if wt.Reason != "" && !wt.Retry {
 		fmt.Fprintln(w, "It will not fit as the fleet stands: change the job's spec or add capacity.")
 	}

@@ -35,6 +35,14 @@ func TestPrintWhy(t *testing.T) {
 				"Why: WaitingForReservation: 16 GPUs free up when 2 jobs end\n" +
 				"Reserved: GPUs on n1,n2 from 2026-11-30 11:30:00 (in 1h30m0s)\n",
 		},
+		"defragmentation": {
+			output: "text",
+			waiting: &gangway.Waiting{Reason: "WaitingForDefragmentation", Retry: true,
+				Detail:        "1 × 8 GPUs: waiting for defragmentation: moving 2 jobs (a, b), about 30 GPU-seconds lost; GPUs on n1 reserved for it",
+				ReservedNodes: []string{"n1"}, Moving: []gangway.JobID{"a", "b"}, MoveLostGPUSeconds: 30},
+			want: "Job big (team nlp) is Queued, attempt 1.\n" +
+				"Why: WaitingForDefragmentation: 1 × 8 GPUs: waiting for defragmentation: moving 2 jobs (a, b), about 30 GPU-seconds lost; GPUs on n1 reserved for it\n",
+		},
 		"never fits": {
 			output:  "text",
 			waiting: &gangway.Waiting{Reason: "NeverFits", Detail: "needs 16 GPUs on one node; the largest has 8"},
