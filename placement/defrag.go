@@ -165,9 +165,10 @@ const (
 
 // resumeDefrags takes up the defragmentations planned in earlier calls
 // whose job still waits: the GPUs of its destination are reserved for it,
-// each moved job's landing spot for that job while it has not started
-// there (it is still stopping, or queued), and the moved jobs still
-// running are not offered to preemption or other defragmentations.
+// each moved job's landing spot for that job until it runs again (it may
+// be stopping, between its release and its requeue, or queued), and the
+// moved jobs still running are not offered to preemption or other
+// defragmentations.
 func (se *Session) resumeDefrags(queue []gangway.QueueEntry) {
 	se.defrags, se.holders, se.defragSpent = nil, nil, DefragSpent{}
 	if !se.opts.Defrag.Enabled || len(se.opts.Defrag.InFlight) == 0 {
@@ -185,12 +186,21 @@ func (se *Session) resumeDefrags(queue []gangway.QueueEntry) {
 		se.noteDefrag(p)
 		se.reserveFor(p.Job, p.Dest)
 		for _, m := range p.Moves {
-			if se.runningAt(m.JobID, m.Attempt) || queued[m.JobID] {
+			if se.runningAt(m.JobID, m.Attempt) {
 				se.victims[m.JobID] = true
+			}
+			if !se.restarted(m.JobID, m.Attempt) {
 				se.reserveFor(m.JobID, m.To)
 			}
 		}
 	}
+}
+
+// restarted reports whether job runs at an attempt after attempt.
+func (se *Session) restarted(job gangway.JobID, attempt int) bool {
+	return slices.ContainsFunc(se.running[:se.placedFrom], func(a gangway.Assignment) bool {
+		return a.JobID == job && a.Attempt > attempt
+	})
 }
 
 func (se *Session) noteDefrag(p *DefragPlan) {
