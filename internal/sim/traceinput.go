@@ -21,8 +21,13 @@ type TraceInput struct {
 	// Limit keeps the first Limit jobs (in submit order) or tasks (in
 	// file order); 0 keeps all.
 	Limit int
-	// Seed seeds the drawn times.
+	// Seed seeds the drawn times and the mix.
 	Seed uint64
+	// Mix, when set, replays a variant of the pod list (GenerateMix, for
+	// the fleet MixNodes, seeded by Seed) instead of the list itself;
+	// the copies it adds keep their source task's times.
+	Mix      *Mix
+	MixNodes []placement.Node
 }
 
 // TraceJobs are a loaded TraceInput.
@@ -54,6 +59,9 @@ func LoadTraceJobs(in TraceInput) (TraceJobs, error) {
 	if in.Limit < 0 {
 		return TraceJobs{}, &InputError{"limit", fmt.Errorf("want 0 (all) or more, got %d", in.Limit)}
 	}
+	if in.Jobs != "" && in.Mix != nil {
+		return TraceJobs{}, &InputError{"mix", fmt.Errorf("a mix is made of an openb pod list, not a gang-job CSV")}
+	}
 	if in.Jobs != "" {
 		jobs, err := LoadGangJobs(in.Jobs)
 		if err != nil {
@@ -70,6 +78,11 @@ func LoadTraceJobs(in TraceInput) (TraceJobs, error) {
 	}
 	if in.Limit > 0 && in.Limit < len(tasks) {
 		tasks = tasks[:in.Limit]
+	}
+	if in.Mix != nil {
+		if tasks, err = GenerateMix(tasks, in.MixNodes, *in.Mix, nil, in.Seed); err != nil {
+			return TraceJobs{}, &InputError{"mix", err}
+		}
 	}
 	var ref []Task
 	if needsTimes(tasks) {
