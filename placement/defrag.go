@@ -263,9 +263,6 @@ type mover struct {
 	idx  int // in se.running
 	node int
 	cost float64
-	// deficit is how many more whole GPUs its node would need free for
-	// one replica of the waiting job.
-	deficit int
 }
 
 // defrag plans the fewest moves that let fragmented job j fit, the
@@ -273,18 +270,20 @@ type mover struct {
 // session (the moved jobs become victims, the destinations are reserved)
 // before it returns.
 //
-// The search considers the maxDefragCandidates movable jobs on the nodes
-// closest to holding a replica of j (cheapest first among alike), and
-// tries sets of 1, 2, ... maxDefragMoves of them, cheapest first within a
-// size: a set passes a count of the GPUs it would free (enough whole GPUs
-// per node for j's replicas) before it is simulated — the moved jobs gone,
-// j placed as the engine would place it, then each moved job, largest
-// first, placed as the engine would place it on the fleet left. The
-// first set that passes is the plan.
+// The search considers maxDefragCandidates movable jobs: first those on
+// the nodes that their own movable jobs can make room on for a replica of
+// j, fewest needed first, then the others on the nodes j may use (they may
+// make room for a moved job to land), cheapest first. It tries sets of 1,
+// 2, ... maxDefragMoves of them, cheapest first within a size: a set
+// passes a count of what it would free (whole GPUs, CPU and memory per
+// node, enough for j's replicas) before it is simulated — the moved jobs
+// gone, j placed as the engine would place it, then each moved job,
+// largest first, placed as the engine would place it on the fleet left.
+// The first set that passes is the plan.
 func (se *Session) defrag(j *gangway.QueueEntry) (DefragPlan, bool) {
 	d := &se.opts.Defrag
 	v := se.view
-	movesLeft := d.MaxMovesPerHour - d.Spent.Moves - se.defragSpent.Moves
+	movesLeft := min(d.MaxMovesPerHour-d.Spent.Moves-se.defragSpent.Moves, maxDefragMoves)
 	lostLeft := d.MaxLostGPUSecondsPerHour - d.Spent.LostGPUSeconds - se.defragSpent.LostGPUSeconds
 	if movesLeft < 1 || lostLeft < 0 || j.GPUsPerReplica == 0 || j.Share() || !d.Open(v.now) {
 		return DefragPlan{}, false
@@ -292,27 +291,19 @@ func (se *Session) defrag(j *gangway.QueueEntry) (DefragPlan, bool) {
 	defer func(p string) { v.placing = p }(v.placing)
 	v.placing, v.avoidFlaky = j.JobID, avoidsFlaky(j)
 	end := v.jobEnd(j)
-	g := j.GPUsPerReplica
 
-	// Whole GPUs j may use now, on the nodes it may use.
-	base := map[int]int{}
+	// How many replicas of j each node it may use holds now.
+	held := map[int]int{}
 	replicas := 0
 	for i := range v.nodes {
-		if !v.nodes[i].Schedulable || !se.mayUse(j, i) {
-			continue
+		if v.nodes[i].Schedulable && se.mayUse(j, i) {
+			held[i] = se.replicasAfter(j, i, end, nil)
+			replicas += held[i]
 		}
-		n := 0
-		for gi, f := range v.free[i] {
-			if f == Whole && v.usable(i, gi, end) {
-				n++
-			}
-		}
-		base[i] = n
-		replicas += n / g
 	}
-	cands := se.movers(j, base, lostLeft)
-	if len(cands) == 0 {
-		return DefragPlan{}, false
+	cands, room := se.movers(j, held, end, lostLeft)
+	if len(cands) == 0 || (!room && j.Replicas == 1) {
+		return DefragPlan{}, false // no node can be cleared for it
 	}
 
 	type trial struct {
@@ -320,14 +311,14 @@ func (se *Session) defrag(j *gangway.QueueEntry) (DefragPlan, bool) {
 		cost float64
 	}
 	trials := 0
-	for size := 1; size <= min(maxDefragMoves, movesLeft, len(cands)); size++ {
+	for size := 1; size <= min(movesLeft, len(cands)); size++ {
 		var ts []trial
 		forCombinations(len(cands), size, func(set []int) {
 			cost := 0.0
 			for _, c := range set {
 				cost += cands[c].cost
 			}
-			if cost <= lostLeft && se.freesEnough(j, base, replicas, cands, set, end) {
+			if cost <= lostLeft && se.freesEnough(j, held, replicas, cands, set, end) {
 				ts = append(ts, trial{slices.Clone(set), cost})
 			}
 		})
@@ -349,15 +340,17 @@ func (se *Session) defrag(j *gangway.QueueEntry) (DefragPlan, bool) {
 	return DefragPlan{}, false
 }
 
-// movers lists the running jobs that may move for j, best first: started
-// before this call, preemptible, checkpointing, of no higher priority, on
-// one node j may use, with a newest checkpoint (or start) within
-// MaxCheckpointAge, each within the GPU-seconds left.
-func (se *Session) movers(j *gangway.QueueEntry, base map[int]int, lostLeft float64) []mover {
+// movers lists the running jobs that may move for j, best first (see
+// defrag), and whether any node can be made to hold one more replica of j
+// by moving its own. Movable are jobs started before
+// this call that are preemptible, checkpoint, have no higher priority and
+// run on one node j may use (held lists them), with a newest checkpoint
+// (or start) within MaxCheckpointAge, each within the GPU-seconds left.
+func (se *Session) movers(j *gangway.QueueEntry, held map[int]int, end time.Time, lostLeft float64) ([]mover, bool) {
 	d := &se.opts.Defrag
 	maxAge := cmp.Or(d.MaxCheckpointAge, DefaultMaxCheckpointAge)
 	now := se.view.now
-	var out []mover
+	var all []mover
 	for k := range se.running[:se.placedFrom] {
 		r := &se.running[k]
 		if se.victims[r.JobID] || !r.Preemptible || !r.Checkpointable || r.Priority > j.Priority ||
@@ -365,21 +358,99 @@ func (se *Session) movers(j *gangway.QueueEntry, base map[int]int, lostLeft floa
 			continue
 		}
 		i := se.nodeIndex(r.Members[0].NodeID)
-		free, ok := base[i]
-		if !ok || now.Sub(lastSaved(r)) > maxAge {
+		if _, ok := held[i]; !ok || now.Sub(lastSaved(r)) > maxAge {
 			continue
 		}
-		cost := moveCost(r, now, d.RestartOverhead)
-		if cost > lostLeft {
-			continue
+		if cost := moveCost(r, now, d.RestartOverhead); cost <= lostLeft {
+			all = append(all, mover{idx: k, node: i, cost: cost})
 		}
-		out = append(out, mover{idx: k, node: i, cost: cost, deficit: max(j.GPUsPerReplica-free, 0)})
 	}
-	slices.SortStableFunc(out, func(a, b mover) int {
-		return cmp.Or(cmp.Compare(a.deficit, b.deficit), cmp.Compare(a.cost, b.cost),
-			strings.Compare(se.running[a.idx].JobID, se.running[b.idx].JobID))
+	byID := func(a, b mover) int { return strings.Compare(se.running[a.idx].JobID, se.running[b.idx].JobID) }
+	slices.SortStableFunc(all, func(a, b mover) int { return cmp.Or(cmp.Compare(a.cost, b.cost), byID(a, b)) })
+
+	// The nodes that can be made to hold one more replica by moving
+	// their movable jobs — all of them: removing more never holds fewer,
+	// so a node this does not help cannot take a replica of j for any set
+	// — with how many it takes, most GPUs first (at most all).
+	type clearable struct {
+		node, need int
+		cost       float64
+	}
+	byNode := map[int][]mover{}
+	for _, m := range all {
+		byNode[m.node] = append(byNode[m.node], m)
+	}
+	var nodes []clearable
+	for i, ms := range byNode {
+		ms = slices.Clone(ms)
+		slices.SortStableFunc(ms, func(a, b mover) int {
+			return cmp.Compare(gpuMilli(&se.running[b.idx]), gpuMilli(&se.running[a.idx]))
+		})
+		rs := make([]*gangway.Assignment, len(ms))
+		for k, m := range ms {
+			rs[k] = &se.running[m.idx]
+		}
+		if se.replicasAfter(j, i, end, rs) <= held[i] {
+			continue
+		}
+		c := clearable{node: i, need: len(ms)}
+		for k := range rs {
+			c.cost += ms[k].cost
+			if se.replicasAfter(j, i, end, rs[:k+1]) > held[i] {
+				c.need = k + 1
+				break
+			}
+		}
+		nodes = append(nodes, c)
+	}
+	slices.SortFunc(nodes, func(a, b clearable) int {
+		return cmp.Or(cmp.Compare(a.need, b.need), cmp.Compare(a.cost, b.cost), strings.Compare(se.view.nodes[a.node].ID, se.view.nodes[b.node].ID))
 	})
-	return out[:min(len(out), maxDefragCandidates)]
+	out := make([]mover, 0, maxDefragCandidates)
+	taken := map[int]bool{}
+	for _, n := range nodes {
+		for _, m := range byNode[n.node] {
+			if len(out) < maxDefragCandidates && !taken[m.idx] {
+				out, taken[m.idx] = append(out, m), true
+			}
+		}
+	}
+	for _, m := range all {
+		if len(out) < maxDefragCandidates && !taken[m.idx] {
+			out, taken[m.idx] = append(out, m), true
+		}
+	}
+	return out, len(nodes) > 0
+}
+
+// gpuMilli is the milli-GPU a running job holds.
+func gpuMilli(r *gangway.Assignment) int { return r.GPUCount() * milliOf(r) }
+
+// replicasAfter is how many replicas of j node i holds — by whole GPUs it
+// may use, CPU and memory — once the running jobs rs, all on node i, are
+// gone.
+func (se *Session) replicasAfter(j *gangway.QueueEntry, i int, end time.Time, rs []*gangway.Assignment) int {
+	v := se.view
+	cpu, mem := v.cpu[i], v.mem[i]
+	for _, r := range rs {
+		cpu += r.CPUMilli
+		mem += r.MemMiB
+	}
+	whole := 0
+	for g, f := range v.free[i] {
+		if !v.nodes[i].GPUs[g].Healthy || !v.usable(i, g, end) {
+			continue
+		}
+		for _, r := range rs {
+			if slices.Contains(r.Members[0].GPUs, g) {
+				f += milliOf(r)
+			}
+		}
+		if f >= Whole {
+			whole++
+		}
+	}
+	return min(whole/j.GPUsPerReplica, perResource(cpu, j.CPUMilli), perResource(mem, j.MemMiB))
 }
 
 // lastSaved is when r last saved its work: its newest checkpoint, or its
@@ -399,29 +470,27 @@ func moveCost(r *gangway.Assignment, now time.Time, overhead time.Duration) floa
 }
 
 // freesEnough counts what moving set would free: whether the nodes j may
-// use would then hold j's replicas by whole GPUs (CPU, memory and
-// topology are left to the simulation).
-func (se *Session) freesEnough(j *gangway.QueueEntry, base map[int]int, replicas int, cands []mover, set []int, end time.Time) bool {
-	v := se.view
-	type gpuKey struct{ node, gpu int }
-	freed := map[gpuKey]int{} // milli the set frees per GPU
-	for _, c := range set {
-		r := &se.running[cands[c].idx]
-		for _, g := range r.Members[0].GPUs {
-			freed[gpuKey{cands[c].node, g}] += milliOf(r)
+// use would then hold j's replicas (replicasAfter; topology and the rest
+// are left to the simulation).
+func (se *Session) freesEnough(j *gangway.QueueEntry, held map[int]int, replicas int, cands []mover, set []int, end time.Time) bool {
+	var buf [maxDefragMoves]*gangway.Assignment
+	done := 0 // the set's movers are grouped by node, one node at a time
+	for done < len(set) {
+		node := cands[set[done]].node
+		rs := buf[:0]
+		for _, c := range set {
+			if cands[c].node == node {
+				rs = append(rs, &se.running[cands[c].idx])
+			}
 		}
-	}
-	extra := map[int]int{} // whole GPUs freed per node
-	for k, milli := range freed {
-		i, g := k.node, k.gpu
-		if g < len(v.free[i]) && v.nodes[i].GPUs[g].Healthy && v.free[i][g] < Whole && v.free[i][g]+milli >= Whole &&
-			v.usable(i, g, end) {
-			extra[i]++
+		seen := false
+		for _, c := range set[:done] {
+			seen = seen || cands[c].node == node
 		}
-	}
-	per := j.GPUsPerReplica
-	for i, e := range extra {
-		replicas += (base[i]+e)/per - base[i]/per
+		if !seen {
+			replicas += se.replicasAfter(j, node, end, rs) - held[node]
+		}
+		done++
 	}
 	return replicas >= j.Replicas
 }

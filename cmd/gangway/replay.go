@@ -152,6 +152,7 @@ type replayTraceFlags struct {
 	csvDir, plot, output          string
 	parallel                      int
 	mix                           string
+	gangHeavy                     int
 	defrag                        bool
 	defragMoves                   int
 	defragLost                    float64
@@ -215,12 +216,15 @@ more GPUs, GPU allocation, the moves and the GPU-seconds they cost (work since
 the last checkpoint, and restarts). --mix replays a variant of the pod list
 made as 'gangway replay sweep' makes its points (e.g. multi=0.4: multi-GPU
 tasks carry 40% of the GPU demand; a copy arrives when the task it replaces
-did).`,
+did); --gang-heavy N replays N jobs of a synthetic gang-heavy mix on --nodes
+instead (small preemptible jobs; 8-GPU jobs and gangs of 2 and 4 x 8 GPUs
+carrying most of the GPU demand; arrivals that offer the fleet its capacity,
+raised by --speedup; see docs/benchmarks.md).`,
 		Example: `  gangway replay trace --limit 2000
   gangway replay trace --speedup 10000 --plot trace.png --csv out/
   gangway replay trace --tasks ../shared/traces/openb/openb_pod_list_multigpu20.csv
   gangway replay trace --jobs cluster.csv --nodes 100x8 --preempt --reservations 4 --output json
-  gangway replay trace --mix multi=0.4 --speedup 2000 --policies gangway --defrag`,
+  gangway replay trace --gang-heavy 2000 --nodes 64x8 --speedup 1.1 --defrag`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runReplayTrace(cmd, f)
@@ -246,6 +250,7 @@ did).`,
 	fl.StringVarP(&f.output, "output", "o", f.output, "report format: text or json (one object per policy per line)")
 	fl.IntVar(&f.parallel, "parallel", 0, "policies replayed at once (0: GOMAXPROCS)")
 	fl.StringVar(&f.mix, "mix", "", `replay a variant of the pod list: knob=value[,...] as 'replay sweep' (share, multi, spec, cpu), e.g. "multi=0.4"`)
+	fl.IntVar(&f.gangHeavy, "gang-heavy", 0, "replay this many jobs of the synthetic gang-heavy mix (docs/benchmarks.md) instead of a trace file")
 	fl.BoolVar(&f.defrag, "defrag", false, "replay each policy also with planned defragmentation, and compare")
 	fl.IntVar(&f.defragMoves, "defrag-moves", f.defragMoves, "with --defrag: moves allowed an hour")
 	fl.Float64Var(&f.defragLost, "defrag-lost", f.defragLost, "with --defrag: GPU-seconds the moves may lose an hour")
@@ -283,7 +288,7 @@ func runReplayTrace(cmd *cobra.Command, f replayTraceFlags) error {
 	}
 	in, err := sim.LoadTraceJobs(sim.TraceInput{Jobs: f.jobs, Tasks: sim.FlagTracePath(f.tasks, !cmd.Flags().Changed("tasks")),
 		TimesFrom: sim.FlagTracePath(f.timesFrom, !cmd.Flags().Changed("times-from")), Limit: f.limit, Seed: f.seed,
-		Mix: mix, MixNodes: nodes})
+		Mix: mix, Nodes: nodes, GangHeavy: f.gangHeavy})
 	if err != nil {
 		return flagErrors(err)
 	}
