@@ -15,8 +15,8 @@ import (
 type Waiting struct {
 	// Reason is placement's reason code (placement.Reason):
 	// InsufficientFreeGPUs, Fragmented, Reserved, WaitingForReservation,
-	// QuotaExceeded, WaitingForPreemption, ModelUnavailable, NeverFits or
-	// PlanFull.
+	// QuotaExceeded, WaitingForPreemption, WaitingForDefragmentation,
+	// ModelUnavailable, NeverFits or PlanFull.
 	Reason string `json:"reason"`
 	// Detail says it for people, with the numbers.
 	Detail string `json:"detail,omitempty"`
@@ -39,6 +39,13 @@ type Waiting struct {
 	// Cloud is the cheapest cloud capacity the job could start on now,
 	// priced to completion; nil when no cloud offer fits it.
 	Cloud *CloudOption `json:"cloud,omitempty"`
+	// Moving lists the running jobs being moved (checkpointed and
+	// restarted elsewhere) to make room for the job, MoveLostGPUSeconds
+	// what the moves are expected to cost (work since their newest
+	// checkpoints plus restarts); ReservedNodes then names where the job
+	// will run. Set only while the job waits for defragmentation.
+	Moving             []JobID `json:"moving,omitempty"`
+	MoveLostGPUSeconds float64 `json:"moveLostGPUSeconds,omitempty"`
 }
 
 // ETA is when a waiting job is expected to start: a forward simulation

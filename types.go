@@ -108,10 +108,15 @@ type Assignment struct {
 	MaxRuntime  time.Duration `json:"maxRuntime,omitempty"`
 	Runtime     time.Duration `json:"runtime,omitempty"` // expected
 	Preemptible bool          `json:"preemptible,omitempty"`
-	CPUMilli    int64         `json:"cpuMilli,omitempty"` // per member
-	MemMiB      int64         `json:"memMiB,omitempty"`   // per member
+	// Checkpointable: the job saves checkpoints and resumes from them,
+	// so moving it loses only the work since its newest one
+	// (placement's defragmentation moves only such jobs).
+	Checkpointable bool  `json:"checkpointable,omitempty"`
+	CPUMilli       int64 `json:"cpuMilli,omitempty"` // per member
+	MemMiB         int64 `json:"memMiB,omitempty"`   // per member
 	// LastCheckpoint bounds the work lost if the job is preempted now
-	// (zero: everything since At).
+	// (zero: everything since At). The agents record each checkpoint
+	// they save in the view, which fills it in (capacity.View.Snapshot).
 	LastCheckpoint time.Time `json:"lastCheckpoint,omitzero"`
 }
 

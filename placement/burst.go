@@ -172,13 +172,13 @@ func (se *Session) choose(j *gangway.QueueEntry, o gangway.Offer, team TeamPolic
 // starts, or until enough of the running jobs that hold GPUs it may use
 // have ended (at their expected end: start plus estimated runtime, or max
 // runtime when none was given) to free its GPUs and the ahead GPUs the
-// blocked jobs before it in the queue wait for. A job being preempted for
-// is about to start.
+// blocked jobs before it in the queue wait for. A job being preempted or
+// defragmented for is about to start.
 func (se *Session) onPremETA(j *gangway.QueueEntry, u Unplaced, rs []Reservation, ahead int) time.Duration {
 	switch {
 	case !u.Reason.Retry():
 		return never
-	case u.Reason == ReasonPreempting:
+	case u.Reason == ReasonPreempting || u.Reason == ReasonDefragmenting:
 		return 0
 	}
 	now := se.view.now

@@ -6,7 +6,8 @@
 // NVLink domains and shares in use, and the running allocations, each the
 // gangway.Assignment it was committed as) and the pending queue (the
 // gangway.QueueEntry values dispatch reads, unconverted), and returns which
-// jobs start where, which running jobs to preempt for whom, which blocked
+// jobs start where, which running jobs to preempt for whom, which running
+// jobs to move so that a fragmented job fits (defrag.go), which blocked
 // jobs hold reservations, and for every job left waiting a typed reason
 // with numbers a person can act on. Each assignment it returns is complete
 // (team, priority, runtimes, preemptibility, CPU and memory per member): it

@@ -41,6 +41,10 @@ type Options struct {
 	// MinRuntime protects jobs that started less than this ago from
 	// preemption.
 	MinRuntime time.Duration
+	// Defrag moves cheap running jobs elsewhere when a job waits only
+	// because the free GPUs are scattered (defrag.go); the zero value is
+	// off.
+	Defrag Defrag
 	// Offers is the cloud capacity jobs that may burst can rent now;
 	// BurstAfter is how long the on-prem wait must be before renting pays
 	// off; Teams caps what each team may pay; RestartOverhead is the boot
@@ -132,6 +136,13 @@ type Session struct {
 	// ends is running by end (endOrder), up to running[:endsFor].
 	ends    []ending
 	endsFor int
+	// defrags are this Place call's defragmentations under way, by the
+	// job they make room for; holders are the jobs GPUs are reserved for
+	// by one (the job and the jobs moved); defragSpent is what this call
+	// planned (defrag.go).
+	defrags     map[gangway.JobID]*DefragPlan
+	holders     map[gangway.JobID]bool
+	defragSpent DefragSpent
 }
 
 // NewSession starts a session on a snapshot.
@@ -184,6 +195,7 @@ func (se *Session) Place(queue []gangway.QueueEntry) Plan {
 	se.placedFrom = len(se.running)
 	se.endsFor = 0 // running may have changed between calls
 	defer se.releaseHeld()
+	se.resumeDefrags(queue)
 	jobs := make([]*gangway.QueueEntry, len(queue))
 	for i := range queue {
 		jobs[i] = &queue[i]
@@ -193,7 +205,7 @@ func (se *Session) Place(queue []gangway.QueueEntry) Plan {
 	}
 	ord := newOrderer(jobs, se)
 	var plan Plan
-	var blockedJobs, blockedGPUs, blockedPrio, searches int
+	var blockedJobs, blockedGPUs, blockedPrio, searches, defragSearches int
 	for {
 		j, ok := ord.next()
 		if !ok {
@@ -204,9 +216,12 @@ func (se *Session) Place(queue []gangway.QueueEntry) Plan {
 				Detail: planFullDetail(se.opts.MaxAssignments)})
 			continue
 		}
+		// A job GPUs are reserved for does not share alike jobs' fate:
+		// it may use them.
+		holder := se.holders[j.JobID]
 		key := shapeOf(j)
 		f, seen := se.failed[key]
-		if seen && f.epoch == se.epoch {
+		if seen && f.epoch == se.epoch && !holder {
 			u := f.u
 			u.JobID = j.JobID
 			plan.Unplaced = append(plan.Unplaced, u)
@@ -222,9 +237,22 @@ func (se *Session) Place(queue []gangway.QueueEntry) Plan {
 			ord.charge(j.Team, jobUsage(j))
 			continue
 		}
+		if u, ok := se.stillDefragmenting(j); ok {
+			plan.Unplaced = append(plan.Unplaced, u)
+			continue
+		}
+		se.view.placing = j.JobID
 		u := se.explain(j)
 		ahead := blockedGPUs // GPUs the blocked jobs ahead of j wait for
-		if u.Reason.Retry() && u.Reason != ReasonQuota && se.opts.Preempt && searches < maxPreemptionSearches {
+		if u.Reason == ReasonFragmented && se.opts.Defrag.Enabled && defragSearches < maxDefragSearches {
+			defragSearches++
+			if p, ok := se.defrag(j); ok {
+				se.epoch++
+				plan.Defrags = append(plan.Defrags, p)
+				u.Reason, u.Detail = ReasonDefragmenting, defragDetail(j, &p)
+			}
+		}
+		if u.Reason.Retry() && u.Reason != ReasonQuota && u.Reason != ReasonDefragmenting && se.opts.Preempt && searches < maxPreemptionSearches {
 			searches++
 			if p, ok := se.preempt(j); ok {
 				se.epoch++
@@ -232,7 +260,8 @@ func (se *Session) Place(queue []gangway.QueueEntry) Plan {
 				u.Reason, u.Detail = ReasonPreempting, preemptDetail(p)
 			}
 		}
-		if u.Reason.Retry() && u.Reason != ReasonPreempting && u.Reason != ReasonQuota && len(plan.Reservations) < se.opts.Reservations {
+		if u.Reason.Retry() && u.Reason != ReasonPreempting && u.Reason != ReasonDefragmenting && u.Reason != ReasonQuota &&
+			len(plan.Reservations) < se.opts.Reservations {
 			if r, why, ok := se.reserve(j); ok {
 				se.epoch++
 				plan.Reservations = append(plan.Reservations, r)
@@ -242,7 +271,7 @@ func (se *Session) Place(queue []gangway.QueueEntry) Plan {
 		if blockedJobs > 0 && blockedPrio > j.Priority && u.Reason == ReasonInsufficientGPUs {
 			u.Detail += fmt.Sprintf("; behind %d higher-priority jobs needing %d GPUs", blockedJobs, blockedGPUs)
 		}
-		if u.Reason != ReasonPreempting && u.Reason != ReasonReservation {
+		if u.Reason != ReasonPreempting && u.Reason != ReasonReservation && u.Reason != ReasonDefragmenting && !holder {
 			se.failed[key] = failure{epoch: se.epoch, u: u}
 		}
 		if u.Reason.Retry() {
@@ -351,6 +380,7 @@ func (se *Session) changed(i int) {
 func (se *Session) placeJob(j *gangway.QueueEntry) (gangway.Assignment, bool) {
 	v := se.view
 	v.avoidFlaky = avoidsFlaky(j)
+	v.placing = j.JobID
 	var members []gangway.Member
 	ok := false
 	switch {
@@ -369,7 +399,7 @@ func (se *Session) placeJob(j *gangway.QueueEntry) (gangway.Assignment, bool) {
 	// session) read it back as a running allocation.
 	return gangway.Assignment{JobID: j.JobID, Attempt: j.Attempt, Members: members, At: v.now,
 		Team: j.Team, Project: j.Project, Priority: j.Priority, MaxRuntime: j.MaxRuntime, Runtime: j.Runtime,
-		Preemptible: j.Preemptible, CPUMilli: j.CPUMilli, MemMiB: j.MemMiB}, true
+		Preemptible: j.Preemptible, Checkpointable: j.Checkpointable, CPUMilli: j.CPUMilli, MemMiB: j.MemMiB}, true
 }
 
 // placeIn places all replicas of j on nodes (and GPUs) allowed by g, one

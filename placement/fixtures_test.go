@@ -118,6 +118,8 @@ func (b *runBuilder) on(nodeID string, gpus ...int) *runBuilder {
 func (b *runBuilder) team(t string) *runBuilder           { b.r.Team = t; return b }
 func (b *runBuilder) prio(p int) *runBuilder              { b.r.Priority = p; return b }
 func (b *runBuilder) preemptible() *runBuilder            { b.r.Preemptible = true; return b }
+func (b *runBuilder) checkpointable() *runBuilder         { b.r.Checkpointable = true; return b }
+func (b *runBuilder) attempt(n int) *runBuilder           { b.r.Attempt = n; return b }
 func (b *runBuilder) started(t time.Time) *runBuilder     { b.r.At = t; return b }
 func (b *runBuilder) checkpoint(t time.Time) *runBuilder  { b.r.LastCheckpoint = t; return b }
 func (b *runBuilder) runtime(d time.Duration) *runBuilder { b.r.MaxRuntime = d; return b }
@@ -245,6 +247,7 @@ func (b *jobBuilder) cpu(milli int64) *jobBuilder         { b.j.CPUMilli = milli
 func (b *jobBuilder) mem(mib int64) *jobBuilder           { b.j.MemMiB = mib; return b }
 func (b *jobBuilder) attempt(n int) *jobBuilder           { b.j.Attempt = n; return b }
 func (b *jobBuilder) preemptible() *jobBuilder            { b.j.Preemptible = true; return b }
+func (b *jobBuilder) checkpointable() *jobBuilder         { b.j.Checkpointable = true; return b }
 func (b *jobBuilder) runtime(d time.Duration) *jobBuilder { b.j.MaxRuntime = d; return b }
 func (b *jobBuilder) submitted(t time.Time) *jobBuilder   { b.j.SubmittedAt = t; return b }
 
@@ -264,6 +267,7 @@ func queue(jobs ...*jobBuilder) []gangway.QueueEntry {
 // from the job's queue entry, as Place fills it.
 func withEntry(a gangway.Assignment, e *gangway.QueueEntry) gangway.Assignment {
 	a.Team, a.Priority, a.MaxRuntime, a.Runtime, a.Preemptible = e.Team, e.Priority, e.MaxRuntime, e.Runtime, e.Preemptible
+	a.Checkpointable = e.Checkpointable
 	a.CPUMilli, a.MemMiB = e.CPUMilli, e.MemMiB
 	return a
 }

@@ -8,12 +8,17 @@ import (
 )
 
 // Plan is Place's answer: jobs to start, running jobs to preempt for them,
-// reservations for blocked jobs, and why each other job waits.
+// running jobs to move so that fragmented jobs fit, reservations for
+// blocked jobs, and why each other job waits.
 type Plan struct {
 	Assignments  []gangway.Assignment
 	Preemptions  []Preemption
 	Reservations []Reservation
-	Unplaced     []Unplaced
+	// Defrags are the defragmentations this call planned (defrag.go);
+	// those planned earlier and still under way show as their jobs'
+	// ReasonDefragmenting.
+	Defrags  []DefragPlan `json:",omitempty"`
+	Unplaced []Unplaced
 	// Bursts are waiting jobs to run on rented cloud capacity instead.
 	Bursts []Burst `json:",omitempty"`
 }
@@ -63,6 +68,9 @@ const (
 	ReasonQuota Reason = "QuotaExceeded"
 	// ReasonPreempting: running jobs are being preempted for this job.
 	ReasonPreempting Reason = "WaitingForPreemption"
+	// ReasonDefragmenting: running jobs are being moved elsewhere so that
+	// this fragmented job fits; the GPUs it will take are reserved for it.
+	ReasonDefragmenting Reason = "WaitingForDefragmentation"
 	// ReasonModelUnavailable: no node has an allowed GPU model in an
 	// allowed pool.
 	ReasonModelUnavailable Reason = "ModelUnavailable"
@@ -75,7 +83,7 @@ const (
 // Reasons lists every Reason*, for metrics that create their series up
 // front.
 var Reasons = []Reason{ReasonInsufficientGPUs, ReasonFragmented, ReasonReserved, ReasonReservation, ReasonQuota,
-	ReasonPreempting, ReasonModelUnavailable, ReasonNeverFits, ReasonPlanFull}
+	ReasonPreempting, ReasonDefragmenting, ReasonModelUnavailable, ReasonNeverFits, ReasonPlanFull}
 
 // Retry reports whether the job may fit later without the fleet changing.
 func (r Reason) Retry() bool { return r != ReasonNeverFits && r != ReasonModelUnavailable }

@@ -204,7 +204,7 @@ func checkPlan(t tb, snap placement.Snapshot, q []gangway.QueueEntry, opts place
 
 var allReasons = []placement.Reason{
 	placement.ReasonInsufficientGPUs, placement.ReasonFragmented, placement.ReasonReserved,
-	placement.ReasonReservation, placement.ReasonQuota, placement.ReasonPreempting,
+	placement.ReasonReservation, placement.ReasonQuota, placement.ReasonPreempting, placement.ReasonDefragmenting,
 	placement.ReasonModelUnavailable, placement.ReasonNeverFits, placement.ReasonPlanFull,
 }
 

@@ -119,6 +119,7 @@ func TestReasonRetry(t *testing.T) {
 		placement.ReasonReservation:      true,
 		placement.ReasonQuota:            true,
 		placement.ReasonPreempting:       true,
+		placement.ReasonDefragmenting:    true,
 		placement.ReasonPlanFull:         true,
 		placement.ReasonModelUnavailable: false,
 		placement.ReasonNeverFits:        false,

@@ -24,6 +24,9 @@ type View struct {
 	whole []int   // per node: GPUs with all Whole milli free
 	// avoidFlaky: the job being placed stays off flaky GPUs (flaky.go).
 	avoidFlaky bool
+	// placing is the job being placed or explained: it may use GPUs
+	// reserved for itself (a defragmentation's destination).
+	placing string
 	// oneDomain is, per node, whether all its GPUs name the same NVLink
 	// domain (one per node, or rack-scale): pickWhole's common case.
 	oneDomain []bool
@@ -293,10 +296,13 @@ func (v *View) give(c Candidate, cpu, mem int64) {
 	}
 }
 
-// usable reports whether GPU g of node i may go to a job ending at end.
+// usable reports whether GPU g of node i may go to the job being placed
+// (placing), ending at end: it is not reserved, reserved for that job, or
+// the job ends before the reservation starts.
 func (v *View) usable(i, g int, end time.Time) bool {
 	s := v.resStart[i]
-	return v.flakyOK(i, g) && (s == nil || s[g].IsZero() || (!end.IsZero() && !end.After(s[g])))
+	return v.flakyOK(i, g) && (s == nil || s[g].IsZero() || (!end.IsZero() && !end.After(s[g])) ||
+		(v.placing != "" && v.resJob[i][g] == v.placing))
 }
 
 func (v *View) reserve(i, g int, start time.Time, job string) {

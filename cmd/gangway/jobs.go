@@ -277,16 +277,17 @@ func newWhyCmd(a *app) *cobra.Command {
 		Long: `Print the job's phase and, while it waits, the dispatch loop's last reason
 for not placing it — typed, with numbers: quota, fragmentation, GPU model
 unavailable, reserved GPUs, a reservation of its own with its start time,
-preemption in progress, or never fits — and whether waiting helps; when it
+preemption or defragmentation in progress (the jobs being moved for it and
+what that costs), or never fits — and whether waiting helps; when it
 should start (P50 and P90, from a forward simulation of the fleet through
 the placement engine, calibrated against how earlier estimates did), the
 jobs whose end frees what it needs, and its cheapest cloud option, priced
 to completion. A job renting cloud capacity says why it burst: its on-prem
 ETA against the expected cost of the offer. With --output json the reason
 comes as fields under "waiting": reason, detail, retry, reservationStart,
-reservedNodes, eta {p50, p90, at, beyond, cloud}, waitsFor and cloud
-{pool, capacityType, instanceType, instances, pricePerGPUHour,
-expectedCost, expectedDuration, bursting, burstEnabled}.`,
+reservedNodes, moving, moveLostGPUSeconds, eta {p50, p90, at, beyond,
+cloud}, waitsFor and cloud {pool, capacityType, instanceType, instances,
+pricePerGPUHour, expectedCost, expectedDuration, bursting, burstEnabled}.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.withClient(cmd, output, func(ctx context.Context, cl *client.Client) error {

@@ -150,13 +150,20 @@ type replayTraceFlags struct {
 	limitFactor, fleetShare       float64
 	csvDir, plot, output          string
 	parallel                      int
+	mix                           string
+	gangHeavy                     int
+	defrag                        bool
+	defragMoves                   int
+	defragLost                    float64
+	defragRestart                 time.Duration
 }
 
 func newReplayTraceCmd() *cobra.Command {
 	// The engine's options default to the server's (gangway dev and the
 	// default config): 4 reservations, preemption after 10 minutes.
 	f := replayTraceFlags{policies: sim.TracePolicies, seed: 42, preempt: true, reservations: 4, minRuntime: 10 * time.Minute,
-		checkpoint: sim.DefaultCheckpointEvery, speedup: 1, output: "text"}
+		checkpoint: sim.DefaultCheckpointEvery, speedup: 1, output: "text", defragMoves: 12, defragLost: 7200,
+		defragRestart: 30 * time.Second}
 	cmd := &cobra.Command{
 		Use:   "trace",
 		Short: "Dynamic replay with departures: GPU allocation, queue waits, fragmentation and preemptions per policy",
@@ -198,11 +205,25 @@ window, queue wait mean/p50/p95/p99 (all attempts of every placed job),
 fragmented share of free GPU capacity over time (FGD's measure, against the
 trace's typical workload), preemptions, jobs never placed, makespan, Place
 calls and the longest queue one saw; ratios to the best baseline (every
-policy but gangway) measured in the same run.`,
+policy but gangway) measured in the same run.
+
+--defrag replays every policy twice in the same command, without and with
+planned defragmentation (server.placement.defrag: the fewest moves of
+preemptible, checkpointing jobs whose newest checkpoint is recent, so that a
+fragmented job fits), and adds a table: mean and p99 wait of the jobs of 8 or
+more GPUs, GPU allocation, the moves and the GPU-seconds they cost (work since
+the last checkpoint, and restarts). --mix replays a variant of the pod list
+made as 'gangway replay sweep' makes its points (e.g. multi=0.4: multi-GPU
+tasks carry 40% of the GPU demand; a copy arrives when the task it replaces
+did); --gang-heavy N replays N jobs of a synthetic gang-heavy mix on --nodes
+instead (small preemptible jobs; 8-GPU jobs and gangs of 2 and 4 x 8 GPUs
+carrying most of the GPU demand; arrivals that offer the fleet its capacity,
+raised by --speedup; see docs/benchmarks.md).`,
 		Example: `  gangway replay trace --limit 2000
   gangway replay trace --speedup 10000 --plot trace.png --csv out/
   gangway replay trace --tasks ../shared/traces/openb/openb_pod_list_multigpu20.csv
-  gangway replay trace --jobs cluster.csv --nodes 100x8 --preempt --reservations 4 --output json`,
+  gangway replay trace --jobs cluster.csv --nodes 100x8 --preempt --reservations 4 --output json
+  gangway replay trace --gang-heavy 2000 --nodes 64x8 --speedup 1.1 --defrag`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runReplayTrace(cmd, f)
@@ -230,6 +251,12 @@ policy but gangway) measured in the same run.`,
 	fl.StringVar(&f.plot, "plot", "", "draw GPU allocation over time and the wait CDF per policy to this file (.png, .svg, .pdf)")
 	fl.StringVarP(&f.output, "output", "o", f.output, "report format: text or json (one object per policy per line)")
 	fl.IntVar(&f.parallel, "parallel", 0, "policies replayed at once (0: GOMAXPROCS)")
+	fl.StringVar(&f.mix, "mix", "", `replay a variant of the pod list: knob=value[,...] as 'replay sweep' (share, multi, spec, cpu), e.g. "multi=0.4"`)
+	fl.IntVar(&f.gangHeavy, "gang-heavy", 0, "replay this many jobs of the synthetic gang-heavy mix (docs/benchmarks.md) instead of a trace file")
+	fl.BoolVar(&f.defrag, "defrag", false, "replay each policy also with planned defragmentation, and compare")
+	fl.IntVar(&f.defragMoves, "defrag-moves", f.defragMoves, "with --defrag: moves allowed an hour")
+	fl.Float64Var(&f.defragLost, "defrag-lost", f.defragLost, "with --defrag: GPU-seconds the moves may lose an hour")
+	fl.DurationVar(&f.defragRestart, "defrag-restart", f.defragRestart, "with --defrag: what a restart costs a moved job (per GPU)")
 	return cmd
 }
 
@@ -245,12 +272,22 @@ func runReplayTrace(cmd *cobra.Command, f replayTraceFlags) error {
 	}
 	cfg := sim.TraceConfig{Policies: f.policies, NewScorer: baselines.ScorerByName, Seed: f.seed,
 		Options:         placement.Options{Reservations: f.reservations, Preempt: f.preempt, MinRuntime: f.minRuntime, SampleNodes: f.sampleNodes},
-		CheckpointEvery: f.checkpoint, ExactRuntimes: f.exactRuntimes, Speedup: f.speedup, Parallel: f.parallel}
+		CheckpointEvery: f.checkpoint, ExactRuntimes: f.exactRuntimes, Speedup: f.speedup, Parallel: f.parallel,
+		Defrag: placement.Defrag{Enabled: f.defrag, MaxMovesPerHour: f.defragMoves, MaxLostGPUSecondsPerHour: f.defragLost,
+			RestartOverhead: f.defragRestart}}
 	if f.eta {
 		cfg.ETA = &sim.ETAConfig{MaxFactor: f.limitFactor}
 		if !cmd.Flags().Changed("speedup") {
 			cfg.Speedup = sim.ETASpeedup
 		}
+	}
+	var mix *sim.Mix
+	if f.mix != "" {
+		m, err := sim.ParseMix(f.mix)
+		if err != nil {
+			return fmt.Errorf("--mix: %w", err)
+		}
+		mix = &m
 	}
 	if err := cfg.Validate(); err != nil {
 		return sim.FlagErrors(err)
@@ -262,7 +299,8 @@ func runReplayTrace(cmd *cobra.Command, f replayTraceFlags) error {
 	}
 	nodes = sim.FleetShare(nodes, f.fleetShare)
 	in, err := sim.LoadTraceJobs(sim.TraceInput{Jobs: f.jobs, Tasks: sim.FlagTracePath(f.tasks, !cmd.Flags().Changed("tasks")),
-		TimesFrom: sim.FlagTracePath(f.timesFrom, !cmd.Flags().Changed("times-from")), Limit: f.limit, Seed: f.seed})
+		TimesFrom: sim.FlagTracePath(f.timesFrom, !cmd.Flags().Changed("times-from")), Limit: f.limit, Seed: f.seed,
+		Mix: mix, Nodes: nodes, GangHeavy: f.gangHeavy})
 	if err != nil {
 		return sim.FlagErrors(err)
 	}
@@ -280,7 +318,7 @@ func runReplayTrace(cmd *cobra.Command, f replayTraceFlags) error {
 		}
 		cfg.Nodes = sim.FleetShare(nodes, share)
 	}
-	bar := sim.NewProgressBar(stderr, fmt.Sprintf("trace: %d policies x %d jobs", len(f.policies), len(in.Jobs)), "arrivals and departures")
+	bar := sim.NewProgressBar(stderr, fmt.Sprintf("trace: %d runs x %d jobs", len(f.policies)*(1+btoi(f.defrag)), len(in.Jobs)), "arrivals and departures")
 	cfg.Progress = bar.Update
 	res, err := sim.RunTrace(cmd.Context(), cfg)
 	bar.Done()
@@ -288,7 +326,10 @@ func runReplayTrace(cmd *cobra.Command, f replayTraceFlags) error {
 		return err
 	}
 	res.NodesFile, res.JobsFile, res.Timing = nodesFile, in.File, in.Timing
-	fmt.Fprintf(stderr, "trace: %d runs in %s\n", len(f.policies), time.Since(start).Round(time.Millisecond))
+	if mix != nil {
+		res.Mix = mix.String()
+	}
+	fmt.Fprintf(stderr, "trace: %d runs in %s\n", len(res.Runs), time.Since(start).Round(time.Millisecond))
 
 	return sim.Output{Format: f.output, CSVDir: f.csvDir, Plot: f.plot, Out: cmd.OutOrStdout(), Log: stderr}.Write("trace", res)
 }
@@ -383,4 +424,11 @@ func runReplayScale(cmd *cobra.Command, f replayScaleFlags) error {
 		return res.WriteJSON(cmd.OutOrStdout())
 	}
 	return res.WriteText(cmd.OutOrStdout())
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -112,6 +112,7 @@ within the lease TTL when it dies.`,
 	f.IntVar(&p.Reservations, "reservations", p.Reservations, "blocked jobs that get GPUs reserved while smaller jobs backfill (0: off)")
 	f.BoolVar(&p.Preempt, "preempt", p.Preempt, "let higher-priority jobs and quota owners preempt preemptible jobs")
 	f.DurationVar(&p.MinRuntime.Duration, "min-runtime", p.MinRuntime.Duration, "jobs younger than this are never preempted")
+	f.BoolVar(&p.Defrag.Enabled, "defrag", p.Defrag.Enabled, "move cheap checkpointing jobs so that fragmented jobs fit (budget: server.placement.defrag)")
 	return cmd
 }
 

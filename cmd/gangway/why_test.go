@@ -48,6 +48,14 @@ func TestPrintWhy(t *testing.T) {
 				"Waits for: train-a, train-b\n" +
 				"Cloud: start now on spot in fake-a100-spot, about $4.10 expected (1×a2-highgpu-8g at $1.10/GPU-h)\n",
 		},
+		"defragmentation": {
+			output: "text",
+			waiting: &gangway.Waiting{Reason: "WaitingForDefragmentation", Retry: true,
+				Detail:        "1 × 8 GPUs: waiting for defragmentation: moving 2 jobs (a, b), about 30 GPU-seconds lost; GPUs on n1 reserved for it",
+				ReservedNodes: []string{"n1"}, Moving: []gangway.JobID{"a", "b"}, MoveLostGPUSeconds: 30},
+			want: "Job big (team nlp) is Queued, attempt 1.\n" +
+				"Why: WaitingForDefragmentation: 1 × 8 GPUs: waiting for defragmentation: moving 2 jobs (a, b), about 30 GPU-seconds lost; GPUs on n1 reserved for it\n",
+		},
 		"never fits": {
 			output:  "text",
 			waiting: &gangway.Waiting{Reason: "NeverFits", Detail: "needs 16 GPUs on one node; the largest has 8"},

@@ -31,6 +31,9 @@ type Capacity interface {
 	// which GPUs are busy.
 	Heartbeat(ctx context.Context, nodeID string, tasks []capacity.Task) error
 	AppendLog(ctx context.Context, jobID gangway.JobID, l gangway.LogLine) error
+	// RecordCheckpoint tells the dispatch loop the attempt saved a
+	// checkpoint at at: what moving or preempting it would lose.
+	RecordCheckpoint(ctx context.Context, jobID gangway.JobID, attempt int, at time.Time) error
 }
 
 // Event is a task starting or stopping on GPUs, as the agent saw it. Tests

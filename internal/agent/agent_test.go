@@ -34,6 +34,7 @@ type fakeCapacity struct {
 	heartbeats   []string // node IDs, one per Heartbeat
 	heartbeatErr error
 	logs         map[gangway.JobID][]gangway.LogLine
+	checkpoints  []string // "<job>/<attempt>", one per RecordCheckpoint
 }
 
 var _ Capacity = (*fakeCapacity)(nil)
@@ -59,6 +60,13 @@ func (c *fakeCapacity) AppendLog(_ context.Context, jobID gangway.JobID, l gangw
 		c.logs = map[gangway.JobID][]gangway.LogLine{}
 	}
 	c.logs[jobID] = append(c.logs[jobID], l)
+	return nil
+}
+
+func (c *fakeCapacity) RecordCheckpoint(_ context.Context, jobID gangway.JobID, attempt int, at time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.checkpoints = append(c.checkpoints, fmt.Sprintf("%s/%d", jobID, attempt))
 	return nil
 }
 

@@ -376,6 +376,11 @@ func (u *uploader) save(ctx context.Context, dir string, final bool) {
 	u.mu.Unlock()
 	u.log.Info("checkpoint saved", "checkpoint", m.ID, "step", stepAttr(m.Step), "bytes", m.TotalBytes,
 		"files", len(m.Files), "took", took.Round(time.Millisecond), "final", final)
+	// The dispatch loop prices moves and preemptions by the work since
+	// the newest checkpoint; a record lost only makes the job look dearer.
+	if err := u.a.cap.RecordCheckpoint(ctx, in.JobID, in.Attempt, m.Created); err != nil {
+		u.log.Warn("cannot record the checkpoint in the view", "checkpoint", m.ID, "error", err)
+	}
 	if err := os.RemoveAll(dir); err != nil {
 		u.log.Warn("cannot remove the saved checkpoint's local copy", "dir", dir, "error", err)
 	}

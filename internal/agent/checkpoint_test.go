@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -233,6 +234,12 @@ func TestRunTaskSavesPeriodicCheckpoints(t *testing.T) {
 	}
 	if diff := cmp.Diff([]int64{1, 2, 3, 4}, savedSteps); diff != "" {
 		t.Errorf("saves (-want +got):\n%s", diff)
+	}
+	h.cap.mu.Lock()
+	recorded := slices.Clone(h.cap.checkpoints)
+	h.cap.mu.Unlock()
+	if diff := cmp.Diff([]string{"train-1/2", "train-1/2", "train-1/2", "train-1/2"}, recorded); diff != "" {
+		t.Errorf("checkpoints recorded in the view (-want +got):\n%s", diff)
 	}
 	mu.Lock()
 	defer mu.Unlock()

@@ -43,10 +43,10 @@ type JoinConfig struct {
 // server, as `gangway agent` does: inventory changes (registration, GPU
 // fences and events) go to the server's NodeUpdate activity with a proof
 // of the agent's credential, where they are checked and written; only
-// heartbeats and task output go straight to Redis, and only the node's
-// GPU health records are read from it. It is the agent's Capacity and
-// GPUHealthView, for a Redis user that may do no more than that
-// (docs/security.md).
+// heartbeats, checkpoint records and task output go straight to Redis,
+// and only the node's GPU health records are read from it. It is the
+// agent's Capacity and GPUHealthView, for a Redis user that may do no more
+// than that (docs/security.md).
 type ServerView struct {
 	view *capacity.View
 	tc   client.Client
@@ -86,6 +86,11 @@ func (v *ServerView) RegisterNode(ctx context.Context, n gangway.Node) error {
 // Heartbeat goes straight to Redis, with the node's tasks.
 func (v *ServerView) Heartbeat(ctx context.Context, nodeID string, tasks []capacity.Task) error {
 	return v.view.Heartbeat(ctx, nodeID, tasks)
+}
+
+// RecordCheckpoint goes straight to Redis.
+func (v *ServerView) RecordCheckpoint(ctx context.Context, jobID gangway.JobID, attempt int, at time.Time) error {
+	return v.view.RecordCheckpoint(ctx, jobID, attempt, at)
 }
 
 // AppendLog goes straight to Redis.

@@ -12,7 +12,8 @@ import "strings"
 //
 // An agent may read the inventory (P:nodes) and GPU health records
 // (P:gpu-health), write heartbeats (P:heartbeat) and the tasks it runs
-// (P:node-tasks), and append to log streams (P:log:*), with the commands that takes and no others: its
+// (P:node-tasks), record its tasks' checkpoints (P:checkpoints), and
+// append to log streams (P:log:*), with the commands that takes and no others: its
 // node's inventory changes go through the server's NodeUpdate activity,
 // which checks who it is. Redis checks a script's commands and keys
 // against the user who runs it, so EVAL gives an agent nothing more.
@@ -27,7 +28,8 @@ func AgentACL(prefix string) string {
 	k := newKeys(prefix)
 	return strings.Join([]string{
 		"resetkeys", "resetchannels",
-		"%R~" + k.nodes, "%R~" + prefix + ":gpu-health", "~" + k.heartbeat, "~" + k.nodeTasks, "~" + k.logPrefix + "*",
+		"%R~" + k.nodes, "%R~" + prefix + ":gpu-health", "~" + k.heartbeat, "~" + k.nodeTasks, "~" + k.checkpoints,
+		"~" + k.logPrefix + "*",
 		"-@all", "+ping", "+hello", "+auth",
 		"+hexists", "+hget", "+hgetall", "+hset", "+hdel", "+xadd", "+eval", "+evalsha", "+time",
 	}, " ")

@@ -213,7 +213,7 @@ func parseCommitError(res []any) (*CommitError, error) {
 // attempt never frees a newer attempt's GPUs. It is idempotent and returns
 // the number of GPUs freed (0 when there was nothing to free).
 func (v *View) Release(ctx context.Context, jobID gangway.JobID, attempt int) (int, error) {
-	n, err := releaseScript.Run(ctx, v.rdb, []string{v.k.allocs, v.k.gpus, v.k.shares}, jobID, attempt).Int()
+	n, err := releaseScript.Run(ctx, v.rdb, []string{v.k.allocs, v.k.gpus, v.k.shares, v.k.checkpoints}, jobID, attempt).Int()
 	if err != nil {
 		return 0, fmt.Errorf("release %s: %w", jobID, err)
 	}
@@ -292,12 +292,12 @@ func (v *View) readOnce(ctx context.Context, withQueue bool) (Snapshot, error) {
 		flag = "1"
 	}
 	keys := []string{v.k.nodes, v.k.nodeState, v.k.heartbeat, v.k.gpus, v.k.queue, v.k.allocs, v.k.nodeRevs, v.k.rev, v.k.epoch, v.k.shares,
-		v.k.rebuilt, v.k.nodeTasks}
+		v.k.rebuilt, v.k.nodeTasks, v.k.checkpoints}
 	res, err := readScript.Run(ctx, v.rdb, keys, flag, c.epoch, c.rev).Slice()
 	if err != nil {
 		return Snapshot{}, err
 	}
-	if len(res) != 14 {
+	if len(res) != 15 {
 		return Snapshot{}, fmt.Errorf("unexpected script reply of %d items", len(res))
 	}
 	var s Snapshot
@@ -316,8 +316,8 @@ func (v *View) readOnce(ctx context.Context, withQueue bool) (Snapshot, error) {
 	if err != nil {
 		return Snapshot{}, err
 	}
-	hashes := make([]map[string]string, 0, 7)
-	for _, r := range []any{res[5], res[6], res[7], res[8], res[9], res[10], res[11]} {
+	hashes := make([]map[string]string, 0, 8)
+	for _, r := range []any{res[5], res[6], res[7], res[8], res[9], res[10], res[11], res[14]} {
 		h, err := flatHash(r)
 		if err != nil {
 			return Snapshot{}, err
@@ -325,6 +325,7 @@ func (v *View) readOnce(ctx context.Context, withQueue bool) (Snapshot, error) {
 		hashes = append(hashes, h)
 	}
 	changed, states, beats, gpus, queue, allocs, shares := hashes[0], hashes[1], hashes[2], hashes[3], hashes[4], hashes[5], hashes[6]
+	saved := hashes[7]
 	nodes, err := c.mergeNodes(epoch, rev, ids, changed, len(changed) == len(ids))
 	if err != nil {
 		return Snapshot{}, err
@@ -386,6 +387,9 @@ func (v *View) readOnce(ctx context.Context, withQueue bool) (Snapshot, error) {
 	s.Allocations = make([]gangway.Assignment, len(recs))
 	for i, r := range recs {
 		s.Allocations[i] = r.Assignment
+		if at, ok := checkpointOf(saved[r.Assignment.JobID], r.Assignment.Attempt); ok && at.After(r.Assignment.At) {
+			s.Allocations[i].LastCheckpoint = at
+		}
 		for _, m := range r.Assignment.Members {
 			if n := byID[m.NodeID]; n != nil {
 				n.UsedCPUMilli += r.CPUMilli
@@ -452,4 +456,30 @@ func flatHash(v any) (map[string]string, error) {
 		m[k] = val
 	}
 	return m, nil
+}
+
+// RecordCheckpoint records that attempt of job saved a checkpoint at at;
+// the newest save of the newest attempt is kept, and Snapshot reports it
+// as the LastCheckpoint of the job's allocation of that attempt (what a
+// move or a preemption would lose). Release drops it with the allocation.
+func (v *View) RecordCheckpoint(ctx context.Context, jobID gangway.JobID, attempt int, at time.Time) error {
+	err := checkpointScript.Run(ctx, v.rdb, []string{v.k.checkpoints}, jobID, attempt, at.UnixMilli()).Err()
+	if err != nil {
+		return fmt.Errorf("record checkpoint of %s: %w", jobID, err)
+	}
+	return nil
+}
+
+// checkpointOf decodes a P:checkpoints value, "<attempt>:<unix ms>", for
+// attempt.
+func checkpointOf(raw string, attempt int) (time.Time, bool) {
+	a, ms, ok := strings.Cut(raw, ":")
+	if !ok || a != strconv.Itoa(attempt) {
+		return time.Time{}, false
+	}
+	n, err := strconv.ParseInt(ms, 10, 64)
+	if err != nil {
+		return time.Time{}, false
+	}
+	return time.UnixMilli(n), true
 }

@@ -30,6 +30,7 @@
 //	P:heartbeat       hash    node ID → last heartbeat, unix ms of the Redis server's clock (TIME)
 //	P:gpus            hash    "<node ID>/<GPU index>" → job ID holding it whole (free and shared GPUs are absent)
 //	P:shares          hash    "<node ID>/<GPU index>" → {job ID: milli-GPU} of a shared GPU, summing to at most 1000
+//	P:checkpoints     hash    job ID → "<attempt>:<unix ms>" of the newest checkpoint its running attempt saved (agents record it; Snapshot reports it as the allocation's LastCheckpoint)
 //	P:queue           hash    job ID → gangway.QueueEntry JSON
 //	P:allocs          hash    job ID → {"cpuMilli","memMiB" per member, "assignment": gangway.Assignment JSON}
 //	P:lease           string  holder of the dispatch leader lease (SET NX PX)

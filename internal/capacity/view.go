@@ -81,6 +81,8 @@ type keySet struct {
 	shares string
 	// joinUses starts the sets of nodes that joined with a launch token.
 	joinUses string
+	// checkpoints holds each running job's newest checkpoint.
+	checkpoints string
 }
 
 func newKeys(prefix string) keySet {
@@ -104,6 +106,8 @@ func newKeys(prefix string) keySet {
 		events:    prefix + ":events",
 		shares:    prefix + ":shares",
 		joinUses:  prefix + ":join-uses:",
+		// checkpoints: job → "<attempt>:<unix ms>" of its newest save.
+		checkpoints: prefix + ":checkpoints",
 	}
 }
 
@@ -147,6 +151,8 @@ var (
 	leaseAcquireLua string
 	//go:embed scripts/lease_release.lua
 	leaseReleaseLua string
+	//go:embed scripts/checkpoint.lua
+	checkpointLua string
 
 	registerScript        = redis.NewScript(registerLua)
 	heartbeatScript       = redis.NewScript(heartbeatLua)
@@ -159,6 +165,7 @@ var (
 	releaseScript         = redis.NewScript(releaseLua)
 	leaseAcquireScript    = redis.NewScript(leaseAcquireLua)
 	leaseReleaseScript    = redis.NewScript(leaseReleaseLua)
+	checkpointScript      = redis.NewScript(checkpointLua)
 )
 
 // gpuField is the P:gpus field for one GPU.

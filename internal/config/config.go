@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -203,6 +204,66 @@ type PlacementConfig struct {
 	SampleNodes int                `yaml:"sampleNodes"`
 	TeamWeights map[string]float64 `yaml:"teamWeights"`
 	Quotas      []QuotaConfig      `yaml:"quotas"`
+	// Defrag moves cheap checkpointing jobs so that fragmented jobs fit.
+	Defrag DefragConfig `yaml:"defrag"`
+}
+
+// DefragConfig is planned defragmentation (placement.Defrag): when a job
+// waits only because the free GPUs are scattered, the dispatch loop moves
+// the fewest preemptible, checkpointing jobs with a recent checkpoint
+// elsewhere, within an hourly budget and, if any are given, daily windows.
+type DefragConfig struct {
+	Enabled                  bool    `yaml:"enabled"`
+	MaxMovesPerHour          int     `yaml:"maxMovesPerHour"`
+	MaxLostGPUSecondsPerHour float64 `yaml:"maxLostGPUSecondsPerHour"`
+	// MaxCheckpointAge: a job whose newest checkpoint is older is not
+	// moved. RestartOverhead is what a restart costs a moved job, per GPU.
+	MaxCheckpointAge gangway.Duration `yaml:"maxCheckpointAge"`
+	RestartOverhead  gangway.Duration `yaml:"restartOverhead"`
+	// Windows are "HH:MM-HH:MM" in Timezone (an IANA name; default UTC);
+	// none means at any time, under the budget.
+	Windows  []string `yaml:"windows"`
+	Timezone string   `yaml:"timezone"`
+}
+
+// Options is the configuration as placement's options; the error names
+// the field that is wrong.
+func (d DefragConfig) Options() (placement.Defrag, error) {
+	o := placement.Defrag{Enabled: d.Enabled, MaxMovesPerHour: d.MaxMovesPerHour, MaxLostGPUSecondsPerHour: d.MaxLostGPUSecondsPerHour,
+		MaxCheckpointAge: d.MaxCheckpointAge.Duration, RestartOverhead: d.RestartOverhead.Duration}
+	for k, w := range d.Windows {
+		pw, err := ParseWindow(w)
+		if err != nil {
+			return placement.Defrag{}, fmt.Errorf("server.placement.defrag.windows[%d]: %w", k, err)
+		}
+		o.Windows = append(o.Windows, pw)
+	}
+	loc, err := time.LoadLocation(cmp.Or(d.Timezone, "UTC"))
+	if err != nil {
+		return placement.Defrag{}, fmt.Errorf("server.placement.defrag.timezone: want an IANA time zone such as Europe/Berlin, got %q", d.Timezone)
+	}
+	o.Location = loc
+	return o, nil
+}
+
+// ParseWindow reads a daily window, "HH:MM-HH:MM" (24-hour clock); an end
+// at or before the start wraps past midnight ("22:00-06:00").
+func ParseWindow(s string) (placement.Window, error) {
+	from, to, ok := strings.Cut(s, "-")
+	f, err1 := parseClock(from)
+	t, err2 := parseClock(to)
+	if !ok || err1 != nil || err2 != nil {
+		return placement.Window{}, fmt.Errorf("want HH:MM-HH:MM such as 22:00-06:00, got %q", s)
+	}
+	return placement.Window{From: f, To: t}, nil
+}
+
+func parseClock(s string) (time.Duration, error) {
+	t, err := time.Parse("15:04", strings.TrimSpace(s))
+	if err != nil {
+		return 0, err
+	}
+	return time.Duration(t.Hour())*time.Hour + time.Duration(t.Minute())*time.Minute, nil
 }
 
 // QuotaConfig is one team's GPU quota for a model, within a cohort.
@@ -224,6 +285,9 @@ func (p PlacementConfig) Options() (placement.Options, error) {
 	o := placement.Options{Scorer: sc, Reservations: p.Reservations, Preempt: p.Preempt,
 		MinRuntime: p.MinRuntime.Duration, MaxAssignments: p.MaxAssignments, SampleNodes: p.SampleNodes,
 		Fairness: placement.Fairness{TeamWeights: p.TeamWeights}}
+	if o.Defrag, err = p.Defrag.Options(); err != nil {
+		return placement.Options{}, err
+	}
 	for _, q := range p.Quotas {
 		o.Quotas = append(o.Quotas, placement.Quota{Team: q.Team, Model: q.Model, Nominal: q.Nominal,
 			BorrowingLimit: q.BorrowingLimit, LendingLimit: q.LendingLimit, Cohort: q.Cohort})
@@ -272,6 +336,9 @@ func Default() Config {
 				Reservations: 4,
 				Preempt:      true,
 				MinRuntime:   gangway.Duration{Duration: 10 * time.Minute},
+				Defrag: DefragConfig{MaxMovesPerHour: 12, MaxLostGPUSecondsPerHour: 7200,
+					MaxCheckpointAge: gangway.Duration{Duration: placement.DefaultMaxCheckpointAge},
+					RestartOverhead:  gangway.Duration{Duration: 30 * time.Second}, Timezone: "UTC"},
 			},
 		},
 		Agent: AgentConfig{
@@ -437,6 +504,7 @@ func (c Config) Validate(server, agentCmd bool) error {
 		if p.MaxAssignments < 0 {
 			bad("server.placement.maxAssignments", "must not be negative, got %d", p.MaxAssignments)
 		}
+		p.Defrag.validate(bad)
 		for team, w := range p.TeamWeights {
 			if w <= 0 {
 				bad("server.placement.teamWeights."+team, "must be positive, got %v", w)
@@ -519,6 +587,36 @@ func (c Config) Validate(server, agentCmd bool) error {
 		}
 	}
 	return errs.join()
+}
+
+// validate checks the defragmentation settings; the budget must allow
+// something when it is on.
+func (d DefragConfig) validate(bad func(field, format string, args ...any)) {
+	const f = "server.placement.defrag."
+	if d.Enabled && d.MaxMovesPerHour < 1 {
+		bad(f+"maxMovesPerHour", "must be at least 1 when defrag is enabled, got %d", d.MaxMovesPerHour)
+	} else if d.MaxMovesPerHour < 0 {
+		bad(f+"maxMovesPerHour", "must not be negative, got %d", d.MaxMovesPerHour)
+	}
+	if d.Enabled && !(d.MaxLostGPUSecondsPerHour > 0) {
+		bad(f+"maxLostGPUSecondsPerHour", "must be positive when defrag is enabled, got %v", d.MaxLostGPUSecondsPerHour)
+	} else if d.MaxLostGPUSecondsPerHour < 0 {
+		bad(f+"maxLostGPUSecondsPerHour", "must not be negative, got %v", d.MaxLostGPUSecondsPerHour)
+	}
+	if d.MaxCheckpointAge.Duration < 0 {
+		bad(f+"maxCheckpointAge", "must not be negative, got %v", d.MaxCheckpointAge.Duration)
+	}
+	if d.RestartOverhead.Duration < 0 {
+		bad(f+"restartOverhead", "must not be negative, got %v", d.RestartOverhead.Duration)
+	}
+	for k, w := range d.Windows {
+		if _, err := ParseWindow(w); err != nil {
+			bad(fmt.Sprintf("%swindows[%d]", f, k), "%v", err)
+		}
+	}
+	if _, err := time.LoadLocation(cmp.Or(d.Timezone, "UTC")); err != nil {
+		bad(f+"timezone", "want an IANA time zone such as Europe/Berlin, got %q", d.Timezone)
+	}
 }
 
 // fieldErrors collects one error per bad field, each naming the field by

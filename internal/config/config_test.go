@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/gangwayhq/gangway/placement"
 	"github.com/gangwayhq/gangway/placement/baselines"
 )
 
@@ -176,6 +177,32 @@ func TestValidate(t *testing.T) {
 			wantErrs: []string{"server.placement.reservations: must not be negative, got -1",
 				`server.placement.quotas[0].team: must be a team name (a DNS label), got "Nlp"`},
 		},
+		"defrag on, with windows": {
+			change: func(c *Config) {
+				c.Server.Placement.Defrag.Enabled = true
+				c.Server.Placement.Defrag.Windows = []string{"22:00-06:00", "12:00-13:30"}
+				c.Server.Placement.Defrag.Timezone = "Europe/Berlin"
+			},
+			server: true,
+		},
+		"defrag on without a budget, bad windows and zone": {
+			change: func(c *Config) {
+				d := &c.Server.Placement.Defrag
+				d.Enabled, d.MaxMovesPerHour, d.MaxLostGPUSecondsPerHour = true, 0, 0
+				d.RestartOverhead.Duration = -time.Second
+				d.Windows = []string{"22:00-06:00", "10-12", "25:00-01:00"}
+				d.Timezone = "Mars/Olympus"
+			},
+			server: true,
+			wantErrs: []string{
+				"server.placement.defrag.maxMovesPerHour: must be at least 1 when defrag is enabled, got 0",
+				"server.placement.defrag.maxLostGPUSecondsPerHour: must be positive when defrag is enabled, got 0",
+				"server.placement.defrag.restartOverhead: must not be negative, got -1s",
+				`server.placement.defrag.windows[1]: want HH:MM-HH:MM such as 22:00-06:00, got "10-12"`,
+				`server.placement.defrag.windows[2]: want HH:MM-HH:MM such as 22:00-06:00, got "25:00-01:00"`,
+				`server.placement.defrag.timezone: want an IANA time zone such as Europe/Berlin, got "Mars/Olympus"`,
+			},
+		},
 		"lease TTL exactly twice the dispatch interval": {
 			change: func(c *Config) { c.Server.LeaseTTL.Duration = time.Second },
 			server: true,
@@ -325,5 +352,23 @@ func TestValidateHidesPasswords(t *testing.T) {
 		if !strings.Contains(err.Error(), field) {
 			t.Errorf("the error does not name %s:\n%v", field, err)
 		}
+	}
+}
+
+// TestDefragOptions: the defrag section becomes placement's options, its
+// windows parsed and its zone loaded.
+func TestDefragOptions(t *testing.T) {
+	c := Default().Server.Placement
+	c.Defrag.Enabled, c.Defrag.Windows, c.Defrag.Timezone = true, []string{"22:00-06:30"}, "UTC"
+	o, err := c.Options()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := o.Defrag
+	got := []any{d.Enabled, d.MaxMovesPerHour, d.MaxLostGPUSecondsPerHour, d.MaxCheckpointAge, d.RestartOverhead, d.Windows, d.Location.String()}
+	want := []any{true, 12, 7200.0, 10 * time.Minute, 30 * time.Second,
+		[]placement.Window{{From: 22 * time.Hour, To: 6*time.Hour + 30*time.Minute}}, "UTC"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("defrag options (-want +got):\n%s", diff)
 	}
 }

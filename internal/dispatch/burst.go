@@ -19,11 +19,13 @@ import (
 const budgetsTTL = 15 * time.Second
 
 // placementOptions are the configured options plus what changes between
-// cycles: the cloud's offers and the teams' budgets, read only when a
-// queued job may burst. A cloud or budget error only turns bursting off
+// cycles: the defragmentations under way and the hour's moves (defrag.go),
+// the cloud's offers and the teams' budgets, read only when a queued job
+// may burst. A cloud or budget error only turns bursting off
 // for the cycle.
 func (l *Loop) placementOptions(ctx context.Context, now time.Time, queue []gangway.QueueEntry) placement.Options {
 	o := l.cfg.Placement
+	l.defragOptions(&o, now)
 	if l.cfg.Cloud == nil || !slices.ContainsFunc(queue, func(e gangway.QueueEntry) bool { return e.Burst.Enabled && len(e.Nodes) == 0 }) {
 		return o
 	}

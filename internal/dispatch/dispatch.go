@@ -146,6 +146,11 @@ type Loop struct {
 		gen   string
 		began time.Time
 	}
+	// defrags are the defragmentations under way, by the job they make
+	// room for; defragLog what those planned in the last hour cost
+	// (defrag.go).
+	defrags   map[gangway.JobID]placement.DefragPlan
+	defragLog []defragSpend
 }
 
 // etaGap bounds the loop's time spent forecasting: after a forecast
@@ -396,7 +401,7 @@ func (l *Loop) cycle(ctx context.Context, res *CycleResult) (string, error) {
 		opts := l.placementOptions(ctx, snap.Now, snap.Queue)
 		plan := l.cfg.Placer.Place(ps, snap.Queue, opts)
 		l.observe(snap, ps, plan)
-		l.preempt(ctx, plan.Preemptions)
+		l.preempt(ctx, append(slices.Clip(plan.Preemptions), l.defragged(snap, plan)...))
 		l.burst(ctx, plan.Bursts)
 		if len(plan.Assignments) == 0 {
 			res.Unplaced = len(plan.Unplaced)
@@ -501,7 +506,7 @@ func (l *Loop) setReasons(ctx context.Context, queue []gangway.QueueEntry, plan 
 	}
 	reasons := make(map[gangway.JobID]gangway.Waiting, len(plan.Unplaced))
 	for _, u := range plan.Unplaced {
-		w := waiting(u, plan.Reservations)
+		w := waiting(u, plan.Reservations, l.defrags)
 		if e := entries[u.JobID]; e != nil && u.Reason.Retry() {
 			l.withEstimate(&w, e, bursting)
 		}
@@ -536,11 +541,15 @@ func (l *Loop) withEstimate(w *gangway.Waiting, e *gangway.QueueEntry, bursting 
 }
 
 // waiting is u as the view stores it: typed, with the start and nodes of
-// the job's own reservation when it holds one.
-func waiting(u placement.Unplaced, rs []placement.Reservation) gangway.Waiting {
+// the job's own reservation when it holds one, and the moves a
+// defragmentation for it makes.
+func waiting(u placement.Unplaced, rs []placement.Reservation, defrags map[gangway.JobID]placement.DefragPlan) gangway.Waiting {
 	w := gangway.Waiting{Reason: string(u.Reason), Detail: u.Detail, Retry: u.Reason.Retry()}
 	if i := slices.IndexFunc(rs, func(r placement.Reservation) bool { return r.JobID == u.JobID }); i >= 0 {
 		w.ReservationStart, w.ReservedNodes = rs[i].Start, rs[i].Nodes
+	}
+	if p, ok := defrags[u.JobID]; ok && u.Reason == placement.ReasonDefragmenting {
+		w.Moving, w.MoveLostGPUSeconds, w.ReservedNodes = p.Movers(), p.LostGPUSeconds, p.Nodes()
 	}
 	return w
 }
@@ -592,6 +601,8 @@ func (l *Loop) ResignalAt(jobID gangway.JobID) (time.Time, bool) {
 
 // preempt asks each victim to stop (once per preemptResignal); the
 // preemptor is placed in a later cycle, when the victims' GPUs are free.
+// Defragmentation moves come this way too, as preemptions for the job
+// they make room for.
 //
 // Preemption signals go to Temporal, which knows nothing of the lease, so
 // they are fenced here: the loop renews its lease first and sends nothing

@@ -412,6 +412,8 @@ func TestCommittedAssignmentsAreComplete(t *testing.T) {
 // retries and the job's own reservation, not text.
 func TestWaiting(t *testing.T) {
 	rs := []placement.Reservation{{JobID: "other", Start: t0}, {JobID: "big", Start: t0.Add(time.Hour), Nodes: []string{"n0", "n1"}}}
+	defrags := map[gangway.JobID]placement.DefragPlan{"wide": {Job: "wide", Dest: []gangway.Member{{NodeID: "n2"}},
+		Moves: []placement.Move{{JobID: "a"}, {JobID: "b"}}, LostGPUSeconds: 30}}
 	tests := map[string]struct {
 		u    placement.Unplaced
 		want gangway.Waiting
@@ -429,10 +431,15 @@ func TestWaiting(t *testing.T) {
 			want: gangway.Waiting{Reason: "WaitingForReservation", Detail: "GPUs reserved", Retry: true,
 				ReservationStart: t0.Add(time.Hour), ReservedNodes: []string{"n0", "n1"}},
 		},
+		"defragmentation": {
+			u: placement.Unplaced{JobID: "wide", Reason: placement.ReasonDefragmenting, Detail: "moving 2 jobs"},
+			want: gangway.Waiting{Reason: "WaitingForDefragmentation", Detail: "moving 2 jobs", Retry: true,
+				ReservedNodes: []string{"n2"}, Moving: []gangway.JobID{"a", "b"}, MoveLostGPUSeconds: 30},
+		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			if diff := cmp.Diff(tc.want, waiting(tc.u, rs)); diff != "" {
+			if diff := cmp.Diff(tc.want, waiting(tc.u, rs, defrags)); diff != "" {
 				t.Errorf("waiting (-want +got):\n%s", diff)
 			}
 		})

@@ -9,14 +9,24 @@
 //     whose workflow is gone has its GPUs released.
 //
 // Every job the plan leaves waiting gets its typed reason (code, detail,
-// whether waiting helps, its own reservation) in the view, for `gangway
-// why` and the client, and beside it the start-time estimate of
-// placement/forecast: every Config.ETA cycles (10 by default), and at once
-// for a job that has none yet, but never so often that forecasting takes
-// more than a fifth of the loop's time, the loop simulates the cycle's
-// snapshot forward through the same placement engine; the estimator
-// learns runtimes from the allocations it sees end and calibrates against
-// the starts it sees. Workflows are reached through the small Workflows
+// whether waiting helps, its own reservation, the moves made for it) in
+// the view, for `gangway why` and the client, and beside it the start-time
+// estimate of placement/forecast: every Config.ETA cycles (10 by default),
+// and at once for a job that has none yet, but never so often that
+// forecasting takes more than a fifth of the loop's time, the loop
+// simulates the cycle's snapshot forward through the same placement
+// engine; the estimator learns runtimes from the allocations it sees end
+// and calibrates against the starts it sees.
+//
+// Preemption victims and defragmentation moves (placement.Defrag, when
+// configured) go out as preempt signals, fenced by the lease: the job
+// checkpoints, stops and is requeued without spending a retry. The loop
+// keeps each defragmentation under way — and hands it back to placement
+// every cycle, which keeps the waiting job's destination and each moved
+// job's landing spot reserved — until the job starts or stops waiting for
+// it, at most ten minutes, and keeps the last hour's moves for the budget
+// (defrag.go). This record is the leader's own: a new leader starts
+// without it. Workflows are reached through the small Workflows
 // interface; in production that is *jobs.Jobs (workflows/jobs), whose
 // ErrJobGone is the loop's "workflow not running".
 //

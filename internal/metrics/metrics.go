@@ -27,6 +27,8 @@ type Metrics struct {
 	nodes         *prometheus.GaugeVec
 	budget        *prometheus.GaugeVec
 	spend         *prometheus.GaugeVec
+	defragMoves   prometheus.Counter
+	defragLost    prometheus.Counter
 	reasons       []string
 }
 
@@ -104,7 +106,15 @@ func New(reg prometheus.Registerer) *Metrics {
 		Namespace: namespace, Name: "team_cloud_spend_dollars",
 		Help: "What the finished cloud run segments of a team with a budget cost this calendar month (UTC), as the ledger records them, capped at the budget.",
 	}, []string{"team"})
-	reg.MustRegister(m.fragRate, m.largestFree, m.teamGPUs, m.nodes, m.budget, m.spend)
+	m.defragMoves = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: namespace, Name: "defrag_moves_total",
+		Help: "Running jobs the dispatch loop planned to move (checkpoint, stop, resume elsewhere) so that a fragmented job fits.",
+	})
+	m.defragLost = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: namespace, Name: "defrag_lost_gpu_seconds_total",
+		Help: "What the planned moves were expected to cost: GPU-seconds since each moved job's newest checkpoint plus its restart.",
+	})
+	reg.MustRegister(m.fragRate, m.largestFree, m.teamGPUs, m.nodes, m.budget, m.spend, m.defragMoves, m.defragLost)
 	for _, c := range PriorityClasses {
 		m.queueDepth.WithLabelValues(c)
 	}
@@ -216,6 +226,13 @@ func (m *Metrics) Fragmentation(rate float64, largest map[string]int) {
 	for level, n := range largest {
 		m.largestFree.WithLabelValues(level).Set(float64(n))
 	}
+}
+
+// Defragmented records one planned defragmentation: its moves and their
+// expected cost in GPU-seconds.
+func (m *Metrics) Defragmented(moves int, lostGPUSeconds float64) {
+	m.defragMoves.Add(float64(moves))
+	m.defragLost.Add(lostGPUSeconds)
 }
 
 // Reasons are every reason placement may give for a waiting job: the

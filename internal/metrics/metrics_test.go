@@ -385,6 +385,8 @@ func TestNames(t *testing.T) {
 	}
 	slices.Sort(got)
 	want := []string{
+		"gangway_defrag_lost_gpu_seconds_total",
+		"gangway_defrag_moves_total",
 		"gangway_dispatch_commits_total",
 		"gangway_dispatch_cycle_duration_seconds",
 		"gangway_dispatch_leader",

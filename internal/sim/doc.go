@@ -48,6 +48,16 @@
 //	record:        allocated GPU, fragmented GPU (FragmentationOf), queue length
 //	report:        time-weighted allocation, queue waits, preemptions
 //
+// With TraceConfig.Defrag (gangway replay trace --defrag) every policy is
+// replayed twice on the same jobs, without and with planned
+// defragmentation (placement.Defrag): in the second run each job
+// checkpoints every CheckpointEvery, the in-memory view reports the newest
+// checkpoint as the agents report theirs, and a job the plan moves stops
+// on its preempt signal like a victim, keeps its work up to that
+// checkpoint, and restarts with the restart overhead to redo. The report
+// adds the waits of jobs of LargeJobGPUs or more and what the moves cost.
+// A TraceInput may replay a GenerateMix variant of the pod list (--mix).
+//
 // GPU shares travel as they do on a server: a queue entry carries its
 // share (GPUMilli) and an allocation's members theirs (Milli), from which
 // dispatch's snapshot conversion sums what each shared GPU holds, so

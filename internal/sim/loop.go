@@ -12,7 +12,9 @@ import (
 // placement.Place itself, counting the calls, the queue lengths and the
 // time they take.
 type timedPlacer struct {
-	last     placement.Plan // the plan of the latest call
+	last placement.Plan // the plan of the latest call
+	// moves are the jobs the plans moved for defragmentation, by job.
+	moves    map[gangway.JobID]placement.Move
 	calls    int
 	maxQueue int
 	sumQueue float64
@@ -28,6 +30,14 @@ func (p *timedPlacer) Place(s placement.Snapshot, queue []gangway.QueueEntry, o 
 	t0 := time.Now()
 	p.last = placement.Place(s, queue, o)
 	p.elapsed += time.Since(t0)
+	for _, d := range p.last.Defrags {
+		for _, m := range d.Moves {
+			if p.moves == nil {
+				p.moves = map[gangway.JobID]placement.Move{}
+			}
+			p.moves[m.JobID] = m
+		}
+	}
 	return p.last
 }
 

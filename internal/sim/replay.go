@@ -71,7 +71,18 @@ type TraceConfig struct {
 	// Progress, when set, is called with the arrivals and completions
 	// done and to do over all runs. Calls are serialized.
 	Progress func(done, total int)
+	// Defrag, when Enabled, replays every policy twice on the same jobs
+	// and seed: as Options say, then with planned defragmentation
+	// (Options.Defrag = Defrag). In the defragmenting run the jobs
+	// checkpoint every CheckpointEvery, the view reports each one's newest
+	// checkpoint, and a moved job is requeued with the work since it plus
+	// Defrag.RestartOverhead to redo.
+	Defrag placement.Defrag
 }
+
+// LargeJobGPUs is the size from which a job counts as large in a replay's
+// report: the waits of jobs of this many GPUs or more are reported apart.
+const LargeJobGPUs = 8
 
 // Sample is the fleet after the events of one instant were processed.
 type Sample struct {
@@ -84,7 +95,9 @@ type Sample struct {
 
 // TraceRun is one policy's replay.
 type TraceRun struct {
-	Policy        string
+	Policy string
+	// Defrag: the run defragmented (TraceConfig.Defrag).
+	Defrag        bool
 	CapacityMilli int64
 	Jobs          int
 	// Placed jobs started at least once; Finished ran to the end.
@@ -98,6 +111,15 @@ type TraceRun struct {
 	// lost since their last checkpoints.
 	Preemptions    int
 	LostGPUSeconds float64
+	// Moves counts jobs moved by defragmentation (not in Preemptions);
+	// MoveLostGPUSeconds the work they lost since their last checkpoints,
+	// MoveRestartGPUSeconds their restarts (Defrag.RestartOverhead each).
+	Moves                                     int
+	MoveLostGPUSeconds, MoveRestartGPUSeconds float64
+	// LargeJobs is how many placed jobs had LargeJobGPUs or more;
+	// LargeWaitMean and LargeWaitP99 their queue waits, in seconds.
+	LargeJobs                   int
+	LargeWaitMean, LargeWaitP99 float64
 	// Waits is each placed job's time in the queue (every attempt's wait
 	// added up), in seconds, sorted.
 	Waits                               []float64
@@ -153,19 +175,24 @@ func RunTrace(ctx context.Context, cfg TraceConfig) (*TraceResult, error) {
 		}
 		cfg.Options.Workload = placement.WorkloadFromJobs(shapes)
 	}
-	prog := newProgress(cfg.Progress, 2*len(jobs)*len(cfg.Policies))
-	runs := make([]TraceRun, len(cfg.Policies))
-	errs := make([]error, len(cfg.Policies))
+	variants := 1
+	if cfg.Defrag.Enabled {
+		variants = 2
+	}
+	prog := newProgress(cfg.Progress, 2*len(jobs)*len(cfg.Policies)*variants)
+	runs := make([]TraceRun, len(cfg.Policies)*variants)
+	errs := make([]error, len(runs))
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	sem := make(chan struct{}, cmp.Or(cfg.Parallel, runtime.GOMAXPROCS(0)))
 	var wg sync.WaitGroup
-	for p, policy := range cfg.Policies {
+	for k := range runs {
+		policy, defrag := cfg.Policies[k/variants], k%variants == 1
 		wg.Go(func() {
 			select {
 			case sem <- struct{}{}:
 			case <-ctx.Done():
-				errs[p] = ctx.Err()
+				errs[k] = ctx.Err()
 				return
 			}
 			defer func() { <-sem }()
@@ -173,15 +200,18 @@ func RunTrace(ctx context.Context, cfg TraceConfig) (*TraceResult, error) {
 			if err == nil {
 				o := cfg.Options
 				o.Scorer, o.Seed = sc, cfg.Seed
+				if defrag {
+					o.Defrag = cfg.Defrag
+				}
 				rp := newReplay(cfg.Nodes, jobs, o, cfg.CheckpointEvery, prog)
 				rp.exactRuntime = cfg.ExactRuntimes
 				if cfg.ETA != nil {
 					rp.withETA(cfg.ETA, cfg.Seed)
 				}
-				runs[p], err = rp.run(ctx, policy)
+				runs[k], err = rp.run(ctx, policy)
 			}
 			if err != nil {
-				errs[p] = err
+				errs[k] = err
 				cancel()
 			}
 		})
@@ -321,6 +351,9 @@ func (r *replay) start() {
 		r.view.RegisterNode(viewNode(r.nodes[i]))
 	}
 	r.placer = &timedPlacer{}
+	if r.opts.Defrag.Enabled {
+		r.view.CheckpointEvery(r.checkpoint) // the agents' reports of each save
+	}
 	cfg := dispatch.Config{Holder: "sim", Clock: r.clock, Placement: r.opts, Placer: r.placer, SignalParallelism: 1, NoETA: true}
 	if r.eta.measuring() {
 		cfg.NoETA, cfg.ETA, cfg.ETAAlso = false, r.eta.est[etaLearned], []*forecast.Estimator{r.eta.est[etaExact], r.eta.est[etaLimits]}
@@ -333,7 +366,7 @@ func (r *replay) run(ctx context.Context, policy string) (TraceRun, error) {
 	start := time.Now()
 	r.start()
 	capacity := GPUCapacityMilli(r.nodes)
-	r.out = TraceRun{Policy: policy, CapacityMilli: capacity, Jobs: len(r.jobs),
+	r.out = TraceRun{Policy: policy, Defrag: r.opts.Defrag.Enabled, CapacityMilli: capacity, Jobs: len(r.jobs),
 		FirstSubmit: r.jobs[0].Submit, LastSubmit: r.jobs[len(r.jobs)-1].Submit}
 	for i := range r.jobs {
 		r.st[i].remaining = r.jobs[i].Duration
@@ -448,6 +481,9 @@ func (r *replay) enqueue(k int) {
 	case r.opts.Reservations > 0:
 		e.MaxRuntime = r.estimate(s.remaining)
 	}
+	if r.opts.Defrag.Enabled && r.checkpoint > 0 {
+		e.Checkpointable, e.CheckpointInterval = true, r.checkpoint
+	}
 	r.view.Enqueue(e)
 	r.pending = append(r.pending, k)
 }
@@ -478,7 +514,9 @@ func (r *replay) schedule(ctx context.Context, t time.Duration) error {
 				}
 			case workflows.SignalPreempt:
 				if s.state == stRunning && sig.Preempt.Attempt == s.attempt+1 {
-					if err := r.preempt(ctx, k, t); err != nil {
+					mv, moved := r.placer.moves[sig.JobID]
+					moved = moved && mv.Attempt == sig.Preempt.Attempt
+					if err := r.preempt(ctx, k, t, moved); err != nil {
 						return err
 					}
 					stopped++
@@ -619,8 +657,9 @@ func (r *replay) finish(ctx context.Context, k int, t time.Duration) error {
 
 // preempt stops job k at once, as JobWorkflow does on the preempt signal:
 // it releases, and requeues the next attempt with the work left plus the
-// work lost since its last checkpoint.
-func (r *replay) preempt(ctx context.Context, k int, t time.Duration) error {
+// work lost since its last checkpoint — and, for a job moved by
+// defragmentation, the restart overhead (restore and start-up).
+func (r *replay) preempt(ctx context.Context, k int, t time.Duration, moved bool) error {
 	s := &r.st[k]
 	if err := r.release(ctx, k); err != nil {
 		return err
@@ -632,8 +671,16 @@ func (r *replay) preempt(ctx context.Context, k int, t time.Duration) error {
 	}
 	lost := elapsed - saved
 	s.remaining -= saved
-	r.out.Preemptions++
-	r.out.LostGPUSeconds += lost.Seconds() * gpuShare(&r.jobs[k].Job)
+	share := gpuShare(&r.jobs[k].Job)
+	if moved {
+		r.out.Moves++
+		r.out.MoveLostGPUSeconds += lost.Seconds() * share
+		r.out.MoveRestartGPUSeconds += r.opts.Defrag.RestartOverhead.Seconds() * share
+		s.remaining += r.opts.Defrag.RestartOverhead
+	} else {
+		r.out.Preemptions++
+		r.out.LostGPUSeconds += lost.Seconds() * share
+	}
 	s.attempt++
 	s.state, s.queuedAt = stQueued, t
 	r.enqueue(k)
@@ -688,10 +735,14 @@ func (g *integrator) add(r *replay, t time.Duration) {
 
 func (r *replay) finishStats(g *integrator, elapsed time.Duration) {
 	run := &r.out
+	var large []float64
 	for k := range r.st {
 		s := &r.st[k]
 		if s.attempt > 0 || s.state == stDone || s.state == stRunning {
 			run.Waits = append(run.Waits, s.wait.Seconds())
+			if j := &r.jobs[k]; !j.Job.Share() && j.GPUs() >= LargeJobGPUs {
+				large = append(large, s.wait.Seconds())
+			}
 		}
 		switch {
 		case s.state == stNever && s.attempt == 0:
@@ -703,6 +754,8 @@ func (r *replay) finishStats(g *integrator, elapsed time.Duration) {
 	slices.Sort(run.Waits)
 	run.WaitMean, run.WaitP50, run.WaitP95, run.WaitP99 = mean(run.Waits),
 		quantile(run.Waits, 0.50), quantile(run.Waits, 0.95), quantile(run.Waits, 0.99)
+	slices.Sort(large)
+	run.LargeJobs, run.LargeWaitMean, run.LargeWaitP99 = len(large), mean(large), quantile(large, 0.99)
 	if run.End < run.LastSubmit {
 		run.End = run.LastSubmit
 	}

@@ -320,3 +320,49 @@ func TestReplayPreemptResignal(t *testing.T) {
 		t.Errorf("replay (-want +got):\n%s", diff)
 	}
 }
+
+// Defragmentation, by hand, on two four-GPU nodes (first-fit):
+//
+//	job  submit  GPUs  duration   where
+//	x        0     2    1000 s    n0 [0 1]
+//	y        0     3    1000 s    n1 [0 1 2]
+//	a        1     1     500 s    n0 [2], preemptible
+//	w       10     2     100 s
+//
+// At 10 two GPUs are free, one on each node: w waits, fragmented. Without
+// defragmentation it starts when a ends, at 501 (wait 491). With it, a
+// moves at 10 — 9 GPU-seconds since it started (no checkpoint yet, one
+// every 30 minutes) plus a 30 s restart — to n1's free GPU, where it was
+// reserved; w starts at 10 on n0. a's work left grows by the restart: it
+// ends at 10 + 500 + 30 = 540. Both runs come from one RunTrace.
+func TestReplayDefrag(t *testing.T) {
+	nodes := []placement.Node{gpuNode("n0", 4), gpuNode("n1", 4)}
+	a := gang("a", 1, 500, 1)
+	a.Job.Preemptible = true
+	jobs := []TraceJob{gang("x", 0, 1000, 2), gang("y", 0, 1000, 3), a, gang("w", 10, 100, 2)}
+	res, err := RunTrace(context.Background(), TraceConfig{Nodes: nodes, Jobs: jobs, Policies: []string{"first-fit"},
+		NewScorer: firstFitOnly, CheckpointEvery: 30 * time.Minute,
+		Defrag: placement.Defrag{Enabled: true, MaxMovesPerHour: 4, MaxLostGPUSecondsPerHour: 1000, RestartOverhead: 30 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type got struct {
+		Label                                     string
+		Waits                                     []float64
+		Moves, Preemptions                        int
+		MoveLostGPUSeconds, MoveRestartGPUSeconds float64
+		Makespan                                  time.Duration
+	}
+	var runs []got
+	for _, r := range res.Runs {
+		runs = append(runs, got{r.Label(), r.Waits, r.Moves, r.Preemptions, r.MoveLostGPUSeconds, r.MoveRestartGPUSeconds, r.Makespan})
+	}
+	want := []got{
+		{Label: "first-fit", Waits: []float64{0, 0, 0, 491}, Makespan: 1000 * time.Second},
+		{Label: "first-fit +defrag", Waits: []float64{0, 0, 0, 0}, Moves: 1, MoveLostGPUSeconds: 9, MoveRestartGPUSeconds: 30,
+			Makespan: 1000 * time.Second},
+	}
+	if d := cmp.Diff(want, runs, cmpopts.EquateApprox(0, 1e-9)); d != "" {
+		t.Errorf("runs (-want +got):\n%s", d)
+	}
+}

@@ -64,9 +64,9 @@ func (r *TraceResult) allocPlot() (*plot.Plot, error) {
 			return nil, err
 		}
 		l.StepStyle = plotter.PostStep
-		styleOf(run.Policy, i).apply(l)
+		styleOf(run.Label(), i).apply(l)
 		lines = append(lines, l)
-		p.Legend.Add(fmt.Sprintf("%s (mean %.1f%%)", run.Policy, windowMean(run, horizon)), l)
+		p.Legend.Add(fmt.Sprintf("%s (mean %.1f%%)", run.Label(), windowMean(run, horizon)), l)
 	}
 	addLines(p, lines)
 	p.Legend.TextStyle.Font.Size = vg.Points(9)
@@ -188,9 +188,9 @@ func (r *TraceResult) waitCDFPlot() (*plot.Plot, error) {
 			return nil, err
 		}
 		l.StepStyle = plotter.PostStep
-		styleOf(run.Policy, i).apply(l)
+		styleOf(run.Label(), i).apply(l)
 		lines = append(lines, l)
-		p.Legend.Add(fmt.Sprintf("%s (p99 %s)", run.Policy, FormatSeconds(run.WaitP99)), l)
+		p.Legend.Add(fmt.Sprintf("%s (p99 %s)", run.Label(), FormatSeconds(run.WaitP99)), l)
 	}
 	addLines(p, lines)
 	p.X.Min, p.X.Max = 1, maxWait*1.5

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -22,9 +23,11 @@ type TraceResult struct {
 	// NodesFile and JobsFile label the report; the caller sets them, and
 	// Timing where the jobs came from an openb pod list.
 	NodesFile, JobsFile string
-	Timing              *TimingSource
-	Nodes, GPUs         int
-	Jobs                int
+	// Mix names the variant of the pod list replayed ("" for the list).
+	Mix         string
+	Timing      *TimingSource
+	Nodes, GPUs int
+	Jobs        int
 	// OfferedLoad and PeakLoad are the mean (over the arrival window) and
 	// the peak of the GPU demand of the jobs that would be running if each
 	// started on arrival, as a share of GPU capacity (can exceed 1).
@@ -40,7 +43,9 @@ type TraceResult struct {
 	WorkloadClasses       int
 	// LimitFactor is the largest limit ÷ work, with estimates measured
 	// (TraceConfig.ETA); 0 without.
-	LimitFactor      float64
+	LimitFactor float64
+	// Defrag is the defragmentation the runs with Defrag set had.
+	Defrag           placement.Defrag
 	Runs             []TraceRun
 	BestAllocPolicy  string // baseline with the highest mean GPU allocation
 	BestWaitPolicy   string // baseline with the lowest mean queue wait
@@ -53,7 +58,7 @@ func newTraceResult(cfg TraceConfig, jobs []TraceJob, runs []TraceRun) *TraceRes
 	res := &TraceResult{Nodes: len(cfg.Nodes), GPUs: int(GPUCapacityMilli(cfg.Nodes) / placement.Whole), Jobs: len(jobs),
 		Speedup: max(cfg.Speedup, 1), Reservations: cfg.Options.Reservations, Preempt: cfg.Options.Preempt,
 		MinRuntime: cfg.Options.MinRuntime, CheckpointEvery: cfg.CheckpointEvery, SampleNodes: cfg.Options.SampleNodes,
-		Seed: cfg.Seed, WorkloadClasses: len(cfg.Options.Workload), Runs: runs}
+		Seed: cfg.Seed, WorkloadClasses: len(cfg.Options.Workload), Defrag: cfg.Defrag, Runs: runs}
 	if cfg.Speedup > 0 {
 		res.Speedup = cfg.Speedup
 	}
@@ -65,7 +70,7 @@ func newTraceResult(cfg TraceConfig, jobs []TraceJob, runs []TraceRun) *TraceRes
 	bestAlloc, bestWait := math.Inf(-1), math.Inf(1)
 	for i := range runs {
 		r := &runs[i]
-		if r.Policy == GangwayPolicy {
+		if r.Policy == GangwayPolicy || r.Defrag {
 			continue
 		}
 		if r.AllocMean > bestAlloc {
@@ -81,6 +86,23 @@ func newTraceResult(cfg TraceConfig, jobs []TraceJob, runs []TraceRun) *TraceRes
 		res.WaitVsBest = append(res.WaitVsBest, ratioOrNaN(r.WaitMean, bestWait))
 	}
 	return res
+}
+
+// Label names the run in reports: its policy, "+defrag" when it
+// defragmented.
+func (r *TraceRun) Label() string {
+	if r.Defrag {
+		return r.Policy + " +defrag"
+	}
+	return r.Policy
+}
+
+// fileLabel is Label as part of a file name.
+func (r *TraceRun) fileLabel() string {
+	if r.Defrag {
+		return r.Policy + "-defrag"
+	}
+	return r.Policy
 }
 
 // offeredLoad is the GPU demand of jobs started on arrival and never
@@ -121,7 +143,11 @@ func ratioOrNaN(a, b float64) float64 {
 
 // WriteText writes the report table: one row per policy.
 func (r *TraceResult) WriteText(w io.Writer) error {
-	fmt.Fprintf(w, "Trace replay: %s on %s\n", filepath.Base(r.JobsFile), filepath.Base(r.NodesFile))
+	mix := ""
+	if r.Mix != "" {
+		mix = " (mix " + r.Mix + ")"
+	}
+	fmt.Fprintf(w, "Trace replay: %s%s on %s\n", filepath.Base(r.JobsFile), mix, filepath.Base(r.NodesFile))
 	fmt.Fprintf(w, "%d nodes, %d GPUs; %d jobs", r.Nodes, r.GPUs, r.Jobs)
 	if t := r.Timing; t != nil && (t.DrawnArrivals > 0 || t.DrawnDurations > 0) {
 		fmt.Fprintf(w, " (%d with the trace's times; %d arrivals and %d durations drawn from the reference trace)",
@@ -135,7 +161,7 @@ func (r *TraceResult) WriteText(w io.Writer) error {
 	fmt.Fprintln(tw, "policy\tGPU alloc %\tvs best\tpeak\twait mean\tp50\tp95\tp99\tvs best\tfrag % of free\tpreempted\tnever placed\tmakespan\tPlace calls\tmax queue\t")
 	for i := range r.Runs {
 		run := &r.Runs[i]
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%d\t%d\t\n", run.Policy,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%d\t%d\t\n", run.Label(),
 			num(100*run.AllocMean, "%.2f"), num(r.AllocVsBest[i], "%.3f"), num(100*run.AllocPeak, "%.2f"),
 			FormatSeconds(run.WaitMean), FormatSeconds(run.WaitP50), FormatSeconds(run.WaitP95), FormatSeconds(run.WaitP99),
 			num(r.WaitVsBest[i], "%.3f"), num(100*run.FragMean, "%.2f"), run.Preemptions, run.NeverPlaced,
@@ -147,11 +173,42 @@ func (r *TraceResult) WriteText(w io.Writer) error {
 	if err := r.writeETA(w); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(w, "\nGPU alloc %% and frag %% are time-weighted means over the arrival window, peak the highest GPU alloc %% reached;\n"+
+	if _, err := fmt.Fprintf(w, "\nGPU alloc %% and frag %% are time-weighted means over the arrival window, peak the highest GPU alloc %% reached;\n"+
 		"waits are per placed job, all attempts;\n"+
 		"vs best: GPU alloc over the best baseline's (%s, higher is better), mean wait over the best baseline's (%s, lower is better)\n",
-		orDash(r.BestAllocPolicy), orDash(r.BestWaitPolicy))
-	return err
+		orDash(r.BestAllocPolicy), orDash(r.BestWaitPolicy)); err != nil {
+		return err
+	}
+	return r.writeDefrag(w)
+}
+
+// writeDefrag writes the defragmentation table, when the runs compare it:
+// per run, the waits of the jobs of LargeJobGPUs or more, GPU allocation,
+// and the moves with what they cost.
+func (r *TraceResult) writeDefrag(w io.Writer) error {
+	if !slices.ContainsFunc(r.Runs, func(run TraceRun) bool { return run.Defrag }) {
+		return nil
+	}
+	d := r.Defrag
+	windows := "at any time"
+	if len(d.Windows) > 0 {
+		var ws []string
+		for _, x := range d.Windows {
+			ws = append(ws, x.String())
+		}
+		windows = "in " + strings.Join(ws, ", ")
+	}
+	fmt.Fprintf(w, "\nDefragmentation: at most %d moves and %.0f GPU-seconds lost an hour, %s; jobs whose newest checkpoint is at most %s old; %s per restart\n",
+		d.MaxMovesPerHour, d.MaxLostGPUSecondsPerHour, windows, cmp.Or(d.MaxCheckpointAge, placement.DefaultMaxCheckpointAge), d.RestartOverhead)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "run\t%d+ GPU jobs\twait mean\tp99\tall jobs' wait mean\tGPU alloc %%\tmoves\tGPU-s lost\tGPU-s restarts\tpreempted\t\n", LargeJobGPUs)
+	for i := range r.Runs {
+		run := &r.Runs[i]
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%d\t%.0f\t%.0f\t%d\t\n", run.Label(), run.LargeJobs,
+			FormatSeconds(run.LargeWaitMean), FormatSeconds(run.LargeWaitP99), FormatSeconds(run.WaitMean),
+			num(100*run.AllocMean, "%.2f"), run.Moves, run.MoveLostGPUSeconds, run.MoveRestartGPUSeconds, run.Preemptions)
+	}
+	return tw.Flush()
 }
 
 func (r *TraceResult) engineLine() string {
@@ -218,6 +275,13 @@ type TraceJSON struct {
 	WaitSecondsP99       *float64 `json:"wait_seconds_p99"`
 	Preemptions          int      `json:"preemptions"`
 	LostGPUSeconds       float64  `json:"lost_gpu_seconds"`
+	Defrag               bool     `json:"defrag"`
+	Moves                int      `json:"defrag_moves"`
+	MoveLostGPUSeconds   float64  `json:"defrag_lost_gpu_seconds"`
+	MoveRestartSeconds   float64  `json:"defrag_restart_gpu_seconds"`
+	LargeJobs            int      `json:"large_jobs"`
+	LargeWaitMean        *float64 `json:"large_wait_seconds_mean"`
+	LargeWaitP99         *float64 `json:"large_wait_seconds_p99"`
 	FragRatioMean        *float64 `json:"frag_ratio_of_free_mean"`
 	Jobs                 int      `json:"jobs"`
 	Placed               int      `json:"placed"`
@@ -248,6 +312,9 @@ func (r *TraceResult) WriteJSON(w io.Writer) error {
 			GPUAllocRatioQueued: ptr(run.AllocQueued), GPUAllocRatioPeak: math.Round(run.AllocPeak*1e4) / 1e4, QueuedSeconds: math.Round(run.QueuedTime.Seconds()),
 			WaitSecondsMean: ptr(run.WaitMean), WaitSecondsP50: ptr(run.WaitP50), WaitSecondsP95: ptr(run.WaitP95),
 			WaitSecondsP99: ptr(run.WaitP99), Preemptions: run.Preemptions, LostGPUSeconds: math.Round(run.LostGPUSeconds),
+			Defrag: run.Defrag, Moves: run.Moves, MoveLostGPUSeconds: math.Round(run.MoveLostGPUSeconds),
+			MoveRestartSeconds: math.Round(run.MoveRestartGPUSeconds), LargeJobs: run.LargeJobs,
+			LargeWaitMean: ptr(run.LargeWaitMean), LargeWaitP99: ptr(run.LargeWaitP99),
 			FragRatioMean: ptr(run.FragMean), Jobs: run.Jobs, Placed: run.Placed, NeverPlaced: run.NeverPlaced,
 			Unplaceable: run.Unplaceable, Unfinished: run.Unfinished, MakespanSeconds: run.Makespan.Seconds(),
 			PlaceCalls: run.PlaceCalls, MaxQueue: run.MaxQueue, AllocVsBest: ptr(r.AllocVsBest[i]), WaitVsBest: ptr(r.WaitVsBest[i]),
@@ -273,12 +340,12 @@ func (r *TraceResult) WriteCSV(dir string) ([]string, error) {
 	var files []string
 	for i := range r.Runs {
 		run := &r.Runs[i]
-		name := filepath.Join(dir, fmt.Sprintf("trace-%s.csv", run.Policy))
+		name := filepath.Join(dir, fmt.Sprintf("trace-%s.csv", run.fileLabel()))
 		if err := WriteCSVFile(name, func(w *csv.Writer) { writeTraceSeries(w, run) }); err != nil {
 			return files, err
 		}
 		files = append(files, name)
-		name = filepath.Join(dir, fmt.Sprintf("trace-%s-waits.csv", run.Policy))
+		name = filepath.Join(dir, fmt.Sprintf("trace-%s-waits.csv", run.fileLabel()))
 		if err := WriteCSVFile(name, func(w *csv.Writer) {
 			_ = w.Write([]string{"rank", "wait_seconds"})
 			for k, x := range run.Waits {

@@ -21,8 +21,17 @@ type TraceInput struct {
 	// Limit keeps the first Limit jobs (in submit order) or tasks (in
 	// file order); 0 keeps all.
 	Limit int
-	// Seed seeds the drawn times.
+	// Seed seeds the drawn times and the mix.
 	Seed uint64
+	// Mix, when set, replays a variant of the pod list (GenerateMix, for
+	// the fleet Nodes, seeded by Seed) instead of the list itself; a copy
+	// arrives when the task it replaces did.
+	Mix   *Mix
+	Nodes []placement.Node
+	// GangHeavy, when above 0, replays that many jobs of the synthetic
+	// gang-heavy mix (GangHeavyJobs for Nodes, seeded by Seed) instead of
+	// a file.
+	GangHeavy int
 }
 
 // TraceJobs are a loaded TraceInput.
@@ -54,6 +63,19 @@ func LoadTraceJobs(in TraceInput) (TraceJobs, error) {
 	if in.Limit < 0 {
 		return TraceJobs{}, &InputError{"limit", fmt.Errorf("want 0 (all) or more, got %d", in.Limit)}
 	}
+	if in.GangHeavy > 0 {
+		if in.Jobs != "" || in.Mix != nil {
+			return TraceJobs{}, &InputError{"gang-heavy", fmt.Errorf("the synthetic gang-heavy mix replaces --jobs and --mix")}
+		}
+		jobs, err := GangHeavyJobs(in.GangHeavy, in.Nodes, in.Seed)
+		if err != nil {
+			return TraceJobs{}, &InputError{"gang-heavy", err}
+		}
+		return TraceJobs{Jobs: jobs, File: fmt.Sprintf("gang-heavy mix (%d jobs)", in.GangHeavy)}, nil
+	}
+	if in.Jobs != "" && in.Mix != nil {
+		return TraceJobs{}, &InputError{"mix", fmt.Errorf("a mix is made of an openb pod list, not a gang-job CSV")}
+	}
 	if in.Jobs != "" {
 		jobs, err := LoadGangJobs(in.Jobs)
 		if err != nil {
@@ -70,6 +92,11 @@ func LoadTraceJobs(in TraceInput) (TraceJobs, error) {
 	}
 	if in.Limit > 0 && in.Limit < len(tasks) {
 		tasks = tasks[:in.Limit]
+	}
+	if in.Mix != nil {
+		if tasks, err = GenerateMix(tasks, in.Nodes, *in.Mix, nil, in.Seed); err != nil {
+			return TraceJobs{}, &InputError{"mix", err}
+		}
 	}
 	var ref []Task
 	if needsTimes(tasks) {

@@ -39,6 +39,20 @@ func (c TraceConfig) Validate() error {
 	if c.Parallel < 0 {
 		errs = append(errs, &InputError{"parallel", fmt.Errorf("want 0 (GOMAXPROCS) or more, got %d", c.Parallel)})
 	}
+	if d := c.Defrag; d.Enabled {
+		if d.MaxMovesPerHour < 1 {
+			errs = append(errs, &InputError{"defrag-moves", fmt.Errorf("want 1 or more moves an hour, got %d", d.MaxMovesPerHour)})
+		}
+		if !(d.MaxLostGPUSecondsPerHour > 0) || !finite(d.MaxLostGPUSecondsPerHour) {
+			errs = append(errs, &InputError{"defrag-lost", fmt.Errorf("want a positive number of GPU-seconds an hour, got %g", d.MaxLostGPUSecondsPerHour)})
+		}
+		if d.RestartOverhead < 0 {
+			errs = append(errs, &InputError{"defrag-restart", fmt.Errorf("want 0 or more, got %s", d.RestartOverhead)})
+		}
+		if c.CheckpointEvery <= 0 {
+			errs = append(errs, &InputError{"checkpoint", errors.New("--defrag moves only jobs that checkpoint: want an interval above 0")})
+		}
+	}
 	return errors.Join(append(append(errs, validateOptions(c.Options)...), validatePolicies(c.Policies, c.NewScorer))...)
 }
 

@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/gangwayhq/gangway/placement"
@@ -175,7 +176,9 @@ var OpenBSpecPool = []SpecPool{
 //     the source's (the first copy past the target is kept, the first drop
 //     below it made). GPU tasks are untouched.
 //
-// Copies are named "<source name>-mix-<n>". The result is sorted by name,
+// Copies are named "<source name>-mix-<n>"; a copy that replaces a task
+// arrives at that task's creation time with its own run time (the FGD
+// protocol reads no times; a dynamic replay does). The result is sorted by name,
 // so that the protocol's Prepare sees the same list whatever the order of
 // the source.
 func GenerateMix(tasks []Task, nodes []placement.Node, m Mix, pool []SpecPool, seed uint64) ([]Task, error) {
@@ -224,9 +227,25 @@ func (g *mixGen) copyOf(t Task) Task {
 	return t
 }
 
+// arriveAt moves t's arrival (creation time) to creation, keeping its
+// run time; when either time is missing only the creation time is set.
+func (t *Task) arriveAt(creation int64) {
+	if t.Creation != NoTime && creation != NoTime {
+		d := creation - t.Creation
+		if t.Scheduled != NoTime {
+			t.Scheduled += d
+		}
+		if t.Deletion != NoTime {
+			t.Deletion += d
+		}
+	}
+	t.Creation = creation
+}
+
 // rebalance replaces GPU tasks until those in class carry target of the
 // GPU demand, stopping at the first replacement that reaches or passes
-// it.
+// it. A copy arrives when the task it replaces did (arriveAt), so the
+// variant keeps the source's arrival process for a dynamic replay.
 func (g *mixGen) rebalance(out *[]Task, knob string, target float64, in func(*Task) bool) error {
 	var class, other []Task // source pools
 	for i := range g.src {
@@ -272,6 +291,7 @@ func (g *mixGen) rebalance(out *[]Task, knob string, target float64, in func(*Ta
 		from = from[:len(from)-1]
 		old := (*out)[i].GPUMilliTotal()
 		nt := g.copyOf(to[g.rnd.IntN(len(to))])
+		nt.arriveAt((*out)[i].Creation)
 		total += nt.GPUMilliTotal() - old
 		if raise {
 			cd += nt.GPUMilliTotal()
@@ -437,4 +457,34 @@ func (g *mixGen) cpuOnly(out *[]Task, factor float64) error {
 		*out = kept
 	}
 	return nil
+}
+
+// ParseMix reads a mix: comma-separated knob=value, the knobs of Mix as
+// `gangway replay sweep` names them (share, multi, spec: shares in
+// [0, 1]; cpu: a multiple); knobs not named keep the task list's.
+func ParseMix(s string) (Mix, error) {
+	m := NoMix
+	for part := range strings.SplitSeq(s, ",") {
+		knob, val, ok := strings.Cut(strings.TrimSpace(part), "=")
+		x, err := strconv.ParseFloat(strings.TrimSpace(val), 64)
+		if !ok || err != nil || x < 0 {
+			return Mix{}, fmt.Errorf("mix %q: want knob=value[,knob=value] (knobs share, multi, spec, cpu; values 0 or more), got %q", s, part)
+		}
+		switch strings.TrimSpace(knob) {
+		case "share":
+			m.Share = x
+		case "multi":
+			m.Multi = x
+		case "spec":
+			m.Spec = x
+		case "cpu":
+			m.CPU = x
+		default:
+			return Mix{}, fmt.Errorf("mix %q: unknown knob %q (want share, multi, spec or cpu)", s, knob)
+		}
+	}
+	if err := m.Validate(); err != nil {
+		return Mix{}, fmt.Errorf("mix %q: %w", s, err)
+	}
+	return m, nil
 }

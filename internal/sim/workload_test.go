@@ -241,3 +241,73 @@ func same[T comparable](t *testing.T, what string, got, want T) {
 		t.Errorf("%s = %v, want %v", what, got, want)
 	}
 }
+
+// TestGenerateMixKeepsArrivals: a copy that replaces a task arrives when
+// that task did, so the variant keeps the source's arrival times (as a
+// multiset) while the copies keep their own run times.
+func TestGenerateMixKeepsArrivals(t *testing.T) {
+	nodes, tasks := loadDefault(t)
+	out, err := GenerateMix(tasks, nodes, Mix{Share: Keep, Multi: 0.3, Spec: Keep, CPU: Keep}, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	arrivals := func(ts []Task) []int64 {
+		var a []int64
+		for i := range ts {
+			a = append(a, ts[i].Creation)
+		}
+		slices.Sort(a)
+		return a
+	}
+	if !slices.Equal(arrivals(tasks), arrivals(out)) {
+		t.Errorf("the mix's arrival times differ from the source's")
+	}
+	byName := map[string]Task{}
+	for _, s := range tasks {
+		byName[s.Name] = s
+	}
+	copies := 0
+	for _, c := range out {
+		src, _, ok := strings.Cut(c.Name, "-mix-")
+		if !ok {
+			continue
+		}
+		copies++
+		s := byName[src]
+		if hasDuration(&s) && c.Deletion-c.Scheduled != s.Deletion-s.Scheduled {
+			t.Errorf("%s runs %d s, its source %s %d s", c.Name, c.Deletion-c.Scheduled, src, s.Deletion-s.Scheduled)
+		}
+	}
+	if copies == 0 {
+		t.Fatal("the mix made no copies")
+	}
+}
+
+func TestParseMix(t *testing.T) {
+	tests := map[string]struct {
+		in      string
+		want    Mix
+		wantErr string
+	}{
+		"one knob":      {in: "multi=0.4", want: Mix{Share: Keep, Multi: 0.4, Spec: Keep, CPU: Keep}},
+		"two knobs":     {in: "share=0.2, cpu=2", want: Mix{Share: 0.2, Multi: Keep, Spec: Keep, CPU: 2}},
+		"unknown knob":  {in: "gang=0.5", wantErr: `mix "gang=0.5": unknown knob "gang" (want share, multi, spec or cpu)`},
+		"no value":      {in: "multi", wantErr: `mix "multi": want knob=value[,knob=value] (knobs share, multi, spec, cpu; values 0 or more), got "multi"`},
+		"out of range":  {in: "multi=1", wantErr: `mix "multi=1": multi: 1: want a share 0 to below 1 (or negative to keep the task list's)`},
+		"too much, two": {in: "share=0.7,multi=0.5", wantErr: `mix "share=0.7,multi=0.5": share: share 0.7 + multi 0.5: want at most 1 together`},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, err := ParseMix(tc.in)
+			if tc.wantErr != "" {
+				if err == nil || err.Error() != tc.wantErr {
+					t.Fatalf("ParseMix(%q) error %v, want %s", tc.in, err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Errorf("ParseMix(%q) = %+v, %v; want %+v", tc.in, got, err, tc.want)
+			}
+		})
+	}
+}

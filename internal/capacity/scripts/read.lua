@@ -2,13 +2,13 @@
 -- instant, together with the server's clock. Node records are sent only when
 -- they changed since the caller's last read (see nodecache.go).
 -- KEYS: nodes, node-state, heartbeat, gpus, queue, allocs, node-revs, rev,
---       epoch, shares, rebuilt, node-tasks
+--       epoch, shares, rebuilt, node-tasks, checkpoints
 -- ARGV: "1" to include the queue; the caller's epoch ("" for none) and the
 --       revision its node records are at
 -- Returns {TIME, epoch, rev, node IDs, their revisions, changed nodes,
--- node-state, heartbeat, gpus, queue, allocs, shares, rebuilt, node-tasks};
--- changed nodes and every hash are flat HGETALL-style lists; rebuilt is the
--- epoch the view was last rebuilt for (false if none).
+-- node-state, heartbeat, gpus, queue, allocs, shares, rebuilt, node-tasks,
+-- checkpoints}; changed nodes and every hash are flat HGETALL-style lists;
+-- rebuilt is the epoch the view was last rebuilt for (false if none).
 local now = redis.call('TIME')
 local epoch = redis.call('GET', KEYS[9])
 if not epoch then
@@ -61,4 +61,5 @@ return {
   redis.call('HGETALL', KEYS[10]),
   redis.call('GET', KEYS[11]),
   redis.call('HGETALL', KEYS[12]),
+  redis.call('HGETALL', KEYS[13]),
 }

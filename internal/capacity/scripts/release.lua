@@ -1,12 +1,13 @@
 -- Free every GPU a job holds, whole or in shares, and drop its allocation,
 -- unless the allocation belongs to a newer attempt than the caller's: a late
 -- release from an old attempt must never free the GPUs of the attempt that
--- replaced it.
--- KEYS: allocs, gpus, shares
+-- replaced it. The job's checkpoint record goes with its allocation.
+-- KEYS: allocs, gpus, shares, checkpoints
 -- ARGV: job ID, attempt
 -- Returns the number of GPUs freed: each member's GPUs, whole or shared.
 local raw = redis.call('HGET', KEYS[1], ARGV[1])
 if not raw then
+  redis.call('HDEL', KEYS[4], ARGV[1])
   return 0
 end
 local a = cjson.decode(raw).assignment
@@ -53,4 +54,5 @@ for f, members in pairs(shares) do
   end
 end
 redis.call('HDEL', KEYS[1], ARGV[1])
+redis.call('HDEL', KEYS[4], ARGV[1])
 return freed

@@ -29,6 +29,11 @@ type Capacity struct {
 	bursting  map[gangway.JobID][]byte
 	holder    string
 	leaseTill time.Time
+	// saved is each job's newest recorded checkpoint (RecordCheckpoint);
+	// every, when set, has each checkpointing allocation save every so
+	// often from its start (CheckpointEvery).
+	saved map[gangway.JobID]savedAt
+	every time.Duration
 
 	// Sorted copies, rebuilt only after a change: a replay snapshots
 	// thousands of times.
@@ -56,6 +61,11 @@ type gpuUse struct {
 }
 
 func (g *gpuUse) free() bool { return g.whole == "" && g.milli == 0 }
+
+type savedAt struct {
+	attempt int
+	at      time.Time
+}
 
 // alloc is a committed assignment and the CPU and memory each member holds
 // (from its queue entry, as the commit script records them).
@@ -210,7 +220,46 @@ func (c *Capacity) Snapshot(context.Context) (capacity.Snapshot, error) {
 	}
 	s.Queue = slices.Clone(c.queueSorted)
 	s.Allocations = slices.Clone(c.sortedAllocs())
+	if c.every > 0 || len(c.saved) > 0 {
+		for i := range s.Allocations {
+			a := &s.Allocations[i]
+			if r, ok := c.saved[a.JobID]; ok && r.attempt == a.Attempt && r.at.After(a.At) {
+				a.LastCheckpoint = r.at
+			}
+			if c.every > 0 && a.Checkpointable && s.Now.After(a.At) {
+				if at := a.At.Add(s.Now.Sub(a.At) / c.every * c.every); at.After(a.LastCheckpoint) && at.After(a.At) {
+					a.LastCheckpoint = at
+				}
+			}
+		}
+	}
 	return s, nil
+}
+
+// RecordCheckpoint records that attempt of job saved a checkpoint at at,
+// as the view's does: the newest of the newest attempt is kept, and a
+// snapshot reports it as that allocation's LastCheckpoint.
+func (c *Capacity) RecordCheckpoint(_ context.Context, jobID gangway.JobID, attempt int, at time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r, ok := c.saved[jobID]; ok && (r.attempt > attempt || r.attempt == attempt && !at.After(r.at)) {
+		return nil
+	}
+	if c.saved == nil {
+		c.saved = map[gangway.JobID]savedAt{}
+	}
+	c.saved[jobID] = savedAt{attempt, at}
+	return nil
+}
+
+// CheckpointEvery models agents whose jobs save a checkpoint every d from
+// the start of each attempt: a snapshot reports each checkpointing
+// allocation's newest such save as its LastCheckpoint (0: none). A
+// replay uses it instead of a RecordCheckpoint per save.
+func (c *Capacity) CheckpointEvery(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.every = d
 }
 
 // byJobID orders allocations by job ID for binary search.
@@ -370,6 +419,7 @@ func (c *Capacity) Release(_ context.Context, jobID gangway.JobID, attempt int) 
 		r.status = nil
 	}
 	delete(c.allocs, jobID)
+	delete(c.saved, jobID)
 	if i, found := slices.BinarySearchFunc(c.allocsSorted, jobID, byJobID); found {
 		c.allocsSorted = slices.Delete(c.allocsSorted, i, i+1)
 	}

@@ -9,6 +9,9 @@
 // like its release script (never a newer attempt's GPUs). It also holds
 // GPU shares (a member's Milli), which the Redis view does not yet: a
 // shared GPU is reported as held in the snapshot, and GPUMilli tells what
-// is left of it. Workflows records every signal for the caller to act on,
-// as JobWorkflow would.
+// is left of it. It records checkpoints as the agents report them to the
+// view (RecordCheckpoint) or, for a replay, as if every checkpointing job
+// saved on a fixed interval (CheckpointEvery), and reports them as the
+// allocations' LastCheckpoint. Workflows records every signal for the
+// caller to act on, as JobWorkflow would.
 package dispatchtest
