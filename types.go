@@ -174,7 +174,7 @@ type GPU struct {
 	NVLinkDomain string `json:"nvlinkDomain,omitempty"`
 	NUMA         int    `json:"numa,omitempty"`
 	// Flakiness is the GPU's recent hardware faults, decayed over time
-	// (capacity.FlakinessHalfLife); placement keeps long gangs off flaky GPUs.
+	// (FlakinessHalfLife); placement keeps long gangs off flaky GPUs.
 	Flakiness float64 `json:"flakiness,omitempty"`
 	// MIGProfile is set when the GPU is a MIG device ("1g.10gb"; UUID is
 	// then the MIG device's, "MIG-..."), a fixed partition of the physical

@@ -7,7 +7,7 @@ import (
 )
 
 // Flaky GPUs. A GPU that faulted recently carries a flakiness score (its
-// fences, decayed; see capacity.GPUHealth.Flakiness). A gang of more than
+// fences, decayed; see gangway.GPUHealth.Flakiness). A gang of more than
 // one replica, or a job expected to run long, stays off GPUs above
 // FlakyThreshold: its next fault would stop every member and throw away
 // the most work. Short single-replica jobs may still use them, so a flaky

@@ -92,13 +92,13 @@ func testReportCountsRunsInFlight(t *testing.T, b backend) {
 			{Pool: "onprem", GPUs: []int{3}, PricePerGPUHour: 2},
 		}},
 	}, now)
-	got, err := l.Report(ctx, Query{By: ByTeam, Until: now, Running: running, OnDemandPrices: map[string]float64{"aws-spot": 3}})
+	got, err := l.Report(ctx, Query{By: gangway.CostByTeam, Until: now, Running: running, OnDemandPrices: map[string]float64{"aws-spot": 3}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	row := Row{Group: "ml", Segments: 3, InFlight: 1, GPUHours: Split{OnPrem: 4, Spot: 8},
-		Dollars: Split{OnPrem: 8, Spot: 8}, TotalDollars: 16, SpotSavedDollars: ptr(16)}
-	want := Summary{By: ByTeam, Until: now, Rows: []Row{row}, Total: row}
+	row := gangway.CostRow{Group: "ml", Segments: 3, InFlight: 1, GPUHours: gangway.CostSplit{OnPrem: 4, Spot: 8},
+		Dollars: gangway.CostSplit{OnPrem: 8, Spot: 8}, TotalDollars: 16, SpotSavedDollars: ptr(16)}
+	want := gangway.CostSummary{By: gangway.CostByTeam, Until: now, Rows: []gangway.CostRow{row}, Total: row}
 	want.Total.Group = ""
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Report (-want +got):\n%s", diff)

@@ -12,24 +12,11 @@ import (
 	"github.com/gangwayhq/gangway"
 )
 
-// GroupBy is what a report's rows are: one per team, project or pool.
-type GroupBy = gangway.CostGroupBy
-
-// The groupings a report supports.
-const (
-	ByTeam    = gangway.CostByTeam
-	ByProject = gangway.CostByProject
-	ByPool    = gangway.CostByPool
-)
-
-// ParseGroupBy checks a grouping name.
-func ParseGroupBy(s string) (GroupBy, error) { return gangway.ParseCostGroupBy(s) }
-
-func groupKey(g GroupBy, s gangway.UsageSegment) string {
+func groupKey(g gangway.CostGroupBy, s gangway.UsageSegment) string {
 	switch g {
-	case ByProject:
+	case gangway.CostByProject:
 		return s.Project
-	case ByPool:
+	case gangway.CostByPool:
 		return s.Pool
 	default:
 		return s.Team
@@ -38,7 +25,7 @@ func groupKey(g GroupBy, s gangway.UsageSegment) string {
 
 // Query says what a report covers.
 type Query struct {
-	By GroupBy
+	By gangway.CostGroupBy
 	// Since and Until bound the window, [Since, Until); a zero bound is
 	// open. Segments that straddle a bound count only their part inside.
 	Since, Until time.Time
@@ -57,10 +44,7 @@ type Query struct {
 	Team func(team string) bool
 }
 
-// Split is one quantity by capacity type.
-type Split = gangway.CostSplit
-
-func addTo(s *Split, capacityType gangway.CapacityType, v float64) {
+func addTo(s *gangway.CostSplit, capacityType gangway.CapacityType, v float64) {
 	switch capacityType {
 	case gangway.CapacitySpot:
 		s.Spot += v
@@ -71,18 +55,11 @@ func addTo(s *Split, capacityType gangway.CapacityType, v float64) {
 	}
 }
 
-// Row and Summary are the root package's cost report: the user API
-// sends them.
-type (
-	Row     = gangway.CostRow
-	Summary = gangway.CostSummary
-)
-
 // Report aggregates segments, given in any order, into a Summary. Duplicates
 // must already be gone (the ledger never returns any).
-func Report(segs []gangway.UsageSegment, q Query) (Summary, error) {
-	if _, err := ParseGroupBy(string(q.By)); err != nil {
-		return Summary{}, fmt.Errorf("report by: %w", err)
+func Report(segs []gangway.UsageSegment, q Query) (gangway.CostSummary, error) {
+	if _, err := gangway.ParseCostGroupBy(string(q.By)); err != nil {
+		return gangway.CostSummary{}, fmt.Errorf("report by: %w", err)
 	}
 	in := make([]gangway.UsageSegment, 0, len(segs)+len(q.Running))
 	keep := func(s gangway.UsageSegment) bool { return q.Team == nil || q.Team(s.Team) }
@@ -100,7 +77,7 @@ func Report(segs []gangway.UsageSegment, q Query) (Summary, error) {
 	}
 	SortSegments(in)
 
-	sum := Summary{By: q.By, Since: q.Since, Until: q.Until, Rows: []Row{}}
+	sum := gangway.CostSummary{By: q.By, Since: q.Since, Until: q.Until, Rows: []gangway.CostRow{}}
 	acc := map[string]*accumulator{}
 	total := newAccumulator("")
 	for _, s := range in {
@@ -117,7 +94,7 @@ func Report(segs []gangway.UsageSegment, q Query) (Summary, error) {
 	for _, a := range acc {
 		sum.Rows = append(sum.Rows, a.row())
 	}
-	slices.SortFunc(sum.Rows, func(a, b Row) int {
+	slices.SortFunc(sum.Rows, func(a, b gangway.CostRow) int {
 		return cmp.Or(cmp.Compare(b.TotalDollars, a.TotalDollars), cmp.Compare(a.Group, b.Group))
 	})
 	sum.Total = total.row()
@@ -145,8 +122,8 @@ func clip(seg gangway.UsageSegment, since, until time.Time) (gangway.UsageSegmen
 type accumulator struct {
 	group      string
 	segments   int
-	gpuSeconds Split
-	dollars    Split
+	gpuSeconds gangway.CostSplit
+	dollars    gangway.CostSplit
 	total      float64
 	saved      float64
 	savedKnown bool
@@ -185,12 +162,12 @@ func (a *accumulator) add(s gangway.UsageSegment, onDemand map[string]float64, i
 	a.saved += atOnDemand.Dollars() - d
 }
 
-func (a *accumulator) row() Row {
-	r := Row{
+func (a *accumulator) row() gangway.CostRow {
+	r := gangway.CostRow{
 		Group:    a.group,
 		Segments: a.segments,
 		InFlight: len(a.inFlight),
-		GPUHours: Split{
+		GPUHours: gangway.CostSplit{
 			OnPrem:   a.gpuSeconds.OnPrem / 3600,
 			Spot:     a.gpuSeconds.Spot / 3600,
 			OnDemand: a.gpuSeconds.OnDemand / 3600,
@@ -209,10 +186,10 @@ func (a *accumulator) row() Row {
 // aggregates them (Report). A run in q.Running whose segments the ledger
 // already holds has ended, and its allocation is only not yet released: it
 // is counted once, from the ledger, not as in flight.
-func (l *Ledger) Report(ctx context.Context, q Query) (Summary, error) {
+func (l *Ledger) Report(ctx context.Context, q Query) (gangway.CostSummary, error) {
 	segs, err := l.Segments(ctx, q.Since, q.Until)
 	if err != nil {
-		return Summary{}, err
+		return gangway.CostSummary{}, err
 	}
 	ended := map[runKey]bool{}
 	for _, s := range q.Running {
@@ -227,7 +204,7 @@ func (l *Ledger) Report(ctx context.Context, q Query) (Summary, error) {
 		case errors.Is(err, sql.ErrNoRows):
 			ended[k] = false
 		case err != nil:
-			return Summary{}, fmt.Errorf("usage of job %s attempt %d: %w", s.JobID, s.Attempt, err)
+			return gangway.CostSummary{}, fmt.Errorf("usage of job %s attempt %d: %w", s.JobID, s.Attempt, err)
 		default:
 			ended[k] = true
 		}

@@ -34,47 +34,47 @@ func TestReport(t *testing.T) {
 
 	tests := map[string]struct {
 		q       Query
-		want    Summary
+		want    gangway.CostSummary
 		wantErr bool
 	}{
 		"by team": {
-			q: Query{By: ByTeam, OnDemandPrices: prices},
-			want: Summary{By: ByTeam, Rows: []Row{
-				{Group: "ml", Segments: 3, GPUHours: Split{OnPrem: 3, Spot: 8, OnDemand: 1}, Dollars: Split{OnPrem: 12, Spot: 10, OnDemand: 3}, TotalDollars: 25, SpotSavedDollars: ptr(14)},
-				{Group: "research", Segments: 1, GPUHours: Split{OnPrem: 4}, Dollars: Split{OnPrem: 2}, TotalDollars: 2, SpotSavedDollars: ptr(0)},
-				{Group: "vision", Segments: 1, GPUHours: Split{Spot: 4}, Dollars: Split{Spot: 2}, TotalDollars: 2},
-			}, Total: Row{Segments: 5, GPUHours: Split{OnPrem: 7, Spot: 12, OnDemand: 1}, Dollars: Split{OnPrem: 14, Spot: 12, OnDemand: 3}, TotalDollars: 29}},
+			q: Query{By: gangway.CostByTeam, OnDemandPrices: prices},
+			want: gangway.CostSummary{By: gangway.CostByTeam, Rows: []gangway.CostRow{
+				{Group: "ml", Segments: 3, GPUHours: gangway.CostSplit{OnPrem: 3, Spot: 8, OnDemand: 1}, Dollars: gangway.CostSplit{OnPrem: 12, Spot: 10, OnDemand: 3}, TotalDollars: 25, SpotSavedDollars: ptr(14)},
+				{Group: "research", Segments: 1, GPUHours: gangway.CostSplit{OnPrem: 4}, Dollars: gangway.CostSplit{OnPrem: 2}, TotalDollars: 2, SpotSavedDollars: ptr(0)},
+				{Group: "vision", Segments: 1, GPUHours: gangway.CostSplit{Spot: 4}, Dollars: gangway.CostSplit{Spot: 2}, TotalDollars: 2},
+			}, Total: gangway.CostRow{Segments: 5, GPUHours: gangway.CostSplit{OnPrem: 7, Spot: 12, OnDemand: 1}, Dollars: gangway.CostSplit{OnPrem: 14, Spot: 12, OnDemand: 3}, TotalDollars: 29}},
 		},
 		"by project, one without": {
-			q: Query{By: ByProject, OnDemandPrices: map[string]float64{"aws-spot": 3, "gcp-spot": 0.75}},
-			want: Summary{By: ByProject, Rows: []Row{
-				{Group: "llm", Segments: 2, GPUHours: Split{OnPrem: 3, Spot: 8}, Dollars: Split{OnPrem: 12, Spot: 10}, TotalDollars: 22, SpotSavedDollars: ptr(14)},
-				{Group: "", Segments: 1, GPUHours: Split{OnDemand: 1}, Dollars: Split{OnDemand: 3}, TotalDollars: 3, SpotSavedDollars: ptr(0)},
-				{Group: "det", Segments: 1, GPUHours: Split{Spot: 4}, Dollars: Split{Spot: 2}, TotalDollars: 2, SpotSavedDollars: ptr(1)},
-				{Group: "rl", Segments: 1, GPUHours: Split{OnPrem: 4}, Dollars: Split{OnPrem: 2}, TotalDollars: 2, SpotSavedDollars: ptr(0)},
-			}, Total: Row{Segments: 5, GPUHours: Split{OnPrem: 7, Spot: 12, OnDemand: 1}, Dollars: Split{OnPrem: 14, Spot: 12, OnDemand: 3}, TotalDollars: 29, SpotSavedDollars: ptr(15)}},
+			q: Query{By: gangway.CostByProject, OnDemandPrices: map[string]float64{"aws-spot": 3, "gcp-spot": 0.75}},
+			want: gangway.CostSummary{By: gangway.CostByProject, Rows: []gangway.CostRow{
+				{Group: "llm", Segments: 2, GPUHours: gangway.CostSplit{OnPrem: 3, Spot: 8}, Dollars: gangway.CostSplit{OnPrem: 12, Spot: 10}, TotalDollars: 22, SpotSavedDollars: ptr(14)},
+				{Group: "", Segments: 1, GPUHours: gangway.CostSplit{OnDemand: 1}, Dollars: gangway.CostSplit{OnDemand: 3}, TotalDollars: 3, SpotSavedDollars: ptr(0)},
+				{Group: "det", Segments: 1, GPUHours: gangway.CostSplit{Spot: 4}, Dollars: gangway.CostSplit{Spot: 2}, TotalDollars: 2, SpotSavedDollars: ptr(1)},
+				{Group: "rl", Segments: 1, GPUHours: gangway.CostSplit{OnPrem: 4}, Dollars: gangway.CostSplit{OnPrem: 2}, TotalDollars: 2, SpotSavedDollars: ptr(0)},
+			}, Total: gangway.CostRow{Segments: 5, GPUHours: gangway.CostSplit{OnPrem: 7, Spot: 12, OnDemand: 1}, Dollars: gangway.CostSplit{OnPrem: 14, Spot: 12, OnDemand: 3}, TotalDollars: 29, SpotSavedDollars: ptr(15)}},
 		},
 		"by pool, no prices": {
-			q: Query{By: ByPool},
-			want: Summary{By: ByPool, Rows: []Row{
-				{Group: "onprem", Segments: 2, GPUHours: Split{OnPrem: 7}, Dollars: Split{OnPrem: 14}, TotalDollars: 14, SpotSavedDollars: ptr(0)},
-				{Group: "aws-spot", Segments: 1, GPUHours: Split{Spot: 8}, Dollars: Split{Spot: 10}, TotalDollars: 10},
-				{Group: "aws-od", Segments: 1, GPUHours: Split{OnDemand: 1}, Dollars: Split{OnDemand: 3}, TotalDollars: 3, SpotSavedDollars: ptr(0)},
-				{Group: "gcp-spot", Segments: 1, GPUHours: Split{Spot: 4}, Dollars: Split{Spot: 2}, TotalDollars: 2},
-			}, Total: Row{Segments: 5, GPUHours: Split{OnPrem: 7, Spot: 12, OnDemand: 1}, Dollars: Split{OnPrem: 14, Spot: 12, OnDemand: 3}, TotalDollars: 29}},
+			q: Query{By: gangway.CostByPool},
+			want: gangway.CostSummary{By: gangway.CostByPool, Rows: []gangway.CostRow{
+				{Group: "onprem", Segments: 2, GPUHours: gangway.CostSplit{OnPrem: 7}, Dollars: gangway.CostSplit{OnPrem: 14}, TotalDollars: 14, SpotSavedDollars: ptr(0)},
+				{Group: "aws-spot", Segments: 1, GPUHours: gangway.CostSplit{Spot: 8}, Dollars: gangway.CostSplit{Spot: 10}, TotalDollars: 10},
+				{Group: "aws-od", Segments: 1, GPUHours: gangway.CostSplit{OnDemand: 1}, Dollars: gangway.CostSplit{OnDemand: 3}, TotalDollars: 3, SpotSavedDollars: ptr(0)},
+				{Group: "gcp-spot", Segments: 1, GPUHours: gangway.CostSplit{Spot: 4}, Dollars: gangway.CostSplit{Spot: 2}, TotalDollars: 2},
+			}, Total: gangway.CostRow{Segments: 5, GPUHours: gangway.CostSplit{OnPrem: 7, Spot: 12, OnDemand: 1}, Dollars: gangway.CostSplit{OnPrem: 14, Spot: 12, OnDemand: 3}, TotalDollars: 29}},
 		},
 		"a window clips what straddles it": {
 			// [1h, 3h): half of ml's spot run, all of its on-demand hour,
 			// half an hour of its on-prem run, 2 h of research's.
-			q: Query{By: ByTeam, Since: t0.Add(h), Until: t0.Add(3 * h), OnDemandPrices: prices},
-			want: Summary{By: ByTeam, Since: t0.Add(h), Until: t0.Add(3 * h), Rows: []Row{
-				{Group: "ml", Segments: 3, GPUHours: Split{OnPrem: 1, Spot: 4, OnDemand: 1}, Dollars: Split{OnPrem: 4, Spot: 5, OnDemand: 3}, TotalDollars: 12, SpotSavedDollars: ptr(7)},
-				{Group: "research", Segments: 1, GPUHours: Split{OnPrem: 2}, Dollars: Split{OnPrem: 1}, TotalDollars: 1, SpotSavedDollars: ptr(0)},
-			}, Total: Row{Segments: 4, GPUHours: Split{OnPrem: 3, Spot: 4, OnDemand: 1}, Dollars: Split{OnPrem: 5, Spot: 5, OnDemand: 3}, TotalDollars: 13, SpotSavedDollars: ptr(7)}},
+			q: Query{By: gangway.CostByTeam, Since: t0.Add(h), Until: t0.Add(3 * h), OnDemandPrices: prices},
+			want: gangway.CostSummary{By: gangway.CostByTeam, Since: t0.Add(h), Until: t0.Add(3 * h), Rows: []gangway.CostRow{
+				{Group: "ml", Segments: 3, GPUHours: gangway.CostSplit{OnPrem: 1, Spot: 4, OnDemand: 1}, Dollars: gangway.CostSplit{OnPrem: 4, Spot: 5, OnDemand: 3}, TotalDollars: 12, SpotSavedDollars: ptr(7)},
+				{Group: "research", Segments: 1, GPUHours: gangway.CostSplit{OnPrem: 2}, Dollars: gangway.CostSplit{OnPrem: 1}, TotalDollars: 1, SpotSavedDollars: ptr(0)},
+			}, Total: gangway.CostRow{Segments: 4, GPUHours: gangway.CostSplit{OnPrem: 3, Spot: 4, OnDemand: 1}, Dollars: gangway.CostSplit{OnPrem: 5, Spot: 5, OnDemand: 3}, TotalDollars: 13, SpotSavedDollars: ptr(7)}},
 		},
 		"nothing in the window": {
-			q:    Query{By: ByTeam, Since: t0.Add(24 * h)},
-			want: Summary{By: ByTeam, Since: t0.Add(24 * h), Rows: []Row{}, Total: Row{SpotSavedDollars: ptr(0)}},
+			q:    Query{By: gangway.CostByTeam, Since: t0.Add(24 * h)},
+			want: gangway.CostSummary{By: gangway.CostByTeam, Since: t0.Add(24 * h), Rows: []gangway.CostRow{}, Total: gangway.CostRow{SpotSavedDollars: ptr(0)}},
 		},
 		"unknown grouping": {q: Query{By: "region"}, wantErr: true},
 	}
@@ -127,7 +127,7 @@ func testReportFromLedgerAddsUp(t *testing.T, b backend) {
 	if diff := cmp.Diff(segs, stored); diff != "" {
 		t.Fatalf("segments read back (-recorded +read):\n%s", diff)
 	}
-	for _, by := range []GroupBy{ByTeam, ByProject, ByPool} {
+	for _, by := range []gangway.CostGroupBy{gangway.CostByTeam, gangway.CostByProject, gangway.CostByPool} {
 		sum, err := Report(stored, Query{By: by, OnDemandPrices: map[string]float64{"aws-spot": 4.5}})
 		if err != nil {
 			t.Fatal(err)
@@ -151,21 +151,21 @@ type errorer interface {
 	Errorf(format string, args ...any)
 }
 
-func checkAddsUp(t errorer, by GroupBy, segs []gangway.UsageSegment, prices map[string]float64, sum Summary) {
+func checkAddsUp(t errorer, by gangway.CostGroupBy, segs []gangway.UsageSegment, prices map[string]float64, sum gangway.CostSummary) {
 	t.Helper()
 	groups := map[string][]gangway.UsageSegment{}
 	for _, s := range segs {
 		groups[groupKey(by, s)] = append(groups[groupKey(by, s)], s)
 	}
-	want := func(group string, segs []gangway.UsageSegment) Row {
-		r := Row{Group: group, Segments: len(segs)}
-		var sec Split
+	want := func(group string, segs []gangway.UsageSegment) gangway.CostRow {
+		r := gangway.CostRow{Group: group, Segments: len(segs)}
+		var sec gangway.CostSplit
 		SortSegments(segs)
 		for _, s := range segs {
 			addTo(&sec, s.CapacityType, s.GPUSeconds())
 			addTo(&r.Dollars, s.CapacityType, s.Dollars())
 		}
-		r.GPUHours = Split{OnPrem: sec.OnPrem / 3600, Spot: sec.Spot / 3600, OnDemand: sec.OnDemand / 3600}
+		r.GPUHours = gangway.CostSplit{OnPrem: sec.OnPrem / 3600, Spot: sec.Spot / 3600, OnDemand: sec.OnDemand / 3600}
 		_, r.TotalDollars = sumInOrder(segs)
 		saved, known := 0.0, true
 		for _, s := range segs {
@@ -277,7 +277,7 @@ func testLedgerProperties(t *testing.T, b backend) {
 		if diff := cmp.Diff(want, stored); diff != "" {
 			rt.Fatalf("ledger holds (-first recordings +stored):\n%s", diff)
 		}
-		by := rapid.SampledFrom([]GroupBy{ByTeam, ByProject, ByPool}).Draw(rt, "by")
+		by := rapid.SampledFrom([]gangway.CostGroupBy{gangway.CostByTeam, gangway.CostByProject, gangway.CostByPool}).Draw(rt, "by")
 		q := Query{By: by, OnDemandPrices: map[string]float64{"aws-spot": 4, "gcp-spot": 3.5}}
 		sum, err := Report(stored, q)
 		if err != nil {
@@ -320,7 +320,7 @@ func TestReportTeamFilter(t *testing.T) {
 	}
 	segs := []gangway.UsageSegment{seg("a", "ml", "p1"), seg("b", "vision", "p1"), seg("c", "vision", "p2")}
 	running := []gangway.UsageSegment{seg("d", "ml", "p2"), seg("e", "vision", "p2")}
-	sum, err := Report(segs, Query{By: ByPool, Running: running, Team: func(team string) bool { return team == "ml" }})
+	sum, err := Report(segs, Query{By: gangway.CostByPool, Running: running, Team: func(team string) bool { return team == "ml" }})
 	if err != nil {
 		t.Fatal(err)
 	}

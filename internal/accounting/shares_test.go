@@ -54,7 +54,7 @@ func testSharesBilledAtTheirShare(t *testing.T, b backend) {
 	if diff := cmp.Diff(segs, stored); diff != "" {
 		t.Errorf("segments read back (-recorded +stored):\n%s", diff)
 	}
-	sum, err := l.Report(ctx, Query{By: ByTeam})
+	sum, err := l.Report(ctx, Query{By: gangway.CostByTeam})
 	if err != nil {
 		t.Fatal(err)
 	}

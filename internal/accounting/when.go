@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"strconv"
 	"time"
+
+	"github.com/gangwayhq/gangway"
 )
 
 // daysThen matches "7d", "1.5d" and "1d12h": days, then an optional Go
@@ -48,7 +50,7 @@ func ParseWhen(v string, now time.Time) (time.Time, error) {
 // ParseWhen, until "" for now. An error begins with the name of the value
 // that is wrong ("since: want ...").
 func ParseQuery(by, since, until string, now time.Time) (Query, error) {
-	g, err := ParseGroupBy(by)
+	g, err := gangway.ParseCostGroupBy(by)
 	if err != nil {
 		return Query{}, fmt.Errorf("by: %w", err)
 	}

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/gangwayhq/gangway"
 )
 
 func TestParseWhen(t *testing.T) {
@@ -53,23 +55,23 @@ func TestParseQuery(t *testing.T) {
 	}{
 		"defaults": {
 			by: "team", since: "7d",
-			want: Query{By: ByTeam, Since: utc("2025-06-01T10:30:00Z"), Until: utc("2025-06-08T10:30:00Z")},
+			want: Query{By: gangway.CostByTeam, Since: utc("2025-06-01T10:30:00Z"), Until: utc("2025-06-08T10:30:00Z")},
 		},
 		"hours": {
 			by: "pool", since: "36h",
-			want: Query{By: ByPool, Since: utc("2025-06-06T22:30:00Z"), Until: utc("2025-06-08T10:30:00Z")},
+			want: Query{By: gangway.CostByPool, Since: utc("2025-06-06T22:30:00Z"), Until: utc("2025-06-08T10:30:00Z")},
 		},
 		"days and hours, until a duration": {
 			by: "project", since: "1d12h", until: "30m",
-			want: Query{By: ByProject, Since: utc("2025-06-06T22:30:00Z"), Until: utc("2025-06-08T10:00:00Z")},
+			want: Query{By: gangway.CostByProject, Since: utc("2025-06-06T22:30:00Z"), Until: utc("2025-06-08T10:00:00Z")},
 		},
 		"fractional days": {
 			by: "team", since: "1.5d",
-			want: Query{By: ByTeam, Since: utc("2025-06-06T22:30:00Z"), Until: utc("2025-06-08T10:30:00Z")},
+			want: Query{By: gangway.CostByTeam, Since: utc("2025-06-06T22:30:00Z"), Until: utc("2025-06-08T10:30:00Z")},
 		},
 		"times": {
 			by: "team", since: "2025-05-01T00:00:00+02:00", until: "2025-06-01",
-			want: Query{By: ByTeam, Since: utc("2025-04-30T22:00:00Z"), Until: utc("2025-06-01T00:00:00Z")},
+			want: Query{By: gangway.CostByTeam, Since: utc("2025-04-30T22:00:00Z"), Until: utc("2025-06-01T00:00:00Z")},
 		},
 		"bad grouping":         {by: "region", since: "7d", wantErrParts: []string{"by", `"region"`}},
 		"bad since":            {by: "team", since: "7 days", wantErrParts: []string{"since", `"7 days"`}},

@@ -16,7 +16,6 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/gangwayhq/gangway"
-	"github.com/gangwayhq/gangway/internal/capacity"
 	"github.com/gangwayhq/gangway/internal/gpuinfo"
 	"github.com/gangwayhq/gangway/internal/metrics"
 	"github.com/gangwayhq/gangway/workflows"
@@ -34,10 +33,10 @@ type GPUSource interface {
 // GPUHealthView is the part of the Redis view GPU health writes to;
 // *capacity.View is one.
 type GPUHealthView interface {
-	FenceGPUs(ctx context.Context, e capacity.GPUEvent) ([]capacity.GPUHealth, error)
-	UnfenceGPUs(ctx context.Context, nodeID string, gpus []int, now time.Time) ([]capacity.GPUHealth, error)
-	RecordGPUEvent(ctx context.Context, e capacity.GPUEvent) error
-	GPUHealth(ctx context.Context, nodeID string) (map[int]capacity.GPUHealth, error)
+	FenceGPUs(ctx context.Context, e gangway.GPUEvent) ([]gangway.GPUHealth, error)
+	UnfenceGPUs(ctx context.Context, nodeID string, gpus []int, now time.Time) ([]gangway.GPUHealth, error)
+	RecordGPUEvent(ctx context.Context, e gangway.GPUEvent) error
+	GPUHealth(ctx context.Context, nodeID string) (map[int]gangway.GPUHealth, error)
 }
 
 // JobAliveFunc reports whether attempt of a job is still wanted: its
@@ -90,7 +89,7 @@ type gpuState struct {
 	// (or before, and since the last boot); flaky the slots' flakiness
 	// records; registered the flakiness the view was last told.
 	fenced     map[int]string
-	flaky      map[int]capacity.GPUHealth
+	flaky      map[int]gangway.GPUHealth
 	registered map[int]float64
 	// pending are fences and events the view has not taken yet.
 	pending []pendingEvent
@@ -108,13 +107,13 @@ type gpuState struct {
 }
 
 type pendingEvent struct {
-	e     capacity.GPUEvent
+	e     gangway.GPUEvent
 	fence bool
 }
 
 func (s *gpuState) init() {
 	if s.fenced == nil {
-		s.fenced, s.flaky, s.registered = map[int]string{}, map[int]capacity.GPUHealth{}, map[int]float64{}
+		s.fenced, s.flaky, s.registered = map[int]string{}, map[int]gangway.GPUHealth{}, map[int]float64{}
 		s.tasks, s.zombies, s.orphans = map[taskKey]gpuTask{}, map[int]time.Time{}, map[jobAttempt]time.Time{}
 		s.idleSince, s.idleDone = map[jobAttempt]time.Time{}, map[jobAttempt]bool{}
 	}
@@ -259,7 +258,7 @@ func (a *Agent) startGPUWatch(ctx context.Context, tc client.Client, lifted []in
 func (a *Agent) handleFault(ctx context.Context, f gpuinfo.Fault) {
 	log := a.log.With("gpus", f.Slots, "uuid", f.UUID, "kind", f.Kind, "xid", f.Xid)
 	tasks := a.tasksOn(f.Slots)
-	ev := capacity.GPUEvent{Node: a.cfg.Node.ID, GPUs: f.Slots, UUID: f.UUID, Kind: f.Kind, Xid: f.Xid,
+	ev := gangway.GPUEvent{Node: a.cfg.Node.ID, GPUs: f.Slots, UUID: f.UUID, Kind: f.Kind, Xid: f.Xid,
 		Meaning: f.Meaning, Blame: string(f.Blame), At: f.At}
 	for _, t := range tasks {
 		if !slices.Contains(ev.Jobs, t.JobID) {
@@ -295,7 +294,7 @@ func (a *Agent) handleFault(ctx context.Context, f gpuinfo.Fault) {
 
 // publish hands a fence or an event to the view, or keeps it for the next
 // sample tick when the view cannot take it now.
-func (a *Agent) publish(ctx context.Context, e capacity.GPUEvent, fence bool) {
+func (a *Agent) publish(ctx context.Context, e gangway.GPUEvent, fence bool) {
 	if !a.tryPublish(ctx, pendingEvent{e: e, fence: fence}) {
 		a.gpu.mu.Lock()
 		a.gpu.pending = append(a.gpu.pending, pendingEvent{e: e, fence: fence})

@@ -221,7 +221,7 @@ func TestGPUFenceAcrossRestarts(t *testing.T) {
 		gpu int
 		at  time.Time
 	}{{1, boot.Add(-time.Hour)}, {2, boot.Add(time.Hour)}} {
-		if _, err := view.FenceGPUs(ctx, capacity.GPUEvent{Node: "n1", GPUs: []int{f.gpu}, Kind: "xid", Xid: 79,
+		if _, err := view.FenceGPUs(ctx, gangway.GPUEvent{Node: "n1", GPUs: []int{f.gpu}, Kind: "xid", Xid: 79,
 			Meaning: "GPU has fallen off the bus", Blame: "gpu", At: f.at}); err != nil {
 			t.Fatal(err)
 		}
@@ -267,12 +267,12 @@ type flakyView struct {
 	fenced atomic.Int32
 }
 
-func (v *flakyView) FenceGPUs(ctx context.Context, e capacity.GPUEvent) ([]capacity.GPUHealth, error) {
+func (v *flakyView) FenceGPUs(ctx context.Context, e gangway.GPUEvent) ([]gangway.GPUHealth, error) {
 	if v.down.Load() {
 		return nil, fmt.Errorf("redis: connection refused")
 	}
 	v.fenced.Add(1)
-	return []capacity.GPUHealth{{Node: e.Node, GPU: e.GPUs[0], Healthy: false, Fences: 1, Score: 1, ScoreAt: e.At}}, nil
+	return []gangway.GPUHealth{{Node: e.Node, GPU: e.GPUs[0], Healthy: false, Fences: 1, Score: 1, ScoreAt: e.At}}, nil
 }
 
 // TestGPUFenceRetried: a fence the view could not take is retried on the

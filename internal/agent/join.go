@@ -99,25 +99,25 @@ func (v *ServerView) AppendLog(ctx context.Context, jobID gangway.JobID, l gangw
 }
 
 // FenceGPUs asks the server to fence the GPUs.
-func (v *ServerView) FenceGPUs(ctx context.Context, e capacity.GPUEvent) ([]capacity.GPUHealth, error) {
+func (v *ServerView) FenceGPUs(ctx context.Context, e gangway.GPUEvent) ([]gangway.GPUHealth, error) {
 	res, err := v.update(ctx, workflows.NodeUpdateInput{NodeID: e.Node, Fence: &e, At: e.At})
 	return res.Health, err
 }
 
 // UnfenceGPUs asks the server to return the GPUs to service.
-func (v *ServerView) UnfenceGPUs(ctx context.Context, nodeID string, gpus []int, now time.Time) ([]capacity.GPUHealth, error) {
+func (v *ServerView) UnfenceGPUs(ctx context.Context, nodeID string, gpus []int, now time.Time) ([]gangway.GPUHealth, error) {
 	res, err := v.update(ctx, workflows.NodeUpdateInput{NodeID: nodeID, Unfence: &workflows.UnfenceGPUs{GPUs: gpus}, At: now})
 	return res.Health, err
 }
 
 // RecordGPUEvent asks the server to record the event.
-func (v *ServerView) RecordGPUEvent(ctx context.Context, e capacity.GPUEvent) error {
+func (v *ServerView) RecordGPUEvent(ctx context.Context, e gangway.GPUEvent) error {
 	_, err := v.update(ctx, workflows.NodeUpdateInput{NodeID: e.Node, Event: &e, At: e.At})
 	return err
 }
 
 // GPUHealth is read from Redis.
-func (v *ServerView) GPUHealth(ctx context.Context, nodeID string) (map[int]capacity.GPUHealth, error) {
+func (v *ServerView) GPUHealth(ctx context.Context, nodeID string) (map[int]gangway.GPUHealth, error) {
 	return v.view.GPUHealth(ctx, nodeID)
 }
 

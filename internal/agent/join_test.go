@@ -143,19 +143,19 @@ func TestJoinThroughTheServer(t *testing.T) {
 		"the join token is another node's")
 
 	// GPU health goes through the server with the node's own token.
-	fault := capacity.GPUEvent{Node: "n1", GPUs: []int{2}, Kind: "xid", Xid: 79, Meaning: "GPU fell off the bus", Blame: "gpu", At: time.Now()}
+	fault := gangway.GPUEvent{Node: "n1", GPUs: []int{2}, Kind: "xid", Xid: 79, Meaning: "GPU fell off the bus", Blame: "gpu", At: time.Now()}
 	_, err = w.agentView("onprem", "", tokenFile).FenceGPUs(ctx, fault)
 	w.expect(t, "fence n1's GPU with its node token", err, "")
 	other := agent.FakeNode("n2", "onprem", "10.0.0.2", 4, "H100")
 	w.expect(t, "register n2 with the pool token", w.agentView("onprem", poolToken, "").RegisterNode(ctx, other), "")
-	_, err = w.agentView("onprem", poolToken, "").FenceGPUs(ctx, capacity.GPUEvent{Node: "n1", GPUs: []int{0}, Kind: "xid", Blame: "gpu", At: time.Now()})
+	_, err = w.agentView("onprem", poolToken, "").FenceGPUs(ctx, gangway.GPUEvent{Node: "n1", GPUs: []int{0}, Kind: "xid", Blame: "gpu", At: time.Now()})
 	w.expect(t, "fence n1's GPU with the pool token", err, "GPU health needs the node's own token")
 
 	// The agent's own Redis user cannot write the inventory itself.
 	av := capacity.New(w.agentRedis, capacity.Options{Prefix: prefix})
 	w.expect(t, "HSET the inventory as the agent", w.agentRedis.HSet(ctx, prefix+":nodes", "n1", "{}").Err(), "NOPERM")
 	w.expect(t, "register.lua as the agent", av.RegisterNode(ctx, evil), "NOPERM")
-	_, err = av.FenceGPUs(ctx, capacity.GPUEvent{Node: "n1", GPUs: []int{0}, Kind: "xid", Blame: "gpu", At: time.Now()})
+	_, err = av.FenceGPUs(ctx, gangway.GPUEvent{Node: "n1", GPUs: []int{0}, Kind: "xid", Blame: "gpu", At: time.Now()})
 	w.expect(t, "gpu_health.lua as the agent", err, "NOPERM")
 	w.expect(t, "the queue as the agent", w.agentRedis.HSet(ctx, prefix+":queue", "job-x", "{}").Err(), "NOPERM")
 	_, err = av.GPUHealth(ctx, "n1")

@@ -17,7 +17,6 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/gangwayhq/gangway"
-	"github.com/gangwayhq/gangway/internal/capacity"
 	"github.com/gangwayhq/gangway/internal/gpuinfo"
 	"github.com/gangwayhq/gangway/internal/metrics"
 	"github.com/gangwayhq/gangway/workflows"
@@ -274,7 +273,7 @@ func (a *Agent) checkZombies(ctx context.Context, now time.Time, samples []gpuin
 		msg := fmt.Sprintf("process %d held GPU %s for %s without a task; killed", pid, intList(slots), fmtDuration(held))
 		a.log.Warn("killed a zombie GPU process", "pid", pid, "gpus", slots, "held", held)
 		a.cfg.GPU.Metrics.Reclaimed(a.cfg.Node.ID, metrics.ReclaimZombie, 1)
-		a.publish(ctx, capacity.GPUEvent{Node: a.cfg.Node.ID, GPUs: slots, Kind: EventZombieKilled, Meaning: msg, PIDs: []int{pid}, At: now}, false)
+		a.publish(ctx, gangway.GPUEvent{Node: a.cfg.Node.ID, GPUs: slots, Kind: EventZombieKilled, Meaning: msg, PIDs: []int{pid}, At: now}, false)
 	}
 }
 
@@ -333,7 +332,7 @@ func (a *Agent) checkOrphans(ctx context.Context, now time.Time, tasks []gpuTask
 		a.gpu.mu.Unlock()
 		a.log.Warn("stopped the tasks of a job whose workflow is gone", "job_id", ja.job, "attempt", ja.attempt, "gpus", gpus, "tasks", n)
 		a.cfg.GPU.Metrics.Reclaimed(a.cfg.Node.ID, metrics.ReclaimOrphan, len(gpus))
-		a.publish(ctx, capacity.GPUEvent{Node: a.cfg.Node.ID, GPUs: gpus, Kind: EventOrphanKilled, Meaning: msg,
+		a.publish(ctx, gangway.GPUEvent{Node: a.cfg.Node.ID, GPUs: gpus, Kind: EventOrphanKilled, Meaning: msg,
 			Jobs: []gangway.JobID{ja.job}, At: now}, false)
 	}
 }
@@ -414,7 +413,7 @@ func (a *Agent) checkIdle(ctx context.Context, now time.Time, samples []gpuinfo.
 			n := a.stopTasks(gpus, workflows.ErrTypeIdle, msg)
 			a.log.Info("released a job's idle GPUs", "job_id", ja.job, "attempt", ja.attempt, "gpus", gpus, "idle", idleFor, "tasks", n, "action", policy.Action)
 			a.cfg.GPU.Metrics.Reclaimed(a.cfg.Node.ID, metrics.ReclaimIdle, len(gpus))
-			a.publish(ctx, capacity.GPUEvent{Node: a.cfg.Node.ID, GPUs: gpus, Kind: EventIdleReleased, Meaning: msg,
+			a.publish(ctx, gangway.GPUEvent{Node: a.cfg.Node.ID, GPUs: gpus, Kind: EventIdleReleased, Meaning: msg,
 				Jobs: []gangway.JobID{ja.job}, At: now}, false)
 			a.markIdleDone(ja)
 		case idleFor >= report && after == 0:

@@ -13,7 +13,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/gangwayhq/gangway"
-	"github.com/gangwayhq/gangway/internal/capacity"
 	"github.com/gangwayhq/gangway/internal/gpuinfo"
 	"github.com/gangwayhq/gangway/internal/metrics"
 	"github.com/gangwayhq/gangway/internal/testclock"
@@ -58,10 +57,10 @@ func (p *procs) kills() []int {
 type eventLog struct {
 	GPUHealthView
 	mu     sync.Mutex
-	events []capacity.GPUEvent
+	events []gangway.GPUEvent
 }
 
-func (l *eventLog) RecordGPUEvent(_ context.Context, e capacity.GPUEvent) error {
+func (l *eventLog) RecordGPUEvent(_ context.Context, e gangway.GPUEvent) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.events = append(l.events, e)

@@ -183,6 +183,6 @@ func (v *fakeView) Logs(_ context.Context, id gangway.JobID, after string, _ tim
 // fakeLedger reports over fixed segments.
 type fakeLedger struct{ segs []gangway.UsageSegment }
 
-func (l fakeLedger) Report(_ context.Context, q accounting.Query) (accounting.Summary, error) {
+func (l fakeLedger) Report(_ context.Context, q accounting.Query) (gangway.CostSummary, error) {
 	return accounting.Report(l.segs, q)
 }

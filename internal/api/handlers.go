@@ -221,7 +221,7 @@ func (s *Server) cost(w http.ResponseWriter, r *http.Request, id Identity) error
 	now := s.o.Now()
 	by, since := p.Get("by"), p.Get("since")
 	if by == "" {
-		by = string(accounting.ByTeam)
+		by = string(gangway.CostByTeam)
 	}
 	if since == "" {
 		since = accounting.DefaultSince

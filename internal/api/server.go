@@ -70,7 +70,7 @@ type Fleet interface {
 
 // CostLedger reports usage.
 type CostLedger interface {
-	Report(ctx context.Context, q accounting.Query) (accounting.Summary, error)
+	Report(ctx context.Context, q accounting.Query) (gangway.CostSummary, error)
 }
 
 // Server is the user API's HTTP handler.

@@ -27,27 +27,16 @@ import (
 // GPUEventsMaxLen caps the GPU event stream (approximately: XADD MAXLEN ~).
 const GPUEventsMaxLen = 10000
 
-// FlakinessHalfLife is how fast a fence is forgiven
-// (gangway.FlakinessHalfLife).
-const FlakinessHalfLife = gangway.FlakinessHalfLife
-
 // gpuHealthAttempts bounds the compare-and-set retries of one update.
 const gpuHealthAttempts = 20
-
-// GPUEvent and GPUHealth are the root package's: the user API sends them,
-// and agents send them to the server's NodeUpdate activity.
-type (
-	GPUEvent  = gangway.GPUEvent
-	GPUHealth = gangway.GPUHealth
-)
 
 // FenceGPUs marks e.GPUs of e.Node unhealthy, so placement gives them no
 // new work, records e as their last fault and in the event stream, and
 // counts a fence towards their flakiness (a GPU already fenced is not
 // counted again). It returns the updated records. ErrNotFound: the node
 // is not registered.
-func (v *View) FenceGPUs(ctx context.Context, e GPUEvent) ([]GPUHealth, error) {
-	return v.updateGPUs(ctx, e.Node, e.GPUs, &e, e.At, func(g *gangway.GPU, h *GPUHealth) {
+func (v *View) FenceGPUs(ctx context.Context, e gangway.GPUEvent) ([]gangway.GPUHealth, error) {
+	return v.updateGPUs(ctx, e.Node, e.GPUs, &e, e.At, func(g *gangway.GPU, h *gangway.GPUHealth) {
 		if h.Healthy {
 			h.Score = h.Flakiness(e.At) + 1
 			h.ScoreAt = e.At
@@ -62,20 +51,20 @@ func (v *View) FenceGPUs(ctx context.Context, e GPUEvent) ([]GPUHealth, error) {
 
 // UnfenceGPUs marks gpus of nodeID healthy again (the GPU was reset or the
 // node rebooted): placement may use them; their flakiness stays.
-func (v *View) UnfenceGPUs(ctx context.Context, nodeID string, gpus []int, now time.Time) ([]GPUHealth, error) {
-	return v.updateGPUs(ctx, nodeID, gpus, nil, now, func(g *gangway.GPU, h *GPUHealth) {
+func (v *View) UnfenceGPUs(ctx context.Context, nodeID string, gpus []int, now time.Time) ([]gangway.GPUHealth, error) {
+	return v.updateGPUs(ctx, nodeID, gpus, nil, now, func(g *gangway.GPU, h *gangway.GPUHealth) {
 		h.Healthy, h.Reason = true, ""
 	})
 }
 
 // RecordGPUEvent appends e to the GPU event stream. A fault (e.Blame set)
 // also becomes the last fault of e.GPUs; their health does not change.
-func (v *View) RecordGPUEvent(ctx context.Context, e GPUEvent) error {
+func (v *View) RecordGPUEvent(ctx context.Context, e gangway.GPUEvent) error {
 	gpus := e.GPUs
 	if !e.Fault() {
 		gpus = nil
 	}
-	_, err := v.updateGPUs(ctx, e.Node, gpus, &e, e.At, func(g *gangway.GPU, h *GPUHealth) {
+	_, err := v.updateGPUs(ctx, e.Node, gpus, &e, e.At, func(g *gangway.GPU, h *gangway.GPUHealth) {
 		ev := e
 		h.LastFault = &ev
 	})
@@ -84,7 +73,7 @@ func (v *View) RecordGPUEvent(ctx context.Context, e GPUEvent) error {
 
 // GPUHealth returns the health records of nodeID's GPUs, by GPU index; a
 // GPU that never had a record is absent.
-func (v *View) GPUHealth(ctx context.Context, nodeID string) (map[int]GPUHealth, error) {
+func (v *View) GPUHealth(ctx context.Context, nodeID string) (map[int]gangway.GPUHealth, error) {
 	all, err := v.readGPUHealth(ctx, nodeID+"/")
 	if err != nil {
 		return nil, fmt.Errorf("gpu health %s: %w", nodeID, err)
@@ -93,7 +82,7 @@ func (v *View) GPUHealth(ctx context.Context, nodeID string) (map[int]GPUHealth,
 }
 
 // AllGPUHealth returns every health record, by node and GPU index.
-func (v *View) AllGPUHealth(ctx context.Context) (map[string]map[int]GPUHealth, error) {
+func (v *View) AllGPUHealth(ctx context.Context) (map[string]map[int]gangway.GPUHealth, error) {
 	all, err := v.readGPUHealth(ctx, "")
 	if err != nil {
 		return nil, fmt.Errorf("gpu health: %w", err)
@@ -101,23 +90,23 @@ func (v *View) AllGPUHealth(ctx context.Context) (map[string]map[int]GPUHealth, 
 	return all, nil
 }
 
-func (v *View) readGPUHealth(ctx context.Context, fieldPrefix string) (map[string]map[int]GPUHealth, error) {
+func (v *View) readGPUHealth(ctx context.Context, fieldPrefix string) (map[string]map[int]gangway.GPUHealth, error) {
 	records, _ := v.gpuHealthKeys()
 	raw, err := v.rdb.HGetAll(ctx, records).Result()
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]map[int]GPUHealth{}
+	out := map[string]map[int]gangway.GPUHealth{}
 	for f, s := range raw {
 		if !strings.HasPrefix(f, fieldPrefix) {
 			continue
 		}
-		var h GPUHealth
+		var h gangway.GPUHealth
 		if err := json.Unmarshal([]byte(s), &h); err != nil {
 			return nil, fmt.Errorf("decode %s: %w", f, err)
 		}
 		if out[h.Node] == nil {
-			out[h.Node] = map[int]GPUHealth{}
+			out[h.Node] = map[int]gangway.GPUHealth{}
 		}
 		out[h.Node][h.GPU] = h
 	}
@@ -125,16 +114,16 @@ func (v *View) readGPUHealth(ctx context.Context, fieldPrefix string) (map[strin
 }
 
 // GPUEvents returns up to count of the newest GPU events, newest first.
-func (v *View) GPUEvents(ctx context.Context, count int64) ([]GPUEvent, error) {
+func (v *View) GPUEvents(ctx context.Context, count int64) ([]gangway.GPUEvent, error) {
 	_, events := v.gpuHealthKeys()
 	msgs, err := v.rdb.XRevRangeN(ctx, events, "+", "-", count).Result()
 	if err != nil {
 		return nil, fmt.Errorf("gpu events: %w", err)
 	}
-	out := make([]GPUEvent, 0, len(msgs))
+	out := make([]gangway.GPUEvent, 0, len(msgs))
 	for _, m := range msgs {
 		s, _ := m.Values["event"].(string)
-		var e GPUEvent
+		var e gangway.GPUEvent
 		if err := json.Unmarshal([]byte(s), &e); err != nil {
 			return nil, fmt.Errorf("gpu events: decode %s: %w", m.ID, err)
 		}
@@ -163,11 +152,11 @@ var errGPUHealthRace = errors.New("changed while updating")
 // their health record) and appends event (when not nil), atomically:
 // read, change in Go, and write only if nothing changed meanwhile, else
 // again.
-func (v *View) updateGPUs(ctx context.Context, nodeID string, gpus []int, event *GPUEvent, now time.Time,
-	change func(*gangway.GPU, *GPUHealth)) ([]GPUHealth, error) {
+func (v *View) updateGPUs(ctx context.Context, nodeID string, gpus []int, event *gangway.GPUEvent, now time.Time,
+	change func(*gangway.GPU, *gangway.GPUHealth)) ([]gangway.GPUHealth, error) {
 	var err error
 	for range gpuHealthAttempts {
-		var out []GPUHealth
+		var out []gangway.GPUHealth
 		out, err = v.tryUpdateGPUs(ctx, nodeID, gpus, event, now, change)
 		if !errors.Is(err, errGPUHealthRace) {
 			return out, err
@@ -176,8 +165,8 @@ func (v *View) updateGPUs(ctx context.Context, nodeID string, gpus []int, event 
 	return nil, fmt.Errorf("gpu health %s: %w %d times; giving up", nodeID, err, gpuHealthAttempts)
 }
 
-func (v *View) tryUpdateGPUs(ctx context.Context, nodeID string, gpus []int, event *GPUEvent, now time.Time,
-	change func(*gangway.GPU, *GPUHealth)) ([]GPUHealth, error) {
+func (v *View) tryUpdateGPUs(ctx context.Context, nodeID string, gpus []int, event *gangway.GPUEvent, now time.Time,
+	change func(*gangway.GPU, *gangway.GPUHealth)) ([]gangway.GPUHealth, error) {
 	records, events := v.gpuHealthKeys()
 	oldNode, err := v.rdb.HGet(ctx, v.k.nodes, nodeID).Result()
 	if errors.Is(err, redis.Nil) {
@@ -205,13 +194,13 @@ func (v *View) tryUpdateGPUs(ctx context.Context, nodeID string, gpus []int, eve
 		}
 	}
 	args := []any{nodeID, oldNode, "", GPUEventsMaxLen, ""}
-	out := make([]GPUHealth, len(gpus))
+	out := make([]gangway.GPUHealth, len(gpus))
 	for i, g := range gpus {
 		gpu := &node.GPUs[g]
 		old, _ := oldRecs[i].(string)
-		h := GPUHealth{Node: nodeID, GPU: g, UUID: gpu.UUID, Healthy: gpu.Healthy}
+		h := gangway.GPUHealth{Node: nodeID, GPU: g, UUID: gpu.UUID, Healthy: gpu.Healthy}
 		if old != "" {
-			var prev GPUHealth
+			var prev gangway.GPUHealth
 			if err := json.Unmarshal([]byte(old), &prev); err != nil {
 				return nil, fmt.Errorf("gpu health %s: decode record of GPU %d: %w", nodeID, g, err)
 			}

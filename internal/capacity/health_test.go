@@ -13,8 +13,8 @@ import (
 	"github.com/gangwayhq/gangway"
 )
 
-func xid79(node string, gpus ...int) GPUEvent {
-	return GPUEvent{Node: node, GPUs: gpus, UUID: "GPU-phys", Kind: "xid", Xid: 79, Meaning: "GPU has fallen off the bus",
+func xid79(node string, gpus ...int) gangway.GPUEvent {
+	return gangway.GPUEvent{Node: node, GPUs: gpus, UUID: "GPU-phys", Kind: "xid", Xid: 79, Meaning: "GPU has fallen off the bus",
 		Blame: "gpu", Jobs: []gangway.JobID{"train"}, At: t0}
 }
 
@@ -40,7 +40,7 @@ func TestFenceGPUs(t *testing.T) {
 	recs, err := v.FenceGPUs(ctx, xid79("n1", 3))
 	must(t, err)
 	ev := xid79("n1", 3)
-	want := []GPUHealth{{Node: "n1", GPU: 3, UUID: "GPU-n1-3", Healthy: false, FencedAt: t0, Reason: "GPU has fallen off the bus",
+	want := []gangway.GPUHealth{{Node: "n1", GPU: 3, UUID: "GPU-n1-3", Healthy: false, FencedAt: t0, Reason: "GPU has fallen off the bus",
 		Fences: 1, Score: 1, ScoreAt: t0, LastFault: &ev}}
 	if diff := cmp.Diff(want, recs); diff != "" {
 		t.Errorf("records (-want +got):\n%s", diff)
@@ -102,10 +102,10 @@ func TestRecordGPUEvent(t *testing.T) {
 	ctx := t.Context()
 	v := world(t, rdb, []gangway.Node{node("n1", 8)})
 
-	app := GPUEvent{Node: "n1", GPUs: []int{5}, Kind: "xid", Xid: 13, Meaning: "graphics engine exception", Blame: "app",
+	app := gangway.GPUEvent{Node: "n1", GPUs: []int{5}, Kind: "xid", Xid: 13, Meaning: "graphics engine exception", Blame: "app",
 		Jobs: []gangway.JobID{"bad-kernel"}, At: t0}
 	must(t, v.RecordGPUEvent(ctx, app))
-	zombie := GPUEvent{Node: "n1", GPUs: []int{2}, Kind: "zombie-killed", Meaning: "process 4242 held GPU 2 with no task", PIDs: []int{4242}, At: t0}
+	zombie := gangway.GPUEvent{Node: "n1", GPUs: []int{2}, Kind: "zombie-killed", Meaning: "process 4242 held GPU 2 with no task", PIDs: []int{4242}, At: t0}
 	must(t, v.RecordGPUEvent(ctx, zombie))
 
 	if g := inventory(t, v, "n1")[5]; !g.Healthy || g.Flakiness != 0 {
@@ -113,12 +113,12 @@ func TestRecordGPUEvent(t *testing.T) {
 	}
 	health, err := v.GPUHealth(ctx, "n1")
 	must(t, err)
-	if diff := cmp.Diff(map[int]GPUHealth{5: {Node: "n1", GPU: 5, UUID: "GPU-n1-5", Healthy: true, LastFault: &app}}, health); diff != "" {
+	if diff := cmp.Diff(map[int]gangway.GPUHealth{5: {Node: "n1", GPU: 5, UUID: "GPU-n1-5", Healthy: true, LastFault: &app}}, health); diff != "" {
 		t.Errorf("records: only the fault is a last fault (-want +got):\n%s", diff)
 	}
 	events, err := v.GPUEvents(ctx, 10)
 	must(t, err)
-	if diff := cmp.Diff([]GPUEvent{zombie, app}, events, cmpopts.IgnoreFields(GPUEvent{}, "ID")); diff != "" {
+	if diff := cmp.Diff([]gangway.GPUEvent{zombie, app}, events, cmpopts.IgnoreFields(gangway.GPUEvent{}, "ID")); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
 	}
 }

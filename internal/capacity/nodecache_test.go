@@ -91,7 +91,7 @@ func TestSnapshotCacheStaysTrue(t *testing.T) {
 	check("record without a revision")
 
 	// A fenced GPU is unhealthy in the next cached snapshot.
-	_, err = v.FenceGPUs(ctx, GPUEvent{Node: "x", GPUs: []int{0}, Kind: "xid", Xid: 79, At: t0})
+	_, err = v.FenceGPUs(ctx, gangway.GPUEvent{Node: "x", GPUs: []int{0}, Kind: "xid", Xid: 79, At: t0})
 	must(t, err)
 	if got := snapshotNodes(t, v)["x"].GPUs[0]; got.Healthy {
 		t.Errorf("fenced GPU x/0 is healthy in the cached snapshot: %+v", got)

@@ -81,12 +81,12 @@ func (b *Backend) Job(ctx context.Context, id gangway.JobID) (client.JobStatus, 
 // Usage reports from the ledger's segments in q's window plus q.Running,
 // less the running runs the ledger already holds (ended, their allocation
 // not yet released), as accounting.Ledger.Report does.
-func (b *Backend) Usage(ctx context.Context, q accounting.Query) (accounting.Summary, error) {
+func (b *Backend) Usage(ctx context.Context, q accounting.Query) (gangway.CostSummary, error) {
 	var segs []gangway.UsageSegment
 	if b.Ledger != nil {
 		var err error
 		if segs, err = b.Ledger.Segments(ctx, q.Since, q.Until); err != nil {
-			return accounting.Summary{}, fmt.Errorf("usage ledger: %w", err)
+			return gangway.CostSummary{}, fmt.Errorf("usage ledger: %w", err)
 		}
 	}
 	type run struct {

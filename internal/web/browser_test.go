@@ -22,7 +22,6 @@ import (
 	"github.com/gangwayhq/gangway/internal/accounting"
 	"github.com/gangwayhq/gangway/internal/agent"
 	"github.com/gangwayhq/gangway/internal/api"
-	"github.com/gangwayhq/gangway/internal/capacity"
 	"github.com/gangwayhq/gangway/internal/cloud"
 	"github.com/gangwayhq/gangway/internal/devstack/fullstack"
 	"github.com/gangwayhq/gangway/internal/dispatch"
@@ -198,7 +197,7 @@ func TestWebViewInChromium(t *testing.T) {
 	if fenced.Node.ID == "" {
 		t.Fatal("no free on-prem GPU to fence")
 	}
-	if _, err := view.FenceGPUs(ctx, capacity.GPUEvent{Node: fenced.Node.ID, GPUs: fenced.FreeGPUs()[:1], Kind: "xid", Xid: 79,
+	if _, err := view.FenceGPUs(ctx, gangway.GPUEvent{Node: fenced.Node.ID, GPUs: fenced.FreeGPUs()[:1], Kind: "xid", Xid: 79,
 		Meaning: "GPU has fallen off the bus", Blame: "gpu", At: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
@@ -431,12 +430,12 @@ func TestWebViewInChromium(t *testing.T) {
 			allocs[i].Members[0].PricePerGPUHour = spotPrice
 		}
 	}
-	report, err := st.Ledger.Report(ctx, accounting.Query{By: accounting.ByTeam, Since: time.Date(at.Year(), at.Month(), 1, 0, 0, 0, 0, time.UTC),
+	report, err := st.Ledger.Report(ctx, accounting.Query{By: gangway.CostByTeam, Since: time.Date(at.Year(), at.Month(), 1, 0, 0, 0, 0, time.UTC),
 		Until: at, Running: accounting.RunningSegments(allocs, at)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var nlp accounting.Row
+	var nlp gangway.CostRow
 	for _, r := range report.Rows {
 		if r.Group == "nlp" {
 			nlp = r

@@ -102,7 +102,7 @@ func testFleet() Fleet {
 			{Provider: "fake", Pool: "fake-spot", Zone: "z1", InstanceType: "a100x8", GPUModel: "A100", GPUsPerInstance: 8, CapacityType: gangway.CapacitySpot, PricePerHour: 24},
 			{Provider: "fake", Pool: "fake-od", Zone: "z1", InstanceType: "a100x8", GPUModel: "A100", GPUsPerInstance: 8, CapacityType: gangway.CapacityOnDemand, PricePerHour: 80},
 		},
-		Health: map[string]map[int]capacity.GPUHealth{"n1": {6: {Node: "n1", GPU: 6, Reason: "Xid 79: fell off the bus"}}},
+		Health: map[string]map[int]gangway.GPUHealth{"n1": {6: {Node: "n1", GPU: 6, Reason: "Xid 79: fell off the bus"}}},
 	}
 }
 
@@ -194,9 +194,9 @@ func (s *fakeSource) Job(_ context.Context, id gangway.JobID) (client.JobStatus,
 	return st, nil
 }
 
-func (s *fakeSource) Usage(_ context.Context, q accounting.Query) (accounting.Summary, error) {
+func (s *fakeSource) Usage(_ context.Context, q accounting.Query) (gangway.CostSummary, error) {
 	if s.err != nil {
-		return accounting.Summary{}, s.err
+		return gangway.CostSummary{}, s.err
 	}
 	return accounting.Report(s.ledger, q)
 }

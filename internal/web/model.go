@@ -512,8 +512,8 @@ type teamJob struct {
 
 type monthCost struct {
 	Since, Until time.Time
-	GPUHours     accounting.Split
-	Dollars      accounting.Split
+	GPUHours     gangway.CostSplit
+	Dollars      gangway.CostSplit
 	Total        float64
 	// Cloud is the month's spend on spot and on-demand: what the budget
 	// counts (the runs in flight included).
@@ -533,7 +533,7 @@ func monthStart(now time.Time) time.Time {
 // monthQuery is the usage report the team pages read: this month, by team,
 // with the runs in flight priced up to now.
 func monthQuery(f Fleet) accounting.Query {
-	return accounting.Query{By: accounting.ByTeam, Since: monthStart(f.Now), Until: f.Now,
+	return accounting.Query{By: gangway.CostByTeam, Since: monthStart(f.Now), Until: f.Now,
 		Running: accounting.RunningSegments(priced(f.Allocations, f.Offers), f.Now)}
 }
 
@@ -565,7 +565,7 @@ func priced(allocs []gangway.Assignment, offers []gangway.Offer) []gangway.Assig
 // buildTeams returns the teams the viewer may see, each with its usage
 // against quota and its month's cost against budget; usage is the month's
 // report by team.
-func buildTeams(f Fleet, cfg teamConfig, usage accounting.Summary, sc scope, pal palette) []teamView {
+func buildTeams(f Fleet, cfg teamConfig, usage gangway.CostSummary, sc scope, pal palette) []teamView {
 	teams := knownTeams(f, cfg)
 	for _, r := range usage.Rows {
 		if r.Group != "" && !slices.Contains(teams, r.Group) {
@@ -577,7 +577,7 @@ func buildTeams(f Fleet, cfg teamConfig, usage accounting.Summary, sc scope, pal
 	for _, n := range f.Nodes {
 		model[n.Node.ID] = n.Node.Model()
 	}
-	rows := map[string]accounting.Row{}
+	rows := map[string]gangway.CostRow{}
 	for _, r := range usage.Rows {
 		rows[r.Group] = r
 	}

@@ -25,7 +25,7 @@ type Source interface {
 	// Usage is the usage report q asks for, from the ledger's recorded
 	// runs and q.Running (accounting.Ledger.Report); only q.Running
 	// without a ledger.
-	Usage(ctx context.Context, q accounting.Query) (accounting.Summary, error)
+	Usage(ctx context.Context, q accounting.Query) (gangway.CostSummary, error)
 	// Fragmentation is the fleet's fragmentation over time, oldest first.
 	Fragmentation(ctx context.Context) ([]FragSample, error)
 }
@@ -39,7 +39,7 @@ type Fleet struct {
 	Offers []gangway.Offer
 	// Health is each node's GPU health records (node → GPU index); a
 	// fenced GPU's reason is there.
-	Health map[string]map[int]capacity.GPUHealth
+	Health map[string]map[int]gangway.GPUHealth
 }
 
 // FragSample is the fleet's fragmentation at one instant.

@@ -650,7 +650,7 @@ func TestBackendUsage(t *testing.T) {
 		"without":       {&Backend{}, running[0].Dollars() + running[1].Dollars()},
 	} {
 		t.Run(name, func(t *testing.T) {
-			s, err := tc.b.Usage(t.Context(), accounting.Query{By: accounting.ByTeam, Since: monthStart(t0), Until: t0, Running: running})
+			s, err := tc.b.Usage(t.Context(), accounting.Query{By: gangway.CostByTeam, Since: monthStart(t0), Until: t0, Running: running})
 			if err != nil {
 				t.Fatal(err)
 			}
