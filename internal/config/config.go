@@ -407,14 +407,23 @@ func BindGlobalFlags(fs *pflag.FlagSet, cfg *Config, configFile *string) {
 // fields, so their values are saved, the lower layers applied, and the
 // changed flags set again.
 func Load(fs *pflag.FlagSet, cfg *Config, configFile string) error {
+	var data []byte
+	if configFile != "" {
+		var err error
+		if data, err = os.ReadFile(configFile); err != nil {
+			return fmt.Errorf("config file: %w", err)
+		}
+	}
+	return load(fs, cfg, configFile, data)
+}
+
+// load is Load with the config file already read: data is its content,
+// configFile its name ("" = no file).
+func load(fs *pflag.FlagSet, cfg *Config, configFile string, data []byte) error {
 	changed := map[string]string{}
 	fs.Visit(func(f *pflag.Flag) { changed[f.Name] = f.Value.String() })
 	*cfg = Default()
 	if configFile != "" {
-		data, err := os.ReadFile(configFile)
-		if err != nil {
-			return fmt.Errorf("config file: %w", err)
-		}
 		dec := yaml.NewDecoder(bytes.NewReader(data))
 		dec.KnownFields(true)
 		if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
