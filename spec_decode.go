@@ -6,14 +6,19 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
 	goyaml "github.com/goccy/go-yaml"
+	"github.com/goccy/go-yaml/lexer"
 	goyamlparser "github.com/goccy/go-yaml/parser"
+	"github.com/goccy/go-yaml/token"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -40,10 +45,13 @@ func ParseJobSpec(data []byte, opts ...ValidateOption) (JobSpec, error) {
 		return JobSpec{}, err
 	}
 	var spec JobSpec
-	d := &specDecoder{covered: map[string]bool{}}
+	d := &specDecoder{covered: map[string]bool{}, coveredWithin: map[string]bool{}}
 	d.decode(root, reflect.ValueOf(&spec).Elem(), "")
 	spec.Default()
-	verr := spec.Validate(opts...)
+	var verr error
+	if d.decoded <= maxDecodedBytes { // else the spec is cut short: Validate would only mislead
+		verr = spec.Validate(opts...)
+	}
 	if len(d.problems) == 0 && verr == nil {
 		return spec, nil
 	}
@@ -108,10 +116,14 @@ func parseOneDocument(data []byte) (root *yaml.Node, err error) {
 // missing "]" on line 3 of a mapping begun on line 1 is "line 1"), so the
 // position comes from a second parser, goccy/go-yaml, which points at the
 // offending token; the message stays yaml.v3's. Where the two disagree
-// (goccy finds no error), yaml.v3's own line stands.
+// (goccy finds no error), or the file nests too deeply for goccy to parse
+// in reasonable time (maxPositionDepth), yaml.v3's own line stands.
 func syntaxError(data []byte, err error) error {
 	msg := strings.TrimPrefix(err.Error(), "yaml: ")
-	_, gerr := goyamlparser.ParseBytes(data, 0)
+	var gerr error
+	if tokens := lexer.Tokenize(string(data)); nestingBound(tokens) <= maxPositionDepth {
+		_, gerr = goyamlparser.Parse(tokens, 0, goyamlparser.AllowDuplicateMapKey()) // yaml.v3 parses them; the decoder reports them
+	}
 	var se *goyaml.SyntaxError
 	if !errors.As(gerr, &se) || se.Token == nil || se.Token.Position == nil {
 		return docError("invalid YAML: %s", msg)
@@ -123,6 +135,41 @@ func syntaxError(data []byte, err error) error {
 	}
 	pos := se.Token.Position
 	return docError("invalid YAML at line %d, column %d: %s", pos.Line, pos.Column, msg)
+}
+
+// maxPositionDepth bounds the nesting of a file syntaxError has goccy
+// parse. Its parser recurses once a level and builds each node's path
+// anew, so its time and memory grow with the square of the depth: a
+// 256 KiB "[[[[..." or "- - - ..." ran for minutes and took gigabytes.
+// Job specs nest a few levels.
+const maxPositionDepth = 100
+
+// nestingBound is an upper bound on how deeply tokens nest: in block
+// context a line's indentation plus its "- ", "? " and ": " indicators
+// (a nested block collection is indented further or opened by one of
+// them on the same line), plus the open flow collections ([ and {).
+func nestingBound(tokens token.Tokens) int {
+	bound, flow, line, base := 0, 0, -1, 0
+	for _, tk := range tokens {
+		if tk.Position == nil {
+			continue
+		}
+		if flow == 0 && tk.Position.Line != line {
+			line, base = tk.Position.Line, tk.Position.Column
+		}
+		switch tk.Type {
+		case token.SequenceStartType, token.MappingStartType:
+			flow++
+		case token.SequenceEndType, token.MappingEndType:
+			flow = max(0, flow-1)
+		case token.SequenceEntryType, token.MappingKeyType, token.MappingValueType:
+			if flow == 0 {
+				base++
+			}
+		}
+		bound = max(bound, base+flow)
+	}
+	return bound
 }
 
 func isEmptyDocument(doc *yaml.Node) bool {
@@ -137,20 +184,30 @@ func docError(format string, args ...any) error {
 	return &SpecError{Problems: []FieldError{{Message: fmt.Sprintf(format, args...)}}}
 }
 
+// maxDecodedBytes bounds what the decoder reads out of the node tree, each
+// scalar counted with its length plus one and each collection as one.
+// Without aliases a spec within MaxSpecBytes stays well inside it (an
+// escape such as "\L" is the one thing that decodes longer than it is
+// written); aliases can repeat a long anchored value thousands of times,
+// which would cost the checks after decoding minutes for a 256 KiB file.
+const maxDecodedBytes = 2 * MaxSpecBytes
+
 // specDecoder walks a YAML node tree against a Go value, collecting
 // problems instead of stopping at the first.
 type specDecoder struct {
 	problems []FieldError
 	dropped  int
 	// covered holds the paths the decoder already complained about, and
-	// the paths its did-you-mean hints point at.
-	covered map[string]bool
+	// the paths its did-you-mean hints point at; coveredWithin the paths
+	// that contain one of them ("gang" for "gang.replicas").
+	covered       map[string]bool
+	coveredWithin map[string]bool
+	// decoded counts toward maxDecodedBytes; past it, decoding stops.
+	decoded int
 }
 
 func (d *specDecoder) add(path string, format string, args ...any) {
-	if path != "" {
-		d.covered[path] = true
-	}
+	d.cover(path)
 	if len(d.problems) >= maxProblems {
 		d.dropped++
 		return
@@ -158,19 +215,67 @@ func (d *specDecoder) add(path string, format string, args ...any) {
 	d.problems = append(d.problems, FieldError{Field: path, Message: fmt.Sprintf(format, args...)})
 }
 
+// cover records that path was reported on, or pointed at by a hint.
+func (d *specDecoder) cover(path string) {
+	if path == "" || d.covered[path] {
+		return
+	}
+	d.covered[path] = true
+	for _, parent := range pathParents(path) {
+		d.coveredWithin[parent] = true
+	}
+}
+
+// spend counts n's share of maxDecodedBytes and reports whether decoding
+// may go on; the first node past the bound is reported at its path.
+func (d *specDecoder) spend(n *yaml.Node, path string) bool {
+	if d.decoded > maxDecodedBytes {
+		return false
+	}
+	d.decoded++
+	if n.Kind == yaml.ScalarNode {
+		d.decoded += len(n.Value)
+	}
+	if d.decoded > maxDecodedBytes {
+		d.add(path, "its aliases (*name) expand the job spec past %s; write the values out instead", kib(maxDecodedBytes))
+		return false
+	}
+	return true
+}
+
 // isCovered reports whether field is, contains or lies within a path the
 // decoder already reported.
 func (d *specDecoder) isCovered(field string) bool {
-	for c := range d.covered {
-		if field == c || isWithin(field, c) || isWithin(c, field) {
+	if d.covered[field] || d.coveredWithin[field] {
+		return true
+	}
+	for _, parent := range pathParents(field) {
+		if d.covered[parent] {
 			return true
 		}
 	}
 	return false
 }
 
-func isWithin(path, parent string) bool {
-	return parent != "" && (strings.HasPrefix(path, parent+".") || strings.HasPrefix(path, parent+"["))
+// pathParents returns the paths that contain path, nearest last:
+// "gang", "gang.gpuModel" for "gang.gpuModel[1]". A quoted key
+// (`env["A.B"]`) is one step, whatever it holds.
+func pathParents(path string) []string {
+	var out []string
+	for i := 0; i < len(path); i++ {
+		switch path[i] {
+		case '.':
+			out = append(out, path[:i])
+		case '[':
+			if i > 0 {
+				out = append(out, path[:i])
+			}
+			if q, err := strconv.QuotedPrefix(path[i+1:]); err == nil {
+				i += len(q)
+			}
+		}
+	}
+	return out
 }
 
 var durationType = reflect.TypeFor[Duration]()
@@ -183,6 +288,9 @@ var quantityPaths = map[string]bool{"gang.cpu": true, "gang.memory": true, "gang
 // field at its zero value; elsewhere null is a type error.
 func (d *specDecoder) decode(n *yaml.Node, v reflect.Value, path string) {
 	n = resolveAlias(n)
+	if !d.spend(n, path) {
+		return
+	}
 	if v.Type() == durationType {
 		d.decodeDuration(n, v, path)
 		return
@@ -310,6 +418,9 @@ func (d *specDecoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) {
 // checkKey reports keys that are not plain scalars, merge keys and
 // duplicates; it returns whether the entry should be decoded.
 func (d *specDecoder) checkKey(k *yaml.Node, path string, seen map[string]int) bool {
+	if !d.spend(k, path) {
+		return false
+	}
 	switch {
 	case k.Kind != yaml.ScalarNode:
 		d.add(path, "keys must be strings, got %s at line %d", describe(k), k.Line)
@@ -329,14 +440,10 @@ func (d *specDecoder) checkKey(k *yaml.Node, path string, seen map[string]int) b
 func (d *specDecoder) unknownField(key string, t reflect.Type, path string) {
 	full := keyPath(path, key)
 	fields := yamlFields(t)
-	names := make([]string, 0, len(fields))
-	for name := range fields {
-		names = append(names, name)
-	}
-	slices.Sort(names)
+	names := slices.Sorted(maps.Keys(fields))
 	if guess := closest(key, names); guess != "" {
 		d.add(full, "unknown field (did you mean %s?)", guess)
-		d.covered[joinPath(path, guess)] = true
+		d.cover(joinPath(path, guess))
 		return
 	}
 	// A field written one level too high, such as "replicas" at the top
@@ -349,7 +456,7 @@ func (d *specDecoder) unknownField(key string, t reflect.Type, path string) {
 		for sub := range yamlFields(ft) {
 			if strings.EqualFold(sub, key) {
 				d.add(full, "unknown field (did you mean %s?)", joinPath(name, sub))
-				d.covered[joinPath(path, joinPath(name, sub))] = true
+				d.cover(joinPath(path, joinPath(name, sub)))
 				return
 			}
 		}
@@ -357,8 +464,16 @@ func (d *specDecoder) unknownField(key string, t reflect.Type, path string) {
 	d.add(full, "unknown field")
 }
 
-// yamlFields maps YAML key names to struct field indexes.
+// fieldsByType caches yamlFields: a file of thousands of unknown keys
+// looks each one up.
+var fieldsByType sync.Map // reflect.Type -> map[string]int
+
+// yamlFields maps YAML key names to struct field indexes. The map is
+// shared: callers must not change it.
 func yamlFields(t reflect.Type) map[string]int {
+	if m, ok := fieldsByType.Load(t); ok {
+		return m.(map[string]int)
+	}
 	out := make(map[string]int, t.NumField())
 	for i := range t.NumField() {
 		f := t.Field(i)
@@ -374,6 +489,7 @@ func yamlFields(t reflect.Type) map[string]int {
 		}
 		out[name] = i
 	}
+	fieldsByType.Store(t, out)
 	return out
 }
 
@@ -381,12 +497,17 @@ func yamlFields(t reflect.Type) map[string]int {
 // word in another case, or one a few edits away. "" if none is close.
 func closest(key string, candidates []string) string {
 	best, bestDist := "", 0
+	keyLen := utf8.RuneCountInString(key)
 	for _, c := range candidates {
 		if strings.EqualFold(c, key) {
 			return c
 		}
+		cLen := utf8.RuneCountInString(c)
+		limit := max(2, cLen/4)
+		if keyLen > cLen+limit || cLen > keyLen+limit {
+			continue // the lengths alone differ by more than limit edits
+		}
 		dist := editDistance(strings.ToLower(key), strings.ToLower(c))
-		limit := max(2, utf8.RuneCountInString(c)/4)
 		if dist <= limit && (best == "" || dist < bestDist || dist == bestDist && c < best) {
 			best, bestDist = c, dist
 		}

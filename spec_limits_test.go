@@ -1,6 +1,7 @@
 package gangway
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -165,6 +166,75 @@ func TestParseJobSpecLimits(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			_, err := ParseJobSpec([]byte(tt.in), tt.opts...)
 			if diff := cmp.Diff(tt.wantProblems, problemsOf(t, err)); diff != "" {
+				t.Errorf("problems (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestParseJobSpecHostile: files within MaxSpecBytes that once took
+// ParseJobSpec minutes or gigabytes (found by FuzzDecodeSpec and by hand)
+// get a clear error instead.
+func TestParseJobSpecHostile(t *testing.T) {
+	badEnv := func(n int) string {
+		var b strings.Builder
+		b.WriteString("name: a\nteam: t\ncommand: [run]\ngang: {replicas: 1, gpusPerReplica: 1}\nenv:\n")
+		for i := range n {
+			fmt.Fprintf(&b, "  1a%d: [x]\n", i)
+		}
+		return b.String()
+	}
+	tests := map[string]struct {
+		in   string
+		want []FieldError // the first problems; the last one when more is set
+		more bool
+	}{
+		// Each *a is the whole 100 KiB project; 35,000 of them made the
+		// character checks read 3.5 GB.
+		"aliases repeating a long value": {
+			in:   "project: &a " + strings.Repeat("x", 100<<10) + "\ncommand: [" + strings.Repeat("*a, ", 35000) + "*a]\n",
+			want: []FieldError{{"command[4]", "its aliases (*name) expand the job spec past 524288 (512 KiB); write the values out instead"}},
+		},
+		// goccy/go-yaml, which finds the position of a syntax error, took
+		// minutes and gigabytes on these; yaml.v3's error stands.
+		"flow lists nested 100,000 deep": {
+			in:   "command: " + strings.Repeat("[", 100000) + "\n",
+			want: []FieldError{{"", "invalid YAML: exceeded max depth of 10000"}},
+		},
+		"block lists nested 100,000 deep": {
+			in:   strings.Repeat("- ", 100000) + "\n",
+			want: []FieldError{{"", "invalid YAML: exceeded max depth of 10000"}},
+		},
+		"flow lists nested 150 deep, unclosed": {
+			in:   "name: a\ncommand: " + strings.Repeat("[", 150) + "x\n",
+			want: []FieldError{{"", "invalid YAML: line 1: did not find expected ',' or ']'"}},
+		},
+		// goccy stopped at the duplicate key (line 2) and the position of
+		// its error went with yaml.v3's message about line 4.
+		"a duplicate key before a syntax error": {
+			in:   "name: a\nname: b\nteam: t\ncommand: [x\n",
+			want: []FieldError{{"", "invalid YAML at line 4, column 10: did not find expected ',' or ']'"}},
+		},
+		// Every decoder problem was compared with every validation one:
+		// 20,000 bad entries took 15 s. The validation problems on the
+		// same fields are still left out.
+		"18,000 bad env entries": {
+			in:   badEnv(18000),
+			want: []FieldError{{"env.1a0", "want a string, got a list"}, {Message: "... and 17950 more problems"}},
+			more: true,
+		},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			if len(tt.in) > MaxSpecBytes {
+				t.Fatalf("input is %d bytes, over MaxSpecBytes", len(tt.in))
+			}
+			_, err := ParseJobSpec([]byte(tt.in))
+			got := problemsOf(t, err)
+			if tt.more && len(got) > 1 {
+				got = []FieldError{got[0], got[len(got)-1]}
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("problems (-want +got):\n%s", diff)
 			}
 		})
