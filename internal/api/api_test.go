@@ -456,6 +456,28 @@ func TestDecodeSpecTooLarge(t *testing.T) {
 	}
 }
 
+// TestSubmitSlowBody: a spec body that stops coming is refused once
+// maxSpecRead has passed, not waited for.
+func TestSubmitSlowBody(t *testing.T) {
+	defer func(d time.Duration) { maxSpecRead = d }(maxSpecRead)
+	maxSpecRead = 100 * time.Millisecond
+	ts := newTestServer(t)
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	go pw.Write([]byte(mlSpec[:len(mlSpec)/2])) //nolint:errcheck // the server stops reading
+	req, _ := http.NewRequest("POST", ts.http.URL+"/v1/jobs", pr)
+	req.Header.Set("Authorization", "Bearer "+ts.tokens["alice"])
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(data), "read job spec") {
+		t.Errorf("a stalled body: %d %s, want 400 read job spec", resp.StatusCode, data)
+	}
+}
+
 // TestCrossSiteRefused: a cross-site browser POST carrying the cookie is
 // refused before it reaches a handler; the same call from the CLI (no
 // Origin) or the same site goes through.

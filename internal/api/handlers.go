@@ -18,6 +18,10 @@ import (
 // maxLogBlock caps how long one logs read may wait for new lines.
 const maxLogBlock = 30 * time.Second
 
+// maxSpecRead bounds how long a client may take to send a job spec, so a
+// body trickled a byte at a time does not hold a connection for ever.
+var maxSpecRead = 30 * time.Second // a variable for tests
+
 // otherTeam stands for a job of a team the caller is not in, where a node
 // listing would name it.
 const otherTeam = "(another team)"
@@ -25,6 +29,7 @@ const otherTeam = "(another team)"
 // submit starts the job the body's spec (YAML or JSON) describes, as one
 // of the caller's teams.
 func (s *Server) submit(w http.ResponseWriter, r *http.Request, id Identity) error {
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(maxSpecRead)) // unsupported in tests' recorders
 	spec, err := s.decodeSpec(r.Body)
 	target := spec.Name
 	if err == nil && !id.InTeam(spec.Team) {
