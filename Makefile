@@ -161,15 +161,19 @@ distclean: clean
 	rm -rf bin
 
 # fuzz: one target at a time (go test -fuzz takes one); a finding is
-# written to the package's testdata/fuzz/FuzzX/ and fails the run.
+# written to the package's testdata/fuzz/FuzzX/ and fails the run. Each
+# input the fuzzer finds interesting is minimized, by default for up to
+# 60 s, which would take most of a short run: 10 s here. `make test` runs
+# the seeds and testdata/fuzz regression inputs of every target.
 FUZZTIME ?= 60s
-FUZZ_TARGETS := .:FuzzParseJobSpec ./internal/sim:FuzzReadOpenBTasks \
+FUZZ_TARGETS := .:FuzzParseJobSpec ./internal/api:FuzzDecodeSpec \
+	./internal/config:FuzzLoadConfig ./internal/sim:FuzzReadOpenBTasks \
 	./internal/sim:FuzzReadOpenBNodes ./internal/sim:FuzzReadGangJobs \
 	./internal/spotpolicy:FuzzParseTrace
 .PHONY: fuzz
 fuzz:
-	for t in $(FUZZ_TARGETS); do \
-		$(GO) test -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) "$${t%%:*}"; \
+	set -e; for t in $(FUZZ_TARGETS); do \
+		$(GO) test -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 10s "$${t%%:*}"; \
 	done
 
 # bench: a short run of the scheduling-quality and speed benchmarks — the
