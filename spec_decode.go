@@ -116,33 +116,44 @@ func parseOneDocument(data []byte) (root *yaml.Node, err error) {
 // missing "]" on line 3 of a mapping begun on line 1 is "line 1"), so the
 // position comes from a second parser, goccy/go-yaml, which points at the
 // offending token; the message stays yaml.v3's. Where the two disagree
-// (goccy finds no error), or the file nests too deeply for goccy to parse
-// in reasonable time (maxPositionDepth), yaml.v3's own line stands.
+// (goccy finds no error), or the file is too large or nests too deeply for
+// goccy to parse in reasonable time (maxPositionTokens, maxPositionDepth),
+// yaml.v3's own line stands.
 func syntaxError(data []byte, err error) error {
 	msg := strings.TrimPrefix(err.Error(), "yaml: ")
 	var gerr error
-	if tokens := lexer.Tokenize(string(data)); nestingBound(tokens) <= maxPositionDepth {
+	if tokens := lexer.Tokenize(string(data)); len(tokens) <= maxPositionTokens && nestingBound(tokens) <= maxPositionDepth {
 		_, gerr = goyamlparser.Parse(tokens, 0, goyamlparser.AllowDuplicateMapKey()) // yaml.v3 parses them; the decoder reports them
 	}
-	var se *goyaml.SyntaxError
-	if !errors.As(gerr, &se) || se.Token == nil || se.Token.Position == nil {
-		return docError("invalid YAML: %s", msg)
-	}
-	if rest, ok := strings.CutPrefix(msg, "line "); ok {
-		if _, m, ok := strings.Cut(rest, ": "); ok {
-			msg = m
+	line, rest := "", msg
+	if r, ok := strings.CutPrefix(msg, "line "); ok {
+		if l, m, ok := strings.Cut(r, ": "); ok {
+			line, rest = l, m
 		}
 	}
-	pos := se.Token.Position
-	return docError("invalid YAML at line %d, column %d: %s", pos.Line, pos.Column, msg)
+	var se *goyaml.SyntaxError
+	switch {
+	case errors.As(gerr, &se) && se.Token != nil && se.Token.Position != nil:
+		pos := se.Token.Position
+		return docError("invalid YAML at line %d, column %d: %s", pos.Line, pos.Column, rest)
+	case line != "":
+		return docError("invalid YAML at line %s: %s", line, rest)
+	default:
+		return docError("invalid YAML: %s", msg)
+	}
 }
 
-// maxPositionDepth bounds the nesting of a file syntaxError has goccy
-// parse. Its parser recurses once a level and builds each node's path
-// anew, so its time and memory grow with the square of the depth: a
-// 256 KiB "[[[[..." or "- - - ..." ran for minutes and took gigabytes.
-// Job specs nest a few levels.
-const maxPositionDepth = 100
+// maxPositionTokens and maxPositionDepth bound the files syntaxError has
+// goccy parse. Its parser recurses once a level and builds each node's
+// path anew, so its time and memory grow with the square of the depth (a
+// 256 KiB "[[[[..." or "- - - ..." ran for minutes and took gigabytes),
+// and faster than the number of tokens (a 256 KiB mapping of 32,000 keys,
+// each with an anchor, took seconds). Job specs nest a few levels and hold
+// a few hundred tokens.
+const (
+	maxPositionTokens = 20000
+	maxPositionDepth  = 100
+)
 
 // nestingBound is an upper bound on how deeply tokens nest: in block
 // context a line's indentation plus its "- ", "? " and ": " indicators

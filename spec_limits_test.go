@@ -207,7 +207,17 @@ func TestParseJobSpecHostile(t *testing.T) {
 		},
 		"flow lists nested 150 deep, unclosed": {
 			in:   "name: a\ncommand: " + strings.Repeat("[", 150) + "x\n",
-			want: []FieldError{{"", "invalid YAML: line 1: did not find expected ',' or ']'"}},
+			want: []FieldError{{"", "invalid YAML at line 1: did not find expected ',' or ']'"}},
+		},
+		// goccy's time grows faster than the number of tokens: seconds
+		// for these. Past 20,000 tokens yaml.v3's line stands.
+		"32,000 anchored keys, then an unknown alias": {
+			in:   strings.Repeat("a: &x b\n", 32000) + "c: *nope\n",
+			want: []FieldError{{"", "invalid YAML: unknown anchor 'nope' referenced"}},
+		},
+		"40,000 keys, then a syntax error": {
+			in:   strings.Repeat("a: b\n", 40000) + "b: : c\n",
+			want: []FieldError{{"", "invalid YAML at line 40001: mapping values are not allowed in this context"}},
 		},
 		// goccy stopped at the duplicate key (line 2) and the position of
 		// its error went with yaml.v3's message about line 4.
