@@ -27,9 +27,13 @@
 // of each job with the start it got, and scales later estimates by the
 // median and the 90th percentile of those ratios (split conformal
 // prediction, per priority and band of predicted wait, falling back to
-// coarser groups), the P90's level adapting to the misses (adaptive
-// conformal inference) so that nine in ten start by it while the workload
-// drifts. Until it has seen starts, the P90 is twice the median wait.
+// coarser groups), the P90 also multiplied by a factor per priority
+// tracked from its misses (quantile tracking, adaptive conformal
+// inference) so that nine in ten start by it while the workload drifts.
+// A P90 counts as missed as soon as the job has waited past it or the
+// latest simulation starts it past it, before the job starts: in a burst
+// the factor rises while the queue grows. Until it has seen starts, the
+// P90 is twice the median wait, tracked the same way.
 //
 // Like placement, the package is pure: no clock (now is the snapshot's),
 // no I/O, no global randomness. The dispatch loop feeds it; the trace

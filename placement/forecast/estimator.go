@@ -97,30 +97,48 @@ type Estimator struct {
 	first map[gangway.JobID]firstEstimate
 
 	scores map[scoreKey]*ring
-	// level90 is the quantile of the scores that scales the P90, adapted
-	// as jobs start (adaptive conformal inference): when more than one in
-	// ten start after their P90 it rises, and falls when fewer do, so that
-	// the coverage holds while the workload drifts. The P50 stays the
-	// median of the scores: chasing the share of late starts there swings
+	// boost90 is, per priority, the logarithm of a factor every P90 of
+	// that priority is multiplied by (beside the 90th percentile of the
+	// scores, or ColdSpread before there are any), tracked as P90s are
+	// judged (quantile tracking, an adaptive conformal method): each miss
+	// raises it by trackRate × 0.9, each hit lowers it by trackRate × 0.1,
+	// so that, over time, one in ten start after their P90 whatever the
+	// workload does. A P90 is judged when the job starts, or as a miss as
+	// soon as the job has waited past it or the latest simulation starts
+	// it past it (work that arrived later went ahead): in a burst, while
+	// jobs queue far longer than estimated, the factor rises before any of
+	// them has started to show it.
+	// The P50 is left alone: chasing the share of late starts there swings
 	// it into the tails of the scores, where a ±25% estimate is lost.
-	level90 float64
+	boost90 map[int]float64
 }
 
 // firstEstimate is the first estimate of one attempt: the wait the
-// median simulation gave, uncalibrated, the job's priority, and the P90
-// wait shown, when it was calibrated.
+// median simulation gave, uncalibrated, the job's priority, the P90 wait
+// shown, and whether that P90 has been judged (boost90).
 type firstEstimate struct {
-	attempt    int
-	priority   int
-	at         time.Time
-	w50        time.Duration
-	calibrated bool
-	shown90    time.Duration
+	attempt  int
+	priority int
+	at       time.Time
+	w50      time.Duration
+	shown90  time.Duration
+	judged   bool
+	// projected is the wait from at to the start the latest median
+	// simulation gave, uncalibrated: while the job waits, work that
+	// arrived after it and goes ahead pushes that start out, long before
+	// the job starts and shows how late it is.
+	projected time.Duration
 }
 
-// adaptRate is how far one start moves a level (the step size of
-// adaptive conformal inference).
-const adaptRate = 0.01
+// trackRate is how far one judged P90 moves boost90 (the step size of
+// the quantile tracking). The tracking's guarantee — the share of misses
+// over n judged P90s is within about (the range boost90 moves in) ÷
+// (trackRate × n) of one in ten — wants it large; the P90's jitter from
+// one job to the next wants it small.
+const trackRate = 0.1
+
+// maxBoost bounds boost90 either way (a factor of e^4, about 55).
+const maxBoost = 4.0
 
 // scoreKey groups the scores calibrated together: one priority and one
 // band of predicted wait, one priority and every band, or everything.
@@ -182,7 +200,7 @@ func NewEstimator(rt Runtimes, o Options) *Estimator {
 	}
 	e := &Estimator{rt: rt, o: o.withDefaults(), est: map[gangway.JobID]Estimate{},
 		prev: map[gangway.JobID]gangway.Assignment{}, first: map[gangway.JobID]firstEstimate{}, scores: map[scoreKey]*ring{},
-		level90: 0.9}
+		boost90: map[int]float64{}}
 	e.learn, _ = rt.(Learner)
 	return e
 }
@@ -247,6 +265,7 @@ func (e *Estimator) Observe(s placement.Snapshot, queue []gangway.QueueEntry, st
 		}
 	}
 	slices.SortFunc(started, compareIDs)
+	e.judgeLate(now, cur)
 	for _, id := range started {
 		f := e.first[id]
 		e.score(f, cur[id].At.Sub(f.at))
@@ -268,14 +287,8 @@ func compareIDs(a, b gangway.JobID) int {
 // the ratio of the real wait to the median simulation's (both plus
 // Slack), whose median and 90th percentile scale later estimates.
 func (e *Estimator) score(f firstEstimate, actual time.Duration) {
-	if f.calibrated {
-		hit := func(late bool) float64 {
-			if late {
-				return 1
-			}
-			return 0
-		}
-		e.level90 = min(max(e.level90+adaptRate*(hit(actual > f.shown90)-0.1), 0.5), 0.995)
+	if !f.judged {
+		e.track(f.priority, actual > f.shown90)
 	}
 	s := e.ratio(actual, f.w50)
 	for k, key := range scoreKeys(f.priority, f.w50) {
@@ -289,6 +302,42 @@ func (e *Estimator) score(f firstEstimate, actual time.Duration) {
 		}
 		r.add(s, e.window(k))
 	}
+}
+
+// judgeLate judges, as a miss, the P90 of every first estimate whose job
+// still waits past it or that the latest simulation starts past it. Jobs are judged in order of their first estimate,
+// so map order does not matter.
+func (e *Estimator) judgeLate(now time.Time, running map[gangway.JobID]gangway.Assignment) {
+	var late []gangway.JobID
+	for id, f := range e.first {
+		if _, started := running[id]; !f.judged && !started && max(now.Sub(f.at), f.projected) > f.shown90 {
+			late = append(late, id)
+		}
+	}
+	slices.SortFunc(late, func(a, b gangway.JobID) int {
+		if c := e.first[a].at.Compare(e.first[b].at); c != 0 {
+			return c
+		}
+		return compareIDs(a, b)
+	})
+	for _, id := range late {
+		f := e.first[id]
+		f.judged = true
+		e.first[id] = f
+		e.track(f.priority, true)
+	}
+}
+
+// track moves a priority's boost90 after one of its P90s was judged.
+func (e *Estimator) track(priority int, late bool) {
+	miss := 0.0
+	if late {
+		miss = 1
+	}
+	if _, ok := e.boost90[priority]; !ok && len(e.boost90) >= maxScoreKeys {
+		return // bounded, as the score groups are
+	}
+	e.boost90[priority] = min(max(e.boost90[priority]+trackRate*(miss-0.1), -maxBoost), maxBoost)
 }
 
 func (e *Estimator) ratio(actual, predicted time.Duration) float64 {
@@ -329,10 +378,15 @@ func (e *Estimator) Forecast(in Input) {
 	e.est = make(map[gangway.JobID]Estimate, len(raw))
 	for id, r := range raw {
 		j := jobs[id]
-		cal, ok := e.calibrate(r, j.Priority, c)
-		if f, seen := e.first[id]; (!seen || f.attempt != j.Attempt) && !e.o.NoCalibration && !r.Bursting {
+		cal := e.calibrate(r, j.Priority, c)
+		switch f, seen := e.first[id]; {
+		case e.o.NoCalibration || r.Bursting:
+		case !seen || f.attempt != j.Attempt:
 			e.first[id] = firstEstimate{attempt: j.Attempt, priority: j.Priority, at: r.At, w50: r.P50.Sub(r.At),
-				calibrated: ok, shown90: cal.P90.Sub(r.At)}
+				shown90: cal.P90.Sub(r.At), projected: r.P50.Sub(r.At)}
+		default:
+			f.projected = r.P50.Sub(f.at)
+			e.first[id] = f
 		}
 		e.est[id] = cal
 	}
@@ -359,15 +413,16 @@ type groupFactor struct {
 }
 
 // calibration counts each still-waiting job that has already waited longer
-// than its first estimate said as at least how far it is over, so that
-// slow starts are not left out until they happen.
+// than its first estimate said, or that the latest simulation has
+// starting later than that, as at least how far it is over, so that slow
+// starts are not left out until they happen.
 func (e *Estimator) calibration(now time.Time) *calibration {
 	c := &calibration{e: e, late: map[scoreKey][]float64{}, factors: map[scoreKey]groupFactor{}}
 	if e.o.NoCalibration {
 		return c
 	}
 	for _, f := range e.first {
-		if s := e.ratio(now.Sub(f.at), f.w50); s > 1 {
+		if s := e.ratio(max(now.Sub(f.at), f.projected), f.w50); s > 1 {
 			for _, k := range scoreKeys(f.priority, f.w50) {
 				c.late[k] = append(c.late[k], s)
 			}
@@ -394,7 +449,7 @@ func (c *calibration) factor(k scoreKey) (groupFactor, bool) {
 		all := make([]float64, 0, len(scores)+len(c.late[k]))
 		all = append(append(all, scores...), c.late[k]...)
 		slices.Sort(all)
-		f = groupFactor{f50: 1, f90: conformal(all, c.e.level90), ok: true}
+		f = groupFactor{f50: 1, f90: conformal(all, 0.9), ok: true}
 		if len(scores) >= c.e.o.MinScores {
 			f.f50, f.ok50 = conformal(all, 0.5), true
 		}
@@ -413,28 +468,22 @@ func conformal(sorted []float64, q float64) float64 {
 
 // calibrate scales the median simulation's wait by its group's factors
 // (its priority and band of predicted wait; its priority; everything —
-// the first with enough scores) into the P50 and P90, and reports whether
-// it did. A wait past the horizon is a lower bound and only grows. Before
-// there are enough scores the estimate stays as simulated.
-func (e *Estimator) calibrate(r Estimate, priority int, c *calibration) (Estimate, bool) {
+// the first with enough scores) into the P50 and P90, the P90 also by its
+// priority's boost90. A wait past the horizon is a lower bound and only
+// grows. Before there are enough scores the P50 stays as simulated, and
+// the P90 is at least ColdSpread times the median wait (boosted too).
+func (e *Estimator) calibrate(r Estimate, priority int, c *calibration) Estimate {
 	if e.o.NoCalibration || r.Bursting {
-		return r, false
+		return r
 	}
 	w := r.P50.Sub(r.At)
-	var k groupFactor
+	k := groupFactor{f50: 1, f90: e.o.ColdSpread}
 	found := false
 	for _, key := range scoreKeys(priority, w) {
-		if k, found = c.factor(key); found {
+		if f, ok := c.factor(key); ok {
+			k, found = f, true
 			break
 		}
-	}
-	if !found {
-		// Nothing to calibrate on yet: the P90 is ColdSpread times the
-		// median wait, not the P50 itself.
-		if w90 := time.Duration(float64(w+e.o.Slack)*e.o.ColdSpread) - e.o.Slack; r.P90.Sub(r.At) < w90 {
-			r.P90 = r.At.Add(w90)
-		}
-		return r, false
 	}
 	scale := func(factor float64) time.Duration {
 		s := max(time.Duration(float64(w+e.o.Slack)*factor)-e.o.Slack, 0)
@@ -444,7 +493,15 @@ func (e *Estimator) calibrate(r Estimate, priority int, c *calibration) (Estimat
 		return s
 	}
 	w50, w90 := scale(k.f50), scale(k.f90)
+	if !found {
+		// Nothing to calibrate on yet: the P90 is ColdSpread times the
+		// median wait, or the simulation's own when that is later.
+		w90 = max(w90, r.P90.Sub(r.At))
+	}
+	w90 = time.Duration(float64(w90+e.o.Slack)*math.Exp(e.boost90[priority])) - e.o.Slack
 	r.P50, r.P90 = r.At.Add(w50), r.At.Add(max(w90, w50))
-	r.Beyond90 = r.Beyond
-	return r, true
+	if found {
+		r.Beyond90 = r.Beyond
+	}
+	return r
 }

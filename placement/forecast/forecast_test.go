@@ -232,6 +232,40 @@ func TestEstimatorCalibrates(t *testing.T) {
 	}
 }
 
+// TestEstimatorBurstRaisesP90: jobs still waiting past their P90 count
+// as misses before any of them starts, so the next job's P90, in the same
+// situation as theirs, is later than theirs was.
+func TestEstimatorBurstRaisesP90(t *testing.T) {
+	e := forecast.NewEstimator(forecast.Limits{}, forecast.Options{Slack: time.Second})
+	snap := func(now time.Time) placement.Snapshot {
+		s := placement.Snapshot{Now: now, Nodes: []placement.Node{node("n1", 8)}}
+		running(&s, "blocker", "nlp", "n1", all(8), 0, 10*time.Minute)
+		return s
+	}
+	var q []gangway.QueueEntry
+	for i := range 5 {
+		q = append(q, queued(gangway.JobID("early"+string(rune('A'+i))), "nlp", 8, 0, time.Hour, 0))
+	}
+	s := snap(t0)
+	e.Observe(s, q, nil)
+	e.Forecast(forecast.Input{Snapshot: s, Queue: q})
+	first, _ := e.Estimate("earlyA")
+	p90 := first.P90.Sub(first.At)
+	// Hours later none has started: higher-priority work kept the GPUs.
+	later := t0.Add(3 * time.Hour)
+	s = snap(later)
+	e.Observe(s, q, nil)
+	next := append(q[:0:0], queued("next", "nlp", 8, 0, time.Hour, 0))
+	e.Forecast(forecast.Input{Snapshot: s, Queue: next})
+	est, _ := e.Estimate("next")
+	if got := est.P90.Sub(est.At); got <= p90 {
+		t.Errorf("P90 wait after five misses %s, want more than the %s before them", got, p90)
+	}
+	if est.P50.Sub(est.At) != first.P50.Sub(first.At) {
+		t.Errorf("P50 wait %s, want %s as before: the misses move the P90 only", est.P50.Sub(est.At), first.P50.Sub(first.At))
+	}
+}
+
 // TestForecastCloud: a waiting job is priced on the cloud offer it could
 // rent whether or not it may burst; one the plan sends there is Bursting,
 // and starts there in the estimate.
