@@ -323,3 +323,31 @@ func TestRunningSegments(t *testing.T) {
 		t.Errorf("RunningSegments (-want +got):\n%s", diff)
 	}
 }
+
+// TestPriceCloud: a cloud member without a price gets its pool's offer's
+// price per GPU-hour (for its replica's GPUs); on-prem members, members
+// already priced and pools without an offer keep theirs; the input is not
+// changed.
+func TestPriceCloud(t *testing.T) {
+	offers := []gangway.Offer{
+		{Pool: "aws-spot", CapacityType: gangway.CapacitySpot, GPUsPerInstance: 8, PricePerHour: 8},
+		{Pool: "aws-od", CapacityType: gangway.CapacityOnDemand, GPUsPerInstance: 8, PricePerHour: 32},
+	}
+	in := []gangway.Assignment{{JobID: "j", Members: []gangway.Member{
+		{Pool: "onprem", GPUs: []int{0}, PricePerGPUHour: 2},
+		{Pool: "aws-spot", CapacityType: gangway.CapacitySpot, GPUs: []int{0, 1, 2, 3}},
+		{Pool: "aws-od", CapacityType: gangway.CapacityOnDemand, GPUs: []int{0}, PricePerGPUHour: 5},
+		{Pool: "gcp-spot", CapacityType: gangway.CapacitySpot, GPUs: []int{0}},
+	}}}
+	got := PriceCloud(in, offers)
+	var prices []float64
+	for _, m := range got[0].Members {
+		prices = append(prices, m.PricePerGPUHour)
+	}
+	if want := []float64{2, 2, 5, 0}; !cmp.Equal(prices, want) {
+		t.Errorf("prices %v, want %v", prices, want)
+	}
+	if in[0].Members[1].PricePerGPUHour != 0 {
+		t.Errorf("PriceCloud changed its input")
+	}
+}

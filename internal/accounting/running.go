@@ -50,3 +50,29 @@ func RunningSegments(running []gangway.Assignment, now time.Time) []gangway.Usag
 	}
 	return out
 }
+
+// PriceCloud returns the allocations with a price on every cloud member. The
+// view's allocations carry the price of on-prem GPUs only: a cloud run's
+// price is the one its workflow rented at, which the view does not hold.
+// Such a member is priced at its pool's offer now (the price it was
+// launched at unless the spot price moved since); a pool without an offer
+// stays at 0. RunningSegments of the view's allocations wants them
+// priced so (`gangway cost`, the web view's team pages).
+func PriceCloud(allocs []gangway.Assignment, offers []gangway.Offer) []gangway.Assignment {
+	out := make([]gangway.Assignment, len(allocs))
+	for i, a := range allocs {
+		out[i] = a
+		out[i].Members = slices.Clone(a.Members)
+		for j := range out[i].Members {
+			m := &out[i].Members[j]
+			if !m.CapacityType.Cloud() || m.PricePerGPUHour > 0 {
+				continue
+			}
+			k := slices.IndexFunc(offers, func(o gangway.Offer) bool { return o.Pool == m.Pool && o.CapacityType == m.CapacityType })
+			if k >= 0 {
+				m.PricePerGPUHour = offers[k].PricePerGPUHourFor(len(m.GPUs))
+			}
+		}
+	}
+	return out
+}

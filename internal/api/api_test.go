@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -254,6 +255,31 @@ func TestTeamViews(t *testing.T) {
 	}
 	if got, want := nodes[0].Allocated, map[int]gangway.JobID{0: "ml-train", 1: otherTeam}; !cmp.Equal(got, want) {
 		t.Errorf("alice sees allocations %v, want %v", got, want)
+	}
+}
+
+// TestCostPricesRunningBurst: a cloud burst still running costs, so far,
+// its GPUs at its pool's offer (the view's cloud members carry no price).
+func TestCostPricesRunningBurst(t *testing.T) {
+	ts := newTestServer(t)
+	now := ts.srv.o.Now()
+	ts.view.allocs = append(ts.view.allocs, gangway.Assignment{JobID: "ml-burst", Team: "ml", Attempt: 1, At: now.Add(-time.Hour),
+		Members: []gangway.Member{{NodeID: "i-1", Pool: "fake-a100-spot", CapacityType: gangway.CapacitySpot, GPUs: []int{0, 1, 2, 3}}}})
+	ts.view.offers = []gangway.Offer{{Provider: "fake", Pool: "fake-a100-spot", InstanceType: "a100x8", GPUsPerInstance: 8,
+		CapacityType: gangway.CapacitySpot, PricePerHour: 8}}
+	_, body := ts.call(t, "alice", "GET", "/v1/cost?since=2025-06-01&by=pool", "")
+	var cost client.CostReport
+	if err := json.Unmarshal([]byte(body), &cost); err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(cost.Rows, func(r gangway.CostRow) bool { return r.Group == "fake-a100-spot" })
+	if i < 0 {
+		t.Fatalf("no fake-a100-spot row: %s", body)
+	}
+	// One hour on 4 GPUs, a replica of 4 renting a whole $8/h instance:
+	// $2 per GPU-hour.
+	if got := cost.Rows[i].Dollars.Spot; math.Abs(got-8) > 1e-9 {
+		t.Errorf("running burst's spot cost so far $%v, want $8:\n%s", got, body)
 	}
 }
 

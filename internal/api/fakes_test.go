@@ -113,6 +113,7 @@ func cmpString(a, b string) int {
 type fakeView struct {
 	mu     sync.Mutex
 	allocs []gangway.Assignment
+	offers []gangway.Offer
 	state  string
 	logs   map[gangway.JobID][]gangway.LogLine
 }
@@ -129,7 +130,7 @@ func (v *fakeView) FleetNodes(context.Context) ([]gangway.Node, error) {
 	return []gangway.Node{v.node()}, nil
 }
 
-func (v *fakeView) CloudOffers(context.Context) ([]gangway.Offer, error) { return nil, nil }
+func (v *fakeView) CloudOffers(context.Context) ([]gangway.Offer, error) { return v.offers, nil }
 
 func (v *fakeView) Nodes(context.Context) ([]gangway.NodeStatus, error) {
 	v.mu.Lock()

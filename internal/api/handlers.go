@@ -243,11 +243,13 @@ func (s *Server) cost(w http.ResponseWriter, r *http.Request, id Identity) error
 	if err != nil {
 		report.Warnings = append(report.Warnings, fmt.Sprintf("runs in flight are not counted: %v", err))
 	}
-	q.Running = accounting.RunningSegments(running, now)
 	offers, err := s.o.Fleet.CloudOffers(r.Context())
 	if err != nil {
 		report.Warnings = append(report.Warnings, fmt.Sprintf("cloud pools' on-demand prices are not known: %v", err))
 	}
+	// The view's cloud members carry no price: each is priced at its
+	// pool's offer, as the burst rented it.
+	q.Running = accounting.RunningSegments(accounting.PriceCloud(running, offers), now)
 	q.OnDemandPrices = accounting.OnDemandPrices(offers, s.o.OnDemandPrices)
 	if report.CostSummary, err = s.o.Ledger.Report(r.Context(), q); err != nil {
 		return err

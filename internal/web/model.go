@@ -534,32 +534,7 @@ func monthStart(now time.Time) time.Time {
 // with the runs in flight priced up to now.
 func monthQuery(f Fleet) accounting.Query {
 	return accounting.Query{By: gangway.CostByTeam, Since: monthStart(f.Now), Until: f.Now,
-		Running: accounting.RunningSegments(priced(f.Allocations, f.Offers), f.Now)}
-}
-
-// priced returns the allocations with a price on every cloud member. The
-// view's allocations carry the price of on-prem GPUs only: a cloud run's
-// price is the one its workflow rented at, which the view does not hold.
-// Such a member is priced at its pool's offer now (the price it was
-// launched at unless the spot price moved since); a pool without an offer
-// stays at 0.
-func priced(allocs []gangway.Assignment, offers []gangway.Offer) []gangway.Assignment {
-	out := make([]gangway.Assignment, len(allocs))
-	for i, a := range allocs {
-		out[i] = a
-		out[i].Members = slices.Clone(a.Members)
-		for j := range out[i].Members {
-			m := &out[i].Members[j]
-			if !m.CapacityType.Cloud() || m.PricePerGPUHour > 0 {
-				continue
-			}
-			k := slices.IndexFunc(offers, func(o gangway.Offer) bool { return o.Pool == m.Pool && o.CapacityType == m.CapacityType })
-			if k >= 0 {
-				m.PricePerGPUHour = offers[k].PricePerGPUHourFor(len(m.GPUs))
-			}
-		}
-	}
-	return out
+		Running: accounting.RunningSegments(accounting.PriceCloud(f.Allocations, f.Offers), f.Now)}
 }
 
 // buildTeams returns the teams the viewer may see, each with its usage
@@ -582,7 +557,7 @@ func buildTeams(f Fleet, cfg teamConfig, usage gangway.CostSummary, sc scope, pa
 		rows[r.Group] = r
 	}
 	running := map[gangway.JobID]float64{}
-	for _, s := range accounting.RunningSegments(priced(f.Allocations, f.Offers), f.Now) {
+	for _, s := range accounting.RunningSegments(accounting.PriceCloud(f.Allocations, f.Offers), f.Now) {
 		running[s.JobID] += s.Dollars()
 	}
 	var out []teamView
@@ -650,13 +625,13 @@ func buildTeams(f Fleet, cfg teamConfig, usage gangway.CostSummary, sc scope, pa
 // inFlightDollars is what the job's current run has cost so far (0 when
 // it holds no GPUs): its allocation in the view, priced as the workflow's
 // assignment (own, when given, with the price each member was rented at)
-// says, else as priced does.
+// says, else as accounting.PriceCloud does.
 func inFlightDollars(f Fleet, job gangway.JobID, own *gangway.Assignment) float64 {
 	i := slices.IndexFunc(f.Allocations, func(a gangway.Assignment) bool { return a.JobID == job })
 	if i < 0 {
 		return 0
 	}
-	a := priced(f.Allocations[i:i+1], f.Offers)
+	a := accounting.PriceCloud(f.Allocations[i:i+1], f.Offers)
 	if own != nil && own.Attempt == a[0].Attempt && len(own.Members) == len(a[0].Members) {
 		for j, m := range own.Members {
 			if m.PricePerGPUHour > 0 {
