@@ -111,15 +111,43 @@ func (s *Server) Handler() http.Handler { return http.NewCrossOriginProtection()
 // Mount serves h under prefix (a path ending in "/", e.g. "/ui/") behind
 // the API's authentication: a request without valid credentials gets the
 // same 401 as the API's, and h finds the caller with IdentityFrom.
-func (s *Server) Mount(prefix string, h http.Handler) {
+func (s *Server) Mount(prefix string, h http.Handler) { s.MountPages(prefix, h, nil) }
+
+// SignedOutFunc answers a browser's request that has no valid credentials
+// (err says why).
+type SignedOutFunc func(w http.ResponseWriter, r *http.Request, err error)
+
+// MountPages is Mount for pages a person reads: a request without valid
+// credentials that accepts HTML (a browser's navigation) is answered by
+// signedOut — a page saying how to sign in — and any other (the CLI, a
+// script: they accept JSON) gets the API's 401. signedOut nil is Mount.
+func (s *Server) MountPages(prefix string, h http.Handler, signedOut SignedOutFunc) {
 	s.mux.Handle(prefix, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id, err := s.auth.authenticate(r)
 		if err != nil {
+			if signedOut != nil && acceptsHTML(r) {
+				signedOut(w, r, err)
+				return
+			}
 			writeError(w, unauthenticated(err))
 			return
 		}
 		h.ServeHTTP(w, r.WithContext(WithIdentity(r.Context(), id)))
 	}))
+}
+
+// acceptsHTML reports whether r's Accept header names text/html (with a
+// non-zero quality): a browser navigating, not an API client.
+func acceptsHTML(r *http.Request) bool {
+	for _, part := range strings.Split(r.Header.Get("Accept"), ",") {
+		mt, params, _ := strings.Cut(strings.TrimSpace(part), ";")
+		if !strings.EqualFold(strings.TrimSpace(mt), "text/html") {
+			continue
+		}
+		q := strings.ReplaceAll(strings.TrimSpace(params), " ", "")
+		return q != "q=0" && q != "q=0.0" && q != "q=0.00" && q != "q=0.000"
+	}
+	return false
 }
 
 // MountPublic serves h under prefix without demanding credentials (a login

@@ -413,7 +413,7 @@ func webView(ctx context.Context, o Options, log *slog.Logger) (func(*api.Server
 		for _, p := range web.PublicPaths {
 			s.MountPublic(WebPath+p, h)
 		}
-		s.Mount(WebPath, h)
+		s.MountPages(WebPath, h, h.SignedOut)
 	}
 	return mount, func() { cancel(); <-done }, nil
 }

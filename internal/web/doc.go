@@ -23,7 +23,10 @@
 //
 // `gangway server` mounts the view on the user API (internal/server):
 // the pages behind the API's authentication, [PublicPaths] (the sign-in
-// form, signing out, the assets) without. The form checks the token with
+// form, signing out, the assets) without. A browser asking for a page
+// without valid credentials gets a 401 page with the sign-in form and
+// why ([Handler.SignedOut]); an API client (it accepts JSON) the API's
+// JSON 401. The form checks the token with
 // the API (Options.Verify) and keeps it in the HttpOnly, SameSite=Strict
 // gangway_token cookie the API reads. With the API's identity on the
 // request (Options.Identity) a user sees only their teams' jobs and team

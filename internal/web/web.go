@@ -141,11 +141,31 @@ func New(o Options) (*Handler, error) {
 
 // ServeHTTP serves the pages under Options.Prefix.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	setHeaders(w)
+	h.h.ServeHTTP(w, r)
+}
+
+func setHeaders(w http.ResponseWriter) {
 	hdr := w.Header()
 	hdr.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
 	hdr.Set("X-Content-Type-Options", "nosniff")
 	hdr.Set("Referrer-Policy", "same-origin")
-	h.h.ServeHTTP(w, r)
+}
+
+// SignedOut answers a browser that asks for a page without credentials
+// the user API accepts (reason says what was wrong with them): 401, with
+// the sign-in form and a line saying why it is shown. The mount that
+// authenticates the pages calls it (api.Server.MountPages); a program
+// asking for JSON gets the API's own 401 instead.
+func (h *Handler) SignedOut(w http.ResponseWriter, r *http.Request, reason error) {
+	setHeaders(w)
+	notice := "Sign in to see this page."
+	if reason != nil {
+		notice = "Sign in to see this page (" + reason.Error() + ")."
+	}
+	p := h.newPage(r, "login", "Sign in", time.Time{}, loginData{Notice: notice})
+	p.Refresh = 0
+	h.render(w, r, http.StatusUnauthorized, "login", p)
 }
 
 // page is what every template gets: the layout's fields and the page's
@@ -398,6 +418,8 @@ func (h *Handler) fragmentation(w http.ResponseWriter, r *http.Request) {
 // loginData is the login page's data.
 type loginData struct {
 	Error string
+	// Notice says why the form is shown instead of the page asked for.
+	Notice string
 }
 
 func (h *Handler) loginForm(w http.ResponseWriter, r *http.Request) {

@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -18,7 +19,9 @@ import (
 	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/client"
 	"github.com/gangwayhq/gangway/internal/accounting"
+	"github.com/gangwayhq/gangway/internal/api"
 	"github.com/gangwayhq/gangway/internal/capacity"
+	"github.com/gangwayhq/gangway/workflows/jobs"
 )
 
 var (
@@ -680,5 +683,100 @@ func TestMapMIG(t *testing.T) {
 	row := all(mustID(t, doc, "team-gpus"), and(tag("tr"), byAttr("data-team", "nlp")))
 	if len(row) != 1 || attr(all(row[0], byAttr("data-gpus", "*"))[0], "data-gpus") != "0.43" {
 		t.Errorf("nlp's GPUs in the legend: want 0.43 (one 3g.40gb device)")
+	}
+}
+
+// signedOutFleet and signedOutJobs are the user API's collaborators in
+// TestSignedOutBrowser: it never gets as far as using them.
+type signedOutFleet struct{}
+
+func (signedOutFleet) Allocations(context.Context) ([]gangway.Assignment, error) { return nil, nil }
+func (signedOutFleet) CloudOffers(context.Context) ([]gangway.Offer, error)      { return nil, nil }
+
+type signedOutJobs struct{}
+
+func (signedOutJobs) Describe(context.Context, gangway.JobID) (jobs.Description, error) {
+	return jobs.Description{}, nil
+}
+
+type oneToken struct{}
+
+func (oneToken) Verify(_ context.Context, token string) (api.Identity, error) {
+	if token != "good" {
+		return api.Identity{}, errors.New("unknown token")
+	}
+	return api.Identity{User: "alice", Admin: true}, nil
+}
+
+// TestSignedOutBrowser: mounted behind the user API as the server mounts
+// it, a page asked for without valid credentials is, for a browser, a 401
+// page with the sign-in form and a line saying why; for an API client (it
+// accepts JSON, or says nothing) the API's JSON 401. With the token, the
+// page itself.
+func TestSignedOutBrowser(t *testing.T) {
+	h, err := New(Options{Source: newFakeSource(), Prefix: "/ui/", Identity: api.IdentityFrom})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := api.New(api.Options{Client: client.New(nil, nil), Jobs: signedOutJobs{}, Fleet: signedOutFleet{},
+		Tokens: []api.TokenVerifier{oneToken{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range PublicPaths {
+		srv.MountPublic("/ui/"+p, h)
+	}
+	srv.MountPages("/ui/", h, h.SignedOut)
+	const browser = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
+	for _, tc := range []struct {
+		name, path, accept, cookie string
+		wantStatus                 int
+		wantHTML                   bool
+		wantNotice                 string
+	}{
+		{"browser, signed out", "/ui/", browser, "", http.StatusUnauthorized, true, "Sign in to see this page (token required"},
+		{"browser, another page", "/ui/queue", browser, "", http.StatusUnauthorized, true, "Sign in to see this page"},
+		{"browser, a refused token", "/ui/", browser, "revoked", http.StatusUnauthorized, true, "unknown token"},
+		{"API client", "/ui/", "application/json", "", http.StatusUnauthorized, false, ""},
+		{"no Accept", "/ui/queue", "", "", http.StatusUnauthorized, false, ""},
+		{"HTML refused", "/ui/", "text/html;q=0, application/json", "", http.StatusUnauthorized, false, ""},
+		{"signed in", "/ui/", browser, "good", http.StatusOK, true, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := httptest.NewRequest(http.MethodGet, tc.path, nil)
+			if tc.accept != "" {
+				req.Header.Set("Accept", tc.accept)
+			}
+			if tc.cookie != "" {
+				req.AddCookie(&http.Cookie{Name: CookieName, Value: tc.cookie})
+			}
+			rec := httptest.NewRecorder()
+			srv.Handler().ServeHTTP(rec, req)
+			ct := rec.Header().Get("Content-Type")
+			if rec.Code != tc.wantStatus || strings.HasPrefix(ct, "text/html") != tc.wantHTML {
+				t.Fatalf("status %d, Content-Type %q; want %d, HTML %v:\n%s", rec.Code, ct, tc.wantStatus, tc.wantHTML, rec.Body)
+			}
+			if !tc.wantHTML {
+				var e struct{ Code string }
+				if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil || e.Code != "unauthenticated" {
+					t.Errorf("body %s, want the API's JSON 401 (%v)", rec.Body, err)
+				}
+				return
+			}
+			doc, err := html.Parse(rec.Body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.wantNotice == "" {
+				if byID(doc, "login-notice") != nil {
+					t.Error("a signed-in page shows the sign-in notice")
+				}
+				return
+			}
+			mustID(t, doc, "login-form")
+			if got := text(mustID(t, doc, "login-notice")); !strings.Contains(got, tc.wantNotice) {
+				t.Errorf("notice %q, want it to say %q", got, tc.wantNotice)
+			}
+		})
 	}
 }
