@@ -17,7 +17,8 @@
 // saw end, the distribution of actual ÷ requested runtime (the job's
 // estimatedRuntime, else its maxRuntime) per team, team and project, and
 // team, project and name prefix, each shrunk towards the coarser group
-// while it has few observations, and conditions a running job's remaining
+// while it has few observations (the coarsest towards what the job
+// declared, so that a few runs do not outweigh it), and conditions a running job's remaining
 // time on how long it has run; with no history it falls back to
 // estimatedRuntime, then maxRuntime. Limits is the Slurm-style baseline:
 // every job runs to its limit.

@@ -1,6 +1,7 @@
 package forecast_test
 
 import (
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -200,6 +201,37 @@ func TestHistoryShrinks(t *testing.T) {
 	}
 	if got := forecast.NamePrefix("resnet-sweep-17"); got != "resnet-sweep" {
 		t.Errorf("NamePrefix = %q", got)
+	}
+}
+
+// TestHistoryShortHistory: one short run (a `sleep 1` under a 24h limit)
+// does not make every running job of the fleet end within seconds: with
+// few runs the model stays near what a job declared; with many it follows
+// them.
+func TestHistoryShortHistory(t *testing.T) {
+	limit := 24 * time.Hour
+	for _, tc := range []struct {
+		runs      int
+		elapsed   time.Duration
+		atLeast   time.Duration
+		atMost    time.Duration
+		reference string
+	}{
+		{1, 5 * time.Second, 12 * time.Hour, limit, "one run: the limit, not seconds"},
+		{1, 40 * time.Second, 12 * time.Hour, limit, "past the short run: still the limit"},
+		{3, 5 * time.Second, 12 * time.Hour, limit, "three runs: still mostly the limit"},
+		{200, 0, 0, time.Minute, "two hundred runs: seconds, as they ran"},
+	} {
+		h := forecast.NewHistory()
+		for i := range tc.runs {
+			h.Observe(forecast.Job{ID: gangway.JobID(fmt.Sprintf("nlp-done-%d", i)), Team: "nlp", MaxRuntime: limit}, time.Second)
+		}
+		// Another team's job, with no history of its own, queued or
+		// running behind it.
+		got := h.Remaining(forecast.Job{ID: "vision-train", Team: "vision", MaxRuntime: limit}, tc.elapsed, 0.5)
+		if got < tc.atLeast || got > tc.atMost {
+			t.Errorf("%s: median remaining %s after %s, want %s to %s", tc.reference, got, tc.elapsed, tc.atLeast, tc.atMost)
+		}
 	}
 }
 

@@ -111,9 +111,13 @@ const (
 // from runs that ended, and predicts a job's runtime from its finest
 // group, shrunk towards the coarser ones: a group with n observations
 // weighs n against PseudoCount for its parent's distribution (empirical
-// Bayes with a histogram prior). A running job's remaining time is
-// conditioned on how long it has run. Without any history it falls back
-// to the job's estimated runtime, then its max runtime. Counts halve when
+// Bayes with a histogram prior). The coarsest group (everyone's runs) is
+// itself shrunk, with PseudoCount, towards what the job declared (its
+// estimated runtime, else its max runtime: a ratio of 1), so that a
+// history of a few runs — one `sleep 1` — does not outweigh every job's
+// own declaration. A running job's remaining time is conditioned on how
+// long it has run. Without any history it falls back to the job's
+// estimated runtime, then its max runtime. Counts halve when
 // a group passes MaxCount observations, so the model follows recent runs;
 // the least recently updated groups are forgotten past MaxGroups per level.
 // Not safe for concurrent use.
@@ -258,23 +262,19 @@ func (h *History) Remaining(j Job, elapsed time.Duration, q float64) time.Durati
 }
 
 // blend fills p with j's shrunk distribution over ratio bins (summing to
-// 1); false when there is no history at all.
+// 1), starting from the declaration (all mass at a ratio of 1); false when
+// there is no history at all.
 func (h *History) blend(j Job, p *[nBins]float64) bool {
 	k := orFloat(h.PseudoCount, 8)
-	keys := groupKeys(j)
+	*p = [nBins]float64{}
+	p[binOf(1)] = 1
 	have := false
-	for l, key := range keys {
+	for l, key := range groupKeys(j) {
 		g := h.groups[l][key]
 		if g == nil || g.n <= 0 {
 			continue
 		}
-		if !have {
-			for b := range p {
-				p[b] = g.c[b] / g.n
-			}
-			have = true
-			continue
-		}
+		have = true
 		for b := range p {
 			p[b] = (g.c[b] + k*p[b]) / (g.n + k)
 		}
