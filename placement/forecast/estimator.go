@@ -400,9 +400,12 @@ func (e *Estimator) Estimate(id gangway.JobID) (Estimate, bool) {
 
 // calibration is the groups' factors at one instant, worked out as asked.
 type calibration struct {
-	e       *Estimator
-	late    map[scoreKey][]float64
-	factors map[scoreKey]groupFactor
+	e *Estimator
+	// late are the still-waiting jobs past their first estimate, by how
+	// long they have waited (the P50's); late90 also those the latest
+	// simulation starts past it, at the later of the two (the P90's).
+	late, late90 map[scoreKey][]float64
+	factors      map[scoreKey]groupFactor
 }
 
 // groupFactor is a group's median and 90th percentile of the scores; ok
@@ -413,23 +416,33 @@ type groupFactor struct {
 }
 
 // calibration counts each still-waiting job that has already waited longer
-// than its first estimate said, or that the latest simulation has
-// starting later than that, as at least how far it is over, so that slow
-// starts are not left out until they happen.
+// than its first estimate said as at least how far it is over, so that
+// slow starts are not left out until they happen; for the P90, also one
+// that the latest simulation starts later than that (work that arrived
+// after it goes ahead). The P50 leaves those out: a simulated start is no
+// lower bound, and the median would follow them into the tail.
 func (e *Estimator) calibration(now time.Time) *calibration {
-	c := &calibration{e: e, late: map[scoreKey][]float64{}, factors: map[scoreKey]groupFactor{}}
+	c := &calibration{e: e, late: map[scoreKey][]float64{}, late90: map[scoreKey][]float64{}, factors: map[scoreKey]groupFactor{}}
 	if e.o.NoCalibration {
 		return c
 	}
 	for _, f := range e.first {
-		if s := e.ratio(max(now.Sub(f.at), f.projected), f.w50); s > 1 {
-			for _, k := range scoreKeys(f.priority, f.w50) {
+		keys := scoreKeys(f.priority, f.w50)
+		if s := e.ratio(now.Sub(f.at), f.w50); s > 1 {
+			for _, k := range keys {
 				c.late[k] = append(c.late[k], s)
 			}
 		}
+		if s := e.ratio(max(now.Sub(f.at), f.projected), f.w50); s > 1 {
+			for _, k := range keys {
+				c.late90[k] = append(c.late90[k], s)
+			}
+		}
 	}
-	for k := range c.late {
-		slices.Sort(c.late[k]) // map order must not matter
+	for _, m := range []map[scoreKey][]float64{c.late, c.late90} {
+		for k := range m {
+			slices.Sort(m[k]) // map order must not matter
+		}
 	}
 	return c
 }
@@ -445,13 +458,16 @@ func (c *calibration) factor(k scoreKey) (groupFactor, bool) {
 	}
 	// The P90 may lean on the jobs known to be late before MinScores have
 	// started (early on, those are what there is); the P50 may not.
-	if len(scores)+len(c.late[k]) >= c.e.o.MinScores {
-		all := make([]float64, 0, len(scores)+len(c.late[k]))
-		all = append(append(all, scores...), c.late[k]...)
+	with := func(late []float64) []float64 {
+		all := make([]float64, 0, len(scores)+len(late))
+		all = append(append(all, scores...), late...)
 		slices.Sort(all)
-		f = groupFactor{f50: 1, f90: conformal(all, 0.9), ok: true}
+		return all
+	}
+	if len(scores)+len(c.late90[k]) >= c.e.o.MinScores {
+		f = groupFactor{f50: 1, f90: conformal(with(c.late90[k]), 0.9), ok: true}
 		if len(scores) >= c.e.o.MinScores {
-			f.f50, f.ok50 = conformal(all, 0.5), true
+			f.f50, f.ok50 = conformal(with(c.late[k]), 0.5), true
 		}
 	}
 	c.factors[k] = f
