@@ -464,7 +464,7 @@ func (c *calibration) factor(k scoreKey) (groupFactor, bool) {
 		slices.Sort(all)
 		return all
 	}
-	if len(scores)+len(c.late90[k]) >= c.e.o.MinScores {
+	if len(scores)+len(c.late[k]) >= c.e.o.MinScores {
 		f = groupFactor{f50: 1, f90: conformal(with(c.late90[k]), 0.9), ok: true}
 		if len(scores) >= c.e.o.MinScores {
 			f.f50, f.ok50 = conformal(with(c.late[k]), 0.5), true
