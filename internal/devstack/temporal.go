@@ -176,7 +176,13 @@ func startTemporal(ctx context.Context, bin, dir, dbFile string, port, uiPort in
 		uiURL = "http://127.0.0.1:" + strconv.Itoa(uiPort)
 	}
 	if dbFile != "" {
-		args = append(args, "--db-filename", dbFile)
+		// Write-ahead logging, synced at checkpoints rather than at every
+		// commit: what was committed survives the server process's
+		// death (the WAL is in the file system; `gangway dev` restarts it
+		// on the same file), not the machine's. With a sync per commit,
+		// the disk's latency bounds the workflow tasks a second.
+		args = append(args, "--db-filename", dbFile,
+			"--sqlite-pragma", "journal_mode=wal", "--sqlite-pragma", "synchronous=normal")
 	}
 	args = append(args, "--log-level", "warn")
 	// Job workflows' search attributes (team, priority class, phase,
