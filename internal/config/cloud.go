@@ -10,11 +10,10 @@ import (
 	"slices"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/internal/accounting"
 	"github.com/gangwayhq/gangway/internal/redact"
+	"github.com/gangwayhq/gangway/internal/transport"
 	"github.com/gangwayhq/gangway/providers"
 	"github.com/gangwayhq/gangway/providers/aws"
 	"github.com/gangwayhq/gangway/providers/fake"
@@ -240,8 +239,8 @@ func (c CloudConfig) validate(bad func(field, format string, args ...any)) {
 		}
 	}
 	if u := c.Join.RedisURL; u != "" {
-		if _, err := redis.ParseURL(u); err != nil {
-			bad("cloud.join.redisURL", "%v", redact.Error(err))
+		if err := transport.CheckURL(u); err != nil {
+			bad("cloud.join.redisURL", "%v", err)
 		}
 	}
 	seen := map[string]int{}

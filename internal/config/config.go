@@ -15,7 +15,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/spf13/pflag"
 	"go.yaml.in/yaml/v3"
 
@@ -469,8 +468,8 @@ func (c Config) Validate(server, agentCmd bool) error {
 	if c.Temporal.APIKey != "" && !c.Temporal.TLS.On() {
 		bad("temporal.apiKey", "needs TLS (temporal.tls): an API key must not travel in plaintext")
 	}
-	if _, err := redis.ParseURL(c.Redis.URL); err != nil {
-		bad("redis.url", "%v", redact.Error(err))
+	if err := transport.CheckURL(c.Redis.URL); err != nil {
+		bad("redis.url", "%v", err)
 	} else if c.Redis.TLS.On() && !strings.HasPrefix(c.Redis.URL, "rediss://") {
 		bad("redis.tls", "is set, but redis.url is not a rediss:// URL: %s", redact.URL(c.Redis.URL))
 	}

@@ -137,6 +137,17 @@ func TestValidate(t *testing.T) {
 			change:   func(c *Config) { c.Temporal.Namespace = "" },
 			wantErrs: []string{"temporal.namespace: must not be empty"},
 		},
+		"a Sentinel redis URL, for server and agent": {
+			change: func(c *Config) {
+				c.Redis.URL = "redis://127.0.0.1:26379/0?master_name=gangway&addr=127.0.0.1:26380"
+				c.Cloud.Join.RedisURL = c.Redis.URL
+			},
+			server: true, agent: true,
+		},
+		"a Sentinel redis URL with an option go-redis does not know": {
+			change:   func(c *Config) { c.Redis.URL = "redis://127.0.0.1:26379/0?master_name=gangway&bogus=1" },
+			wantErrs: []string{"redis.url: redis: unexpected option: bogus"},
+		},
 		"redis URL with another scheme": {
 			change:   func(c *Config) { c.Redis.URL = "http://127.0.0.1:6379" },
 			wantErrs: []string{"redis.url: redis: invalid URL scheme: http"},

@@ -163,6 +163,19 @@ func (r Redis) Options() (*redis.Options, error) {
 	return o, nil
 }
 
+// CheckURL parses a Redis URL as Client would — a Sentinel URL (with
+// master_name) as go-redis's failover client takes it, any other as one
+// server's — and returns the parser's error, its password never quoted.
+func CheckURL(u string) error {
+	var err error
+	if (Redis{URL: u}).Sentinel() {
+		_, err = redis.ParseFailoverURL(u)
+	} else {
+		_, err = redis.ParseURL(u)
+	}
+	return redact.Error(err)
+}
+
 // Sentinel reports whether the URL names Redis Sentinels (master_name).
 func (r Redis) Sentinel() bool {
 	u, err := url.Parse(r.URL)
