@@ -75,6 +75,19 @@ type stack struct {
 	// server.join.tokensFile, of which joinToken lets `gangway agent`
 	// processes join pool onprem.
 	serverConfig, joinToken string
+	// redisURL, when set, is the Redis URL the servers dial instead of
+	// the stack's redis-server (a Sentinel's, in the chaos suite).
+	redisURL string
+	// serverEnv is added to the servers' environment.
+	serverEnv []string
+}
+
+// serverRedisURL is the Redis URL `gangway server` processes dial.
+func (s *stack) serverRedisURL() string {
+	if s.redisURL != "" {
+		return s.redisURL
+	}
+	return s.Redis.URL
 }
 
 // newStack starts a Temporal dev server, a redis-server and a PostgreSQL
@@ -150,10 +163,13 @@ func (s *stack) startServer(extra ...string) *serverProc {
 		s.t.Fatal(err)
 	}
 	args := append([]string{"server", "--config", s.serverConfig,
-		"--temporal-address", s.Temporal.Addr, "--redis-url", s.Redis.URL, "--ledger", s.LedgerDSN,
+		"--temporal-address", s.Temporal.Addr, "--redis-url", s.serverRedisURL(), "--ledger", s.LedgerDSN,
 		"--metrics-addr", "127.0.0.1:0", "--dispatch-interval", "200ms", "--lease-ttl", "2s", "--node-ttl", "5s",
 		"--api-addr", "127.0.0.1:0", "--api-tokens", s.apiTokens()}, extra...)
 	cmd := exec.Command(s.bin, args...)
+	if s.serverEnv != nil {
+		cmd.Env = append(os.Environ(), s.serverEnv...)
+	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {

@@ -1,0 +1,576 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/gangwayhq/gangway"
+	"github.com/gangwayhq/gangway/client"
+	"github.com/gangwayhq/gangway/internal/capacity"
+	"github.com/gangwayhq/gangway/internal/config"
+	"github.com/gangwayhq/gangway/internal/devstack"
+	"github.com/gangwayhq/gangway/internal/devstack/devstacktest"
+	"github.com/gangwayhq/gangway/workflows"
+	"github.com/gangwayhq/gangway/workflows/jobs"
+)
+
+// The chaos suite's fleet: chaosNodes `gangway agent` processes of
+// chaosGPUs fake GPUs each.
+const (
+	chaosNodes = 8
+	chaosGPUs  = 8
+	// chaosMaster is the name the Sentinel knows the Redis master by.
+	chaosMaster = "gangway"
+	// chaosLeaseTTL is the servers' dispatch lease.
+	chaosLeaseTTL = 2 * time.Second
+)
+
+// chaosTask is the command every chaos job runs: before it execs the
+// workload (demo-train) it takes an exclusive flock on one file per GPU it
+// was given (node and CUDA index) and records its start. The locks are held
+// by the workload process itself, so they last exactly as long as it runs,
+// however it ends (SIGKILL included): a lock it cannot take is a GPU
+// another live task holds — a double booking, recorded in busy. $1 is the
+// records' folder; the rest is the workload's argv.
+const chaosTask = `D=$1; shift
+t="$GANGWAY_JOB_ID $GANGWAY_ATTEMPT $GANGWAY_RANK $GANGWAY_NODE_ID"
+fd=10
+for g in ${CUDA_VISIBLE_DEVICES//,/ }; do
+  eval "exec $fd>>\"\$D/gpu-\$GANGWAY_NODE_ID-\$g.lock\""
+  flock -n $fd || echo "$t $g" >>"$D/busy"
+  fd=$((fd+1))
+done
+echo "$t" >>"$D/starts"
+echo "chaos-start $t"
+exec "$@"`
+
+// chaosSpec is a job of the chaos workload: replicas × gpus GPUs running
+// demo-train for steps of 100 ms, checkpointing every 10 steps when ckpt.
+func chaosSpec(name, team, bin, records string, replicas, gpus, steps int, ckpt bool) gangway.JobSpec {
+	sp := gangway.JobSpec{
+		Name: name, Team: team,
+		Command: []string{"/bin/bash", "-c", chaosTask, "chaos-task", records, bin, "demo-train"},
+		Args:    []string{"--steps", strconv.Itoa(steps), "--step-time", "100ms"},
+		Gang:    gangway.Gang{Replicas: replicas, GPUsPerReplica: gpus},
+	}
+	sp.Checkpoint.GracePeriod = gangway.Duration{Duration: 2 * time.Second}
+	if ckpt {
+		sp.Args = append(sp.Args, "--checkpoint-every", "10")
+		sp.Checkpoint.Enabled = true
+	}
+	return sp
+}
+
+// chaosWorkload is 208 short jobs: 80 of 1 GPU, 48 of 2, 40 of 4, 24 of 8,
+// 8 gangs of 2 × 8 and 8 jobs of 8 GPUs that may burst to the fake cloud's
+// on-demand pool; every fourth job of each kind, and every other gang,
+// checkpoints.
+func chaosWorkload(bin, records string) []gangway.JobSpec {
+	var specs []gangway.JobSpec
+	add := func(prefix, team string, n, replicas, gpus, steps int, every int) {
+		for i := range n {
+			specs = append(specs, chaosSpec(fmt.Sprintf("%s-%d", prefix, i), team, bin, records,
+				replicas, gpus, steps+5*(i%5), i%every == 0))
+		}
+	}
+	add("one", "vision", 80, 1, 1, 20, 4)
+	add("two", "speech", 48, 1, 2, 20, 4)
+	add("four", "nlp", 40, 1, 4, 25, 4)
+	add("eight", "nlp", 24, 1, 8, 25, 4)
+	add("gang", "nlp", 8, 2, 8, 30, 2)
+	for i := range 8 {
+		sp := chaosSpec(fmt.Sprintf("burst-%d", i), "speech", bin, records, 1, 8, 30, i%2 == 0)
+		sp.Burst = gangway.Burst{Enabled: true, CapacityTypes: []gangway.CapacityType{gangway.CapacityOnDemand}}
+		sp.EstimatedRuntime = gangway.Duration{Duration: 5 * time.Second}
+		specs = append(specs, sp)
+	}
+	return specs
+}
+
+// chaosRun is the suite's cluster: the stack (Temporal, Redis master,
+// PostgreSQL ledger), a Redis replica and Sentinel, `gangway server` and
+// `gangway agent` processes, and what it counts.
+type chaosRun struct {
+	t        *testing.T
+	s        *stack
+	records  string // the tasks' start, busy and lock files
+	config   string // the servers' config file
+	redisURL string // through the Sentinel
+	rdb      *redis.Client // through the Sentinel
+	view     *capacity.View
+	sentinel *devstack.Redis
+	replica  *devstack.Redis
+
+	mu      sync.Mutex
+	metrics map[*serverProc]string // each live server's /metrics address
+	agents  map[string]*agentProc
+	kills   int
+}
+
+func newChaosRun(t *testing.T) *chaosRun {
+	s := newStack(t)
+	// Fake cloud instances keep their task folders under the servers'
+	// temporary folder: one of the test's own.
+	s.serverEnv = []string{"TMPDIR=" + filepath.Join(s.logDir, "tmp")}
+	must(t, os.Mkdir(filepath.Join(s.logDir, "tmp"), 0o755))
+	c := &chaosRun{t: t, s: s, records: filepath.Join(s.logDir, "records"), metrics: map[*serverProc]string{},
+		agents: map[string]*agentProc{}}
+	must(t, os.Mkdir(c.records, 0o755))
+	c.replica = devstacktest.RedisWith(t, devstack.RedisOptions{ReplicaOf: s.Redis.Addr})
+	// The Sentinel fails the master over after 3 s without it: an empty
+	// restart (well under a second) is not a failover.
+	c.sentinel = devstacktest.RedisWith(t, devstack.RedisOptions{Sentinel: &devstack.RedisSentinel{
+		MasterName: chaosMaster, Master: s.Redis.Addr, DownAfter: 3 * time.Second}})
+	c.redisURL = "redis://" + c.sentinel.Addr + "/0?master_name=" + chaosMaster
+	s.redisURL = c.redisURL
+	rdb, err := config.RedisConfig{URL: c.redisURL}.Dial(t.Context())
+	must(t, err)
+	t.Cleanup(func() { _ = rdb.Close() })
+	c.rdb, c.view = rdb, capacity.New(rdb, capacity.Options{})
+
+	join, err := os.ReadFile(s.serverConfig)
+	must(t, err)
+	c.config = filepath.Join(s.logDir, "chaos.yaml")
+	must(t, os.WriteFile(c.config, append(join, []byte(fmt.Sprintf(`checkpoint:
+  store: %s
+cloud:
+  burstAfter: 3s
+  reconcileInterval: 1s
+  orphanGrace: 10s
+  offersTTL: 1s
+  onPremPricePerGPUHour: {onprem: 1.5}
+  providers:
+    - name: fake
+      type: fake
+      bootDelay: 1s
+      pools:
+        - {name: fake-od, zone: fake-1a, instanceType: a100x8, gpuModel: A100, gpus: 8, capacityType: on-demand, pricePerHour: 24}
+`, s.CheckpointURL))...), 0o600))
+	return c
+}
+
+// startServer runs a `gangway server` with the chaos config, its metrics on
+// an address of its own.
+func (c *chaosRun) startServer() *serverProc {
+	addr := freeAddr(c.t)
+	p := c.s.startServer("--config", c.config, "--metrics-addr", addr)
+	c.mu.Lock()
+	c.metrics[p] = addr
+	c.mu.Unlock()
+	return p
+}
+
+// startAgent runs node's `gangway agent` process (again, after a kill: its
+// log goes on in the same file).
+func (c *chaosRun) startAgent(node string) {
+	t, s := c.t, c.s
+	logf, err := os.OpenFile(filepath.Join(s.logDir, node+"-agent.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	must(t, err)
+	cmd := exec.Command(s.bin, "agent", "--temporal-address", s.Temporal.Addr, "--redis-url", c.redisURL,
+		"--node-id", node, "--pool", "onprem", "--addr", "127.0.0.1", "--fake-gpus", fmt.Sprintf("%dxH100", chaosGPUs),
+		"--data-dir", filepath.Join(s.logDir, node), "--heartbeat-interval", "500ms", "--notices", "none",
+		"--metrics-addr", "", "--checkpoint-store", s.CheckpointURL)
+	cmd.Env = append(os.Environ(), "GANGWAY_JOIN_TOKEN="+s.joinToken)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start agent %s: %v", node, err)
+	}
+	p := &agentProc{cmd: cmd, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); logf.Close(); close(p.done) }()
+	t.Cleanup(p.kill)
+	c.mu.Lock()
+	c.agents[node] = p
+	c.mu.Unlock()
+}
+
+// TestChaosOnRealServers runs 208 short jobs — 1, 2, 4 and 8 GPUs, 2 × 8
+// gangs, some checkpointing, some bursting to the fake cloud — on 8
+// simulated nodes, each a `gangway agent` process, with two `gangway
+// server` processes sharing a PostgreSQL ledger, a Temporal dev server, and
+// a Redis master with a replica and a Sentinel. Every job must end
+// Succeeded; the tasks' own records must show no GPU held by two tasks, no
+// GPU refused as busy, no task started again after its job's run had
+// finished; nothing may be left in the cloud or held in the view; the
+// ledger must agree with every job's result. The last line counts it all.
+func TestChaosOnRealServers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real servers and runs real processes")
+	}
+	began := time.Now()
+	c := newChaosRun(t)
+	s := c.s
+	ctx, cancel := context.WithTimeout(t.Context(), 9*time.Minute)
+	defer cancel()
+
+	c.startServer()
+	c.startServer()
+	for i := range chaosNodes {
+		c.startAgent(fmt.Sprintf("node-%d", i))
+	}
+	rctx, rcancel := context.WithTimeout(ctx, time.Minute)
+	defer rcancel()
+	waitFor(t, rctx, "the nodes registered", func() bool {
+		nodes, err := c.view.FleetNodes(ctx)
+		return err == nil && len(nodes) == chaosNodes
+	})
+
+	cl := client.New(jobs.New(s.TemporalClient), c.view)
+	timing := client.SubmitOptions{Timing: workflows.Timing{HeartbeatTimeout: 3 * time.Second, StartTimeout: 30 * time.Second,
+		BootTimeout: 30 * time.Second}}
+	specs := chaosWorkload(s.bin, c.records)
+	var wg sync.WaitGroup
+	errs := make(chan error, len(specs))
+	for w := range 4 {
+		wg.Go(func() {
+			for i := w; i < len(specs); i += 4 {
+				if _, err := cl.Submit(ctx, specs[i], timing); err != nil {
+					errs <- fmt.Errorf("submit %s: %w", specs[i].Name, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	t.Logf("%d jobs submitted %s after the start", len(specs), time.Since(began).Round(time.Second))
+
+	c.faults(ctx)
+
+	// Every job's result, waited for through Temporal outages.
+	results := map[string]workflows.Status{}
+	lost := 0
+	for _, sp := range specs {
+		st, err := chaosResult(ctx, cl, sp.Name)
+		if err != nil {
+			lost++
+			t.Logf("lost: %s: %v", sp.Name, err)
+			continue
+		}
+		results[sp.Name] = st
+	}
+	succeeded, failed := 0, 0
+	for _, sp := range specs {
+		st, ok := results[sp.Name]
+		switch {
+		case !ok:
+		case st.Phase == gangway.PhaseSucceeded:
+			succeeded++
+		default:
+			failed++
+			t.Logf("failed: %s ended %s: %s", sp.Name, st.Phase, st.Reason)
+		}
+	}
+	t.Logf("every job ended %s after the start", time.Since(began).Round(time.Second))
+
+	doublebooked := countLines(t, filepath.Join(c.records, "busy"))
+	gpubusy := c.refusals()
+	rerun := c.rerunsAfterFinish(specs)
+	leaked := c.leaked(ctx)
+	mismatch := 0
+	for id, st := range results {
+		if why := ledgerMismatch(ctx, s, id, st); why != "" {
+			mismatch++
+			t.Logf("ledger mismatch: %s: %s", id, why)
+		}
+	}
+	clean := failed == 0 && lost == 0 && doublebooked == 0 && gpubusy == 0 && leaked == 0 && mismatch == 0 && rerun == 0 &&
+		succeeded == len(specs)
+	t.Logf("chaos suite took %s", time.Since(began).Round(time.Second))
+	fmt.Printf("chaos: jobs=%d succeeded=%d failed=%d lost=%d doublebooked=%d gpubusy=%d leaked=%d ledger_mismatch=%d rerun_after_finish=%d kills=%d\n",
+		len(specs), succeeded, failed, lost, doublebooked, gpubusy, leaked, mismatch, rerun, c.kills)
+	if !clean {
+		t.Fail()
+	}
+}
+
+// chaosResult waits for a job's result, asking again while Temporal is
+// unreachable; only ctx's end gives up.
+func chaosResult(ctx context.Context, cl *client.Client, id string) (workflows.Status, error) {
+	for {
+		st, err := cl.Result(ctx, id)
+		if err == nil || ctx.Err() != nil {
+			return st, err
+		}
+		select {
+		case <-ctx.Done():
+			return st, err
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// refusals counts the agents' refusals of a GPU already running something,
+// in every log of the run (the cloud's agents log into their server's).
+func (c *chaosRun) refusals() int {
+	logs, _ := filepath.Glob(filepath.Join(c.s.logDir, "*.log"))
+	n := 0
+	for _, l := range logs {
+		data, err := os.ReadFile(l)
+		if err != nil {
+			c.t.Errorf("read %s: %v", l, err)
+			continue
+		}
+		for line := range strings.Lines(string(data)) {
+			if strings.Contains(line, "refusing task") {
+				n++
+				c.t.Logf("GPU refused: %s: %s", filepath.Base(l), strings.TrimSpace(line))
+			}
+		}
+	}
+	return n
+}
+
+// rerunsAfterFinish counts the tasks started again after their job's run
+// had finished: a start of a later attempt than one whose every rank ran to
+// its end ("done: steps" in the task's own log), or a start of the same
+// task after it had logged that.
+func (c *chaosRun) rerunsAfterFinish(specs []gangway.JobSpec) int {
+	t := c.t
+	ranks := map[string]int{}
+	for _, sp := range specs {
+		ranks[sp.Name] = sp.Gang.Replicas
+	}
+	type task struct {
+		job           string
+		attempt, rank int
+	}
+	// The task logs of every agent, on-prem and cloud.
+	var logs []string
+	_ = filepath.WalkDir(c.s.logDir, func(path string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasPrefix(d.Name(), "attempt-") && strings.HasSuffix(d.Name(), ".log") {
+			logs = append(logs, path)
+		}
+		return nil
+	})
+	done := map[task]bool{}
+	n := 0
+	for _, l := range logs {
+		var tk task
+		tk.job = filepath.Base(filepath.Dir(l))
+		if _, err := fmt.Sscanf(filepath.Base(l), "attempt-%d-rank-%d.log", &tk.attempt, &tk.rank); err != nil {
+			continue
+		}
+		data, err := os.ReadFile(l)
+		if err != nil {
+			t.Errorf("read %s: %v", l, err)
+			continue
+		}
+		finished := false
+		for line := range strings.Lines(string(data)) {
+			switch {
+			case strings.Contains(line, "chaos-start ") && finished:
+				n++
+				t.Logf("rerun after finish: %s attempt %d rank %d started again in the same attempt", tk.job, tk.attempt, tk.rank)
+			case strings.Contains(line, "done: steps "):
+				finished = true
+			}
+		}
+		if finished {
+			done[tk] = true
+		}
+	}
+	// The first attempt of each job whose every rank finished.
+	finishedAt := map[string]int{}
+	for tk := range done {
+		all := true
+		for r := range ranks[tk.job] {
+			all = all && done[task{tk.job, tk.attempt, r}]
+		}
+		if a, ok := finishedAt[tk.job]; all && (!ok || tk.attempt < a) {
+			finishedAt[tk.job] = tk.attempt
+		}
+	}
+	f, err := os.Open(filepath.Join(c.records, "starts"))
+	if err != nil {
+		t.Errorf("starts: %v", err)
+		return n
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var tk task
+		var node string
+		if _, err := fmt.Sscan(sc.Text(), &tk.job, &tk.attempt, &tk.rank, &node); err != nil {
+			t.Errorf("starts: %q: %v", sc.Text(), err)
+			continue
+		}
+		if a, ok := finishedAt[tk.job]; ok && tk.attempt > a {
+			n++
+			t.Logf("rerun after finish: %s attempt %d rank %d started on %s after attempt %d had finished", tk.job, tk.attempt, tk.rank, node, a)
+		}
+	}
+	return n
+}
+
+// leaked counts what is still held once every job has ended: cloud
+// instances the live servers' fake clouds still run (the reconciler given
+// its grace to end orphans), allocations in the view, and GPUs whose lock a
+// task process still holds.
+func (c *chaosRun) leaked(ctx context.Context) int {
+	t := c.t
+	instances := func() (n int) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for _, addr := range c.metrics {
+			v, ok := scrape(addr, "gangway_cloud_instances")
+			if !ok {
+				return -1
+			}
+			n += int(v)
+		}
+		return n
+	}
+	var inst, allocs int
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		inst = instances()
+		a, err := c.view.Allocations(ctx)
+		allocs = len(a)
+		if err != nil {
+			allocs = -1
+		}
+		if (inst == 0 && allocs == 0) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	n := max(inst, 0) + max(allocs, 0)
+	if inst != 0 || allocs != 0 {
+		t.Logf("left: %d cloud instances, %d allocations (-1: cannot tell)", inst, allocs)
+		n += boolInt(inst < 0) + boolInt(allocs < 0)
+	}
+	locks, _ := filepath.Glob(filepath.Join(c.records, "gpu-*.lock"))
+	for _, l := range locks {
+		f, err := os.Open(l)
+		if err != nil {
+			t.Errorf("%s: %v", l, err)
+			continue
+		}
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+			n++
+			t.Logf("left: %s still held by a task process (%v)", filepath.Base(l), err)
+		}
+		f.Close()
+	}
+	return n
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// ledgerMismatch says how the SQL ledger disagrees with a job's result:
+// its segments (one per run) and their GPU-seconds and dollars; "" when it
+// agrees.
+func ledgerMismatch(ctx context.Context, s *stack, id string, st workflows.Status) string {
+	tot, err := s.Ledger.PerJob(ctx, id)
+	if err != nil {
+		return err.Error()
+	}
+	runs := len(st.Attempts)
+	if st.EarlierAttempts != nil {
+		runs += st.EarlierAttempts.Count
+	}
+	if tot.Segments != runs || math.Abs(tot.Dollars-st.Dollars) > 1e-9 || math.Abs(tot.GPUSeconds-st.GPUSeconds) > 1e-6 {
+		return fmt.Sprintf("ledger %d segments, %.6f GPU-seconds, $%.9f; the job %d runs, %.6f GPU-seconds, $%.9f",
+			tot.Segments, tot.GPUSeconds, tot.Dollars, runs, st.GPUSeconds, st.Dollars)
+	}
+	return ""
+}
+
+// countLines counts the lines of a file; a missing file has none.
+func countLines(t *testing.T, path string) int {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0
+	}
+	if err != nil {
+		t.Errorf("%s: %v", path, err)
+		return 0
+	}
+	for line := range strings.Lines(string(data)) {
+		t.Logf("double booking: %s", strings.TrimSpace(line))
+	}
+	return strings.Count(string(data), "\n")
+}
+
+// faultGap is the time between two faults: long enough for the cluster to
+// be seen working again in between.
+const faultGap = 5 * time.Second
+
+// faults runs the chaos script while the jobs run, each fault in turn with
+// faultGap between them, counting each.
+func (c *chaosRun) faults(ctx context.Context) {
+	t := c.t
+	waitFor(t, ctx, "jobs running", func() bool {
+		a, err := c.view.Allocations(ctx)
+		return err == nil && len(a) >= 5
+	})
+	for _, f := range []struct {
+		name string
+		do   func()
+	}{
+	} {
+		time.Sleep(faultGap)
+		at := time.Now()
+		t.Logf("fault: %s", f.name)
+		f.do()
+		c.kills++
+		t.Logf("fault: %s: the cluster recovered in %s", f.name, time.Since(at).Round(100*time.Millisecond))
+	}
+}
+
+// leader is the server process holding the dispatch lease.
+func (c *chaosRun) leader(ctx context.Context) (holder string, pid int) {
+	waitFor(c.t, ctx, "a dispatch leader", func() bool {
+		h, err := c.view.LeaseHolder(ctx)
+		if err != nil || h == "" {
+			return false
+		}
+		holder, pid = h, holderPID(h)
+		return true
+	})
+	return holder, pid
+}
+
+// killServer SIGKILLs the server with pid and forgets its metrics.
+func (c *chaosRun) killServer(pid int) {
+	c.mu.Lock()
+	for p := range c.metrics {
+		if p.cmd.Process.Pid == pid {
+			delete(c.metrics, p)
+		}
+	}
+	c.mu.Unlock()
+	c.s.killServer(pid)
+}
+
+// rebuilt waits until the view is rebuilt for its current generation.
+func (c *chaosRun) rebuilt(ctx context.Context, what string) {
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	waitFor(c.t, wctx, "the view rebuilt after "+what, func() bool {
+		ok, err := c.view.Rebuilt(ctx)
+		return err == nil && ok
+	})
+}
