@@ -107,9 +107,9 @@ func chaosWorkload(bin, records string) []gangway.JobSpec {
 type chaosRun struct {
 	t        *testing.T
 	s        *stack
-	records  string // the tasks' start, busy and lock files
-	config   string // the servers' config file
-	redisURL string // through the Sentinel
+	records  string        // the tasks' start, busy and lock files
+	config   string        // the servers' config file
+	redisURL string        // through the Sentinel
 	rdb      *redis.Client // through the Sentinel
 	view     *capacity.View
 	sentinel *devstack.Redis
@@ -277,7 +277,18 @@ func TestChaosOnRealServers(t *testing.T) {
 			t.Logf("failed: %s ended %s: %s", sp.Name, st.Phase, st.Reason)
 		}
 	}
-	t.Logf("every job ended %s after the start", time.Since(began).Round(time.Second))
+	cloud, restarts := 0, 0
+	for _, st := range results {
+		restarts += st.InfraRestarts
+		for _, a := range st.Attempts {
+			if a.CapacityType == gangway.CapacityOnDemand {
+				cloud++
+				break
+			}
+		}
+	}
+	t.Logf("every job ended %s after the start: %d ran in the cloud, %d infrastructure restarts in all",
+		time.Since(began).Round(time.Second), cloud, restarts)
 
 	doublebooked := countLines(t, filepath.Join(c.records, "busy"))
 	gpubusy := c.refusals()
@@ -530,13 +541,43 @@ func (c *chaosRun) faults(ctx context.Context) {
 		name string
 		do   func()
 	}{
+		{"SIGKILL a worker (the server not leading dispatch), then start another", func() {
+			_, lpid := c.leader(ctx)
+			worker := 0
+			c.s.mu.Lock()
+			for pid := range c.s.servers {
+				if pid != lpid {
+					worker = pid
+				}
+			}
+			c.s.mu.Unlock()
+			c.killServer(worker)
+			c.startServer()
+		}},
+		{"SIGKILL the dispatch leader, then start another server", func() {
+			holder, pid := c.leader(ctx)
+			c.killServer(pid)
+			waitFor(t, ctx, "a new dispatch leader", func() bool {
+				h, err := c.view.LeaseHolder(ctx)
+				return err == nil && h != "" && h != holder
+			})
+			c.startServer()
+		}},
+		{"SIGKILL the agent of node-3, then start it again", func() {
+			c.mu.Lock()
+			p := c.agents["node-3"]
+			c.mu.Unlock()
+			p.kill()
+			time.Sleep(2 * time.Second)
+			c.startAgent("node-3")
+		}},
 	} {
 		time.Sleep(faultGap)
 		at := time.Now()
 		t.Logf("fault: %s", f.name)
 		f.do()
 		c.kills++
-		t.Logf("fault: %s: the cluster recovered in %s", f.name, time.Since(at).Round(100*time.Millisecond))
+		t.Logf("fault: %s: done in %s", f.name, time.Since(at).Round(100*time.Millisecond))
 	}
 }
 
