@@ -571,6 +571,50 @@ func (c *chaosRun) faults(ctx context.Context) {
 			time.Sleep(2 * time.Second)
 			c.startAgent("node-3")
 		}},
+		{"SIGKILL redis-server, restarted empty", func() {
+			must(t, c.s.Redis.Kill())
+			must(t, c.s.Redis.Restart(ctx))
+			c.rebuilt(ctx, "an empty restart")
+		}},
+		{"FLUSHALL", func() {
+			must(t, c.rdb.FlushAll(ctx).Err())
+			c.rebuilt(ctx, "FLUSHALL")
+		}},
+		{"fail Redis over through the Sentinel: the master SIGKILLed, its replica promoted", func() {
+			rc := redis.NewClient(&redis.Options{Addr: c.replica.Addr})
+			defer rc.Close()
+			sc := redis.NewSentinelClient(&redis.Options{Addr: c.sentinel.Addr})
+			defer sc.Close()
+			waitFor(t, ctx, "the replica in sync and known to the Sentinel", func() bool {
+				info, err := rc.Info(ctx, "replication").Result()
+				reps, serr := sc.Replicas(ctx, chaosMaster).Result()
+				return err == nil && strings.Contains(info, "master_link_status:up") && serr == nil && len(reps) == 1
+			})
+			must(t, c.s.Redis.Kill())
+			waitFor(t, ctx, "the Sentinel to promote the replica", func() bool {
+				addr, err := sc.GetMasterAddrByName(ctx, chaosMaster).Result()
+				return err == nil && len(addr) == 2 && "127.0.0.1:"+addr[1] == c.replica.Addr
+			})
+			c.rebuilt(ctx, "the failover")
+		}},
+		{"SIGKILL the Temporal dev server, restarted on its database 15 s later", func() {
+			must(t, c.s.Temporal.Kill())
+			time.Sleep(temporalOutage)
+			must(t, c.s.Temporal.Restart(ctx))
+		}},
+		{"SIGSTOP the dispatch leader past its lease, then SIGCONT", func() {
+			holder, pid := c.leader(ctx)
+			must(t, syscall.Kill(pid, syscall.SIGSTOP))
+			defer func() { _ = syscall.Kill(pid, syscall.SIGCONT) }()
+			stopped := time.Now()
+			waitFor(t, ctx, "another dispatch leader", func() bool {
+				h, err := c.view.LeaseHolder(ctx)
+				return err == nil && h != "" && h != holder
+			})
+			// Stopped at least twice the lease, and a lease past the takeover.
+			time.Sleep(max(2*chaosLeaseTTL-time.Since(stopped), chaosLeaseTTL))
+			must(t, syscall.Kill(pid, syscall.SIGCONT))
+		}},
 	} {
 		time.Sleep(faultGap)
 		at := time.Now()
