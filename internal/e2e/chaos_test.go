@@ -115,6 +115,9 @@ type chaosRun struct {
 	sentinel *devstack.Redis
 	replica  *devstack.Redis
 
+	// succeeded are the jobs that ended Succeeded.
+	succeeded map[string]bool
+
 	mu      sync.Mutex
 	metrics map[*serverProc]string // each live server's /metrics address
 	agents  map[string]*agentProc
@@ -128,7 +131,7 @@ func newChaosRun(t *testing.T) *chaosRun {
 	s.serverEnv = []string{"TMPDIR=" + filepath.Join(s.logDir, "tmp")}
 	must(t, os.Mkdir(filepath.Join(s.logDir, "tmp"), 0o755))
 	c := &chaosRun{t: t, s: s, records: filepath.Join(s.logDir, "records"), metrics: map[*serverProc]string{},
-		agents: map[string]*agentProc{}}
+		succeeded: map[string]bool{}, agents: map[string]*agentProc{}}
 	must(t, os.Mkdir(c.records, 0o755))
 	c.replica = devstacktest.RedisWith(t, devstack.RedisOptions{ReplicaOf: s.Redis.Addr})
 	// The Sentinel fails the master over after 3 s without it: an empty
@@ -202,11 +205,21 @@ func (c *chaosRun) startAgent(node string) {
 // gangs, some checkpointing, some bursting to the fake cloud — on 8
 // simulated nodes, each a `gangway agent` process, with two `gangway
 // server` processes sharing a PostgreSQL ledger, a Temporal dev server, and
-// a Redis master with a replica and a Sentinel. Every job must end
-// Succeeded; the tasks' own records must show no GPU held by two tasks, no
-// GPU refused as busy, no task started again after its job's run had
-// finished; nothing may be left in the cloud or held in the view; the
-// ledger must agree with every job's result. The last line counts it all.
+// a Redis master with a replica and a Sentinel (servers and agents dial the
+// Sentinel). The jobs come in nine batches; before each batch after the
+// first, 5 s apart, one fault: a worker SIGKILLed, the dispatch leader
+// SIGKILLed (each replaced by a new server), the busiest agent SIGKILLed and
+// started again, redis-server SIGKILLed and restarted empty, a FLUSHALL, a
+// failover through the Sentinel (the master SIGKILLed, the replica
+// promoted), the Temporal dev server SIGKILLed and restarted on its database
+// 15 s later, and the dispatch leader SIGSTOPped for twice its lease before
+// SIGCONT.
+//
+// Every job must end Succeeded; the tasks' own records must show no GPU
+// held by two tasks, no GPU refused as busy, no task started again after
+// its job's run had finished; nothing may be left in the cloud or held in
+// the view; the ledger must agree with every job's result. The last line
+// counts it all.
 func TestChaosOnRealServers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real servers and runs real processes")
@@ -233,25 +246,30 @@ func TestChaosOnRealServers(t *testing.T) {
 	timing := client.SubmitOptions{Timing: workflows.Timing{HeartbeatTimeout: 3 * time.Second, StartTimeout: 30 * time.Second,
 		BootTimeout: 30 * time.Second}}
 	specs := chaosWorkload(s.bin, c.records)
-	var wg sync.WaitGroup
-	errs := make(chan error, len(specs))
-	for w := range 4 {
-		wg.Go(func() {
-			for i := w; i < len(specs); i += 4 {
-				if _, err := cl.Submit(ctx, specs[i], timing); err != nil {
-					errs <- fmt.Errorf("submit %s: %w", specs[i].Name, err)
+	// The jobs come in batches, one before each fault and one at the
+	// start, so that every fault meets jobs running and queued.
+	batches := make([][]gangway.JobSpec, chaosFaults+1)
+	for i, sp := range specs {
+		batches[i%len(batches)] = append(batches[i%len(batches)], sp)
+	}
+	submit := func(batch int) {
+		var wg sync.WaitGroup
+		for w := range 4 {
+			wg.Go(func() {
+				for i := w; i < len(batches[batch]); i += 4 {
+					chaosSubmit(ctx, t, cl, batches[batch][i], timing)
 				}
-			}
-		})
+			})
+		}
+		wg.Wait()
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
-	t.Logf("%d jobs submitted %s after the start", len(specs), time.Since(began).Round(time.Second))
-
-	c.faults(ctx)
+	submit(0)
+	waitFor(t, ctx, "jobs running", func() bool {
+		a, err := c.view.Allocations(ctx)
+		return err == nil && len(a) >= 5
+	})
+	c.faults(ctx, func(i int) { submit(i + 1) })
+	t.Logf("%d jobs submitted in %d batches, the last %s after the start", len(specs), len(batches), time.Since(began).Round(time.Second))
 
 	// Every job's result, waited for through Temporal outages.
 	results := map[string]workflows.Status{}
@@ -272,6 +290,7 @@ func TestChaosOnRealServers(t *testing.T) {
 		case !ok:
 		case st.Phase == gangway.PhaseSucceeded:
 			succeeded++
+			c.succeeded[sp.Name] = true
 		default:
 			failed++
 			t.Logf("failed: %s ended %s: %s", sp.Name, st.Phase, st.Reason)
@@ -291,7 +310,7 @@ func TestChaosOnRealServers(t *testing.T) {
 		time.Since(began).Round(time.Second), cloud, restarts)
 
 	doublebooked := countLines(t, filepath.Join(c.records, "busy"))
-	gpubusy := c.refusals()
+	gpubusy := c.refusals(results)
 	rerun := c.rerunsAfterFinish(specs)
 	leaked := c.leaked(ctx)
 	mismatch := 0
@@ -311,6 +330,22 @@ func TestChaosOnRealServers(t *testing.T) {
 	}
 }
 
+// chaosSubmit submits a job, again while Temporal is unreachable: a submit
+// that went through before its answer was lost finds the job there.
+func chaosSubmit(ctx context.Context, t *testing.T, cl *client.Client, sp gangway.JobSpec, o client.SubmitOptions) {
+	for {
+		_, err := cl.Submit(ctx, sp, o)
+		switch {
+		case err == nil || errors.Is(err, client.ErrJobExists):
+			return
+		case ctx.Err() != nil:
+			t.Errorf("submit %s: %v", sp.Name, err)
+			return
+		}
+		time.Sleep(time.Second)
+	}
+}
+
 // chaosResult waits for a job's result, asking again while Temporal is
 // unreachable; only ctx's end gives up.
 func chaosResult(ctx context.Context, cl *client.Client, id string) (workflows.Status, error) {
@@ -327,9 +362,23 @@ func chaosResult(ctx context.Context, cl *client.Client, id string) (workflows.S
 	}
 }
 
-// refusals counts the agents' refusals of a GPU already running something,
-// in every log of the run (the cloud's agents log into their server's).
-func (c *chaosRun) refusals() int {
+// refusals counts the refusals of a GPU already running something: those
+// the agents logged, in every log of the run (the cloud's agents log into
+// their server's), or those the jobs' runs ended with, whichever are more.
+func (c *chaosRun) refusals(results map[string]workflows.Status) int {
+	runs := 0
+	for id, st := range results {
+		for _, a := range st.Attempts {
+			if strings.Contains(a.Reason, "is already running") {
+				runs++
+				c.t.Logf("GPU refused: %s attempt %d: %s", id, a.Attempt, a.Reason)
+			}
+		}
+	}
+	return max(runs, c.loggedRefusals())
+}
+
+func (c *chaosRun) loggedRefusals() int {
 	logs, _ := filepath.Glob(filepath.Join(c.s.logDir, "*.log"))
 	n := 0
 	for _, l := range logs {
@@ -339,7 +388,7 @@ func (c *chaosRun) refusals() int {
 			continue
 		}
 		for line := range strings.Lines(string(data)) {
-			if strings.Contains(line, "refusing task") {
+			if strings.Contains(line, "refusing task") && strings.Contains(line, "is already running") {
 				n++
 				c.t.Logf("GPU refused: %s: %s", filepath.Base(l), strings.TrimSpace(line))
 			}
@@ -408,6 +457,11 @@ func (c *chaosRun) rerunsAfterFinish(specs []gangway.JobSpec) int {
 			finishedAt[tk.job] = tk.attempt
 		}
 	}
+	// The count means something only if the logs were read: every job
+	// that succeeded finished an attempt in them.
+	if len(finishedAt) < len(c.succeeded) {
+		t.Errorf("the task logs show %d jobs whose run finished, want every succeeded job's (%d)", len(finishedAt), len(c.succeeded))
+	}
 	f, err := os.Open(filepath.Join(c.records, "starts"))
 	if err != nil {
 		t.Errorf("starts: %v", err)
@@ -415,7 +469,9 @@ func (c *chaosRun) rerunsAfterFinish(specs []gangway.JobSpec) int {
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
+	starts := 0
 	for sc.Scan() {
+		starts++
 		var tk task
 		var node string
 		if _, err := fmt.Sscan(sc.Text(), &tk.job, &tk.attempt, &tk.rank, &node); err != nil {
@@ -427,6 +483,14 @@ func (c *chaosRun) rerunsAfterFinish(specs []gangway.JobSpec) int {
 			t.Logf("rerun after finish: %s attempt %d rank %d started on %s after attempt %d had finished", tk.job, tk.attempt, tk.rank, node, a)
 		}
 	}
+	members := 0
+	for _, sp := range specs {
+		members += sp.Gang.Replicas
+	}
+	if starts < members {
+		t.Errorf("the tasks recorded %d starts, want at least one per gang member (%d)", starts, members)
+	}
+	t.Logf("the tasks recorded %d starts (%d gang members in all) in %d task logs", starts, members, len(logs))
 	return n
 }
 
@@ -468,6 +532,9 @@ func (c *chaosRun) leaked(ctx context.Context) int {
 		n += boolInt(inst < 0) + boolInt(allocs < 0)
 	}
 	locks, _ := filepath.Glob(filepath.Join(c.records, "gpu-*.lock"))
+	if len(locks) < chaosNodes*chaosGPUs/2 {
+		t.Errorf("the tasks locked %d GPUs' files, want most of the fleet's %d", len(locks), chaosNodes*chaosGPUs)
+	}
 	for _, l := range locks {
 		f, err := os.Open(l)
 		if err != nil {
@@ -525,19 +592,18 @@ func countLines(t *testing.T, path string) int {
 	return strings.Count(string(data), "\n")
 }
 
+// chaosFaults is how many faults the script has.
+const chaosFaults = 8
+
 // faultGap is the time between two faults: long enough for the cluster to
 // be seen working again in between.
 const faultGap = 5 * time.Second
 
 // faults runs the chaos script while the jobs run, each fault in turn with
 // faultGap between them, counting each.
-func (c *chaosRun) faults(ctx context.Context) {
+func (c *chaosRun) faults(ctx context.Context, before func(i int)) {
 	t := c.t
-	waitFor(t, ctx, "jobs running", func() bool {
-		a, err := c.view.Allocations(ctx)
-		return err == nil && len(a) >= 5
-	})
-	for _, f := range []struct {
+	script := []struct {
 		name string
 		do   func()
 	}{
@@ -563,13 +629,15 @@ func (c *chaosRun) faults(ctx context.Context) {
 			})
 			c.startServer()
 		}},
-		{"SIGKILL the agent of node-3, then start it again", func() {
+		{"SIGKILL the agent running the most tasks, then start it again", func() {
+			node := c.busiestNode(ctx)
 			c.mu.Lock()
-			p := c.agents["node-3"]
+			p := c.agents[node]
 			c.mu.Unlock()
+			t.Logf("killing the agent of %s", node)
 			p.kill()
 			time.Sleep(2 * time.Second)
-			c.startAgent("node-3")
+			c.startAgent(node)
 		}},
 		{"SIGKILL redis-server, restarted empty", func() {
 			must(t, c.s.Redis.Kill())
@@ -615,7 +683,12 @@ func (c *chaosRun) faults(ctx context.Context) {
 			time.Sleep(max(2*chaosLeaseTTL-time.Since(stopped), chaosLeaseTTL))
 			must(t, syscall.Kill(pid, syscall.SIGCONT))
 		}},
-	} {
+	}
+	if len(script) != chaosFaults {
+		t.Fatalf("the script has %d faults, chaosFaults says %d", len(script), chaosFaults)
+	}
+	for i, f := range script {
+		before(i)
 		time.Sleep(faultGap)
 		at := time.Now()
 		t.Logf("fault: %s", f.name)
@@ -623,6 +696,25 @@ func (c *chaosRun) faults(ctx context.Context) {
 		c.kills++
 		t.Logf("fault: %s: done in %s", f.name, time.Since(at).Round(100*time.Millisecond))
 	}
+}
+
+// busiestNode is the on-prem node holding the most allocations.
+func (c *chaosRun) busiestNode(ctx context.Context) string {
+	allocs, err := c.view.Allocations(ctx)
+	must(c.t, err)
+	held := map[string]int{}
+	best := "node-0"
+	for _, a := range allocs {
+		for _, m := range a.Members {
+			if _, ok := c.agents[m.NodeID]; ok {
+				held[m.NodeID]++
+				if held[m.NodeID] > held[best] {
+					best = m.NodeID
+				}
+			}
+		}
+	}
+	return best
 }
 
 // leader is the server process holding the dispatch lease.
