@@ -108,8 +108,11 @@ type ProviderConfig struct {
 	Network        string `yaml:"network"`
 	Subnetwork     string `yaml:"subnetwork"`
 	ServiceAccount string `yaml:"serviceAccount"`
-	// fake only: its pools, boot delay and spot notice lead, and where in
-	// its traces it starts (the trace time that is now).
+	// fake only: its pools, boot delay and spot notice lead, where in its
+	// traces it starts (the trace time that is now), and what its
+	// instance IDs start with (fake.Options.IDPrefix: each server running
+	// the fake cloud over one view needs its own).
+	IDPrefix    string           `yaml:"idPrefix"`
 	Pools       []FakePoolConfig `yaml:"pools"`
 	BootDelay   gangway.Duration `yaml:"bootDelay"`
 	NoticeLead  gangway.Duration `yaml:"noticeLead"`
@@ -354,6 +357,9 @@ func (p ProviderConfig) validateFake(field string, bad func(field, format string
 	}
 	if p.BootDelay.Duration < 0 {
 		bad(field+".bootDelay", "must not be negative, got %v", p.BootDelay.Duration)
+	}
+	if p.IDPrefix != "" && !gangway.IsDNSLabel(p.IDPrefix) {
+		bad(field+".idPrefix", "must be a DNS label (it starts node IDs and task queue names), got %q", p.IDPrefix)
 	}
 	if p.NoticeLead.Duration < 0 {
 		bad(field+".noticeLead", "must not be negative, got %v", p.NoticeLead.Duration)

@@ -134,9 +134,11 @@ func TestValidateCloud(t *testing.T) {
 					pool(func(q *FakePoolConfig) { q.CapacityType = "reserved" }),
 					pool(func(q *FakePoolConfig) { q.MaxInstances = -1 }))
 				p.BootDelay.Duration, p.TraceOffset.Duration = -time.Second, -time.Hour
+				p.IDPrefix = "Fake_1"
 				c.Providers = []ProviderConfig{p, {Type: "fake"}}
 			},
 			wantErrs: []string{"cloud.providers[0].bootDelay: must not be negative, got -1s",
+				`cloud.providers[0].idPrefix: must be a DNS label (it starts node IDs and task queue names), got "Fake_1"`,
 				"cloud.providers[0].traceOffset: must not be negative, got -1h0m0s",
 				`cloud.providers[0].pools[1].name: must be a DNS label, got "Spot"`,
 				"cloud.providers[0].pools[2].zone: is required",

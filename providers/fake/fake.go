@@ -75,7 +75,12 @@ type Notice struct {
 // Options configures the fake cloud.
 type Options struct {
 	Name  string // provider name; "" means "fake"
-	Pools []Pool
+	// IDPrefix starts every instance's ID (and node ID): prefix-000001
+	// and on; "" means "fake". Fakes in several processes that share one
+	// view (servers each running the fake cloud) need distinct prefixes,
+	// as a real cloud's IDs never repeat.
+	IDPrefix string
+	Pools    []Pool
 	// BootDelay is how long an instance stays pending before it runs.
 	BootDelay time.Duration
 	// NoticeLead is the warning before a spot instance is reclaimed;
@@ -117,8 +122,9 @@ const (
 // preemption notices ahead of reclaiming, idempotent launches by token and
 // lookup by tag. It is safe for concurrent use.
 type Provider struct {
-	name string
-	opts Options
+	name     string
+	idPrefix string
+	opts     Options
 
 	mu        sync.Mutex
 	pools     []*pool
@@ -174,7 +180,10 @@ func New(opts Options) (*Provider, error) {
 	if opts.TraceStart.IsZero() {
 		opts.TraceStart = opts.Clock.Now()
 	}
-	p := &Provider{name: opts.Name, opts: opts, instances: map[string]*instance{}, tokens: map[string]*launch{}, budget: -1}
+	if opts.IDPrefix == "" {
+		opts.IDPrefix = "fake"
+	}
+	p := &Provider{name: opts.Name, idPrefix: opts.IDPrefix, opts: opts, instances: map[string]*instance{}, tokens: map[string]*launch{}, budget: -1}
 	seen := map[string]bool{}
 	for i, c := range opts.Pools {
 		if c.Name == "" {
@@ -294,7 +303,7 @@ func (p *Provider) launchLocked(ctx context.Context, req providers.LaunchRequest
 	tags := req.InstanceTags()
 	for range n {
 		p.seq++
-		id := fmt.Sprintf("fake-%06d", p.seq)
+		id := fmt.Sprintf("%s-%06d", p.idPrefix, p.seq)
 		in := &instance{
 			Instance: providers.Instance{
 				ID: id, NodeID: id, Provider: p.name, Pool: pl.Name, Zone: pl.Zone,

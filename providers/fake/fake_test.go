@@ -272,3 +272,21 @@ func TestSharedTracePool(t *testing.T) {
 		t.Errorf("%d notices for %d launches", notices, launched)
 	}
 }
+
+// TestIDPrefix: instance (and node) IDs start with IDPrefix, "fake" by
+// default, so that fakes in two servers sharing one view never hand out
+// the same node.
+func TestIDPrefix(t *testing.T) {
+	ctx := context.Background()
+	for prefix, want := range map[string]string{"": "fake-000001", "fake-s2": "fake-s2-000001"} {
+		p, err := fake.New(fake.Options{IDPrefix: prefix, Pools: []fake.Pool{v100}, Clock: testclock.New(t0)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		offers, _ := p.Offers(ctx)
+		got, err := p.Launch(ctx, providers.LaunchRequest{Offer: offers[0], Count: 1, Token: providers.Token("j", 1), JobID: "j", Attempt: 1})
+		if err != nil || len(got) != 1 || got[0].ID != want || got[0].NodeID != want {
+			t.Errorf("IDPrefix %q: launched %+v (%v), want instance and node %s", prefix, got, err, want)
+		}
+	}
+}

@@ -151,7 +151,7 @@ func BuildConfiguredCloud(ctx context.Context, c config.CloudConfig, hooks FakeH
 			o := pc.GCPOptions(plog)
 			specs[i].GCP = &o
 		case config.ProviderFake:
-			specs[i].Fake = &fake.Options{Name: pc.EffectiveName(), BootDelay: pc.BootDelay.Duration, NoticeLead: pc.NoticeLead.Duration,
+			specs[i].Fake = &fake.Options{Name: pc.EffectiveName(), IDPrefix: pc.IDPrefix, BootDelay: pc.BootDelay.Duration, NoticeLead: pc.NoticeLead.Duration,
 				TraceStart: time.Now().Add(-pc.TraceOffset.Duration), Log: plog, Pools: pc.FakePools()}
 			for _, pl := range pc.Pools {
 				specs[i].FakeTraces = append(specs[i].FakeTraces, pl.Trace)
