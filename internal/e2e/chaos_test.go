@@ -108,7 +108,7 @@ type chaosRun struct {
 	t        *testing.T
 	s        *stack
 	records  string        // the tasks' start, busy and lock files
-	config   string        // the servers' config file
+	config   string        // the servers' config, less the fake cloud's ID prefix
 	redisURL string        // through the Sentinel
 	rdb      *redis.Client // through the Sentinel
 	view     *capacity.View
@@ -121,6 +121,7 @@ type chaosRun struct {
 	mu      sync.Mutex
 	metrics map[*serverProc]string // each live server's /metrics address
 	agents  map[string]*agentProc
+	started int // servers started
 	kills   int
 }
 
@@ -147,8 +148,7 @@ func newChaosRun(t *testing.T) *chaosRun {
 
 	join, err := os.ReadFile(s.serverConfig)
 	must(t, err)
-	c.config = filepath.Join(s.logDir, "chaos.yaml")
-	must(t, os.WriteFile(c.config, append(join, []byte(fmt.Sprintf(`checkpoint:
+	c.config = string(join) + fmt.Sprintf(`checkpoint:
   store: %s
 cloud:
   burstAfter: 3s
@@ -162,15 +162,22 @@ cloud:
       bootDelay: 1s
       pools:
         - {name: fake-od, zone: fake-1a, instanceType: a100x8, gpuModel: A100, gpus: 8, capacityType: on-demand, pricePerHour: 24}
-`, s.CheckpointURL))...), 0o600))
+`, s.CheckpointURL)
 	return c
 }
 
 // startServer runs a `gangway server` with the chaos config, its metrics on
-// an address of its own.
+// an address of its own, and its fake cloud's instances named apart from
+// every other server's.
 func (c *chaosRun) startServer() *serverProc {
 	addr := freeAddr(c.t)
-	p := c.s.startServer("--config", c.config, "--metrics-addr", addr)
+	c.mu.Lock()
+	c.started++
+	n := c.started
+	c.mu.Unlock()
+	config := filepath.Join(c.s.logDir, fmt.Sprintf("chaos-%d.yaml", n))
+	must(c.t, os.WriteFile(config, []byte(c.config+fmt.Sprintf("      idPrefix: fake-s%d\n", n)), 0o600))
+	p := c.s.startServer("--config", config, "--metrics-addr", addr)
 	c.mu.Lock()
 	c.metrics[p] = addr
 	c.mu.Unlock()
@@ -381,6 +388,7 @@ func (c *chaosRun) refusals(results map[string]workflows.Status) int {
 func (c *chaosRun) loggedRefusals() int {
 	logs, _ := filepath.Glob(filepath.Join(c.s.logDir, "*.log"))
 	n := 0
+	events := make([]int, len(chaosEvents))
 	for _, l := range logs {
 		data, err := os.ReadFile(l)
 		if err != nil {
@@ -392,9 +400,29 @@ func (c *chaosRun) loggedRefusals() int {
 				n++
 				c.t.Logf("GPU refused: %s: %s", filepath.Base(l), strings.TrimSpace(line))
 			}
+			for i, e := range chaosEvents {
+				if strings.Contains(line, e.line) {
+					events[i]++
+				}
+			}
 		}
 	}
+	var seen []string
+	for i, e := range chaosEvents {
+		seen = append(seen, fmt.Sprintf("%d %s", events[i], e.what))
+	}
+	c.t.Logf("what the logs show the faults did: %s", strings.Join(seen, ", "))
 	return n
+}
+
+// chaosEvents are the log lines that show a fault at work, counted for the
+// suite's log.
+var chaosEvents = []struct{ line, what string }{
+	{"rebuilding it before placing anything", "view rebuilds begun"},
+	{"msg=\"view rebuilt\"", "view rebuilds done"},
+	{"Temporal lost track of a task; adopting it", "tasks adopted after Temporal lost track of them"},
+	{"node missing from the view; registering again", "nodes registered again"},
+	{"terminated orphan instance", "orphan instances terminated"},
 }
 
 // rerunsAfterFinish counts the tasks started again after their job's run
