@@ -74,7 +74,7 @@ type Notice struct {
 
 // Options configures the fake cloud.
 type Options struct {
-	Name  string // provider name; "" means "fake"
+	Name string // provider name; "" means "fake"
 	// IDPrefix starts every instance's ID (and node ID): prefix-000001
 	// and on; "" means "fake". Fakes in several processes that share one
 	// view (servers each running the fake cloud) need distinct prefixes,
