@@ -658,11 +658,16 @@ func (c *chaosRun) faults(ctx context.Context, before func(i int)) {
 			c.startServer()
 		}},
 		{"SIGKILL the agent running the most tasks, then start it again", func() {
-			node := c.busiestNode(ctx)
+			var node string
+			var held int
+			waitFor(t, ctx, "an agent running tasks", func() bool {
+				node, held = c.busiestNode(ctx)
+				return held > 0
+			})
 			c.mu.Lock()
 			p := c.agents[node]
 			c.mu.Unlock()
-			t.Logf("killing the agent of %s", node)
+			t.Logf("killing the agent of %s, which holds %d allocations' GPUs", node, held)
 			p.kill()
 			time.Sleep(2 * time.Second)
 			c.startAgent(node)
@@ -726,10 +731,13 @@ func (c *chaosRun) faults(ctx context.Context, before func(i int)) {
 	}
 }
 
-// busiestNode is the on-prem node holding the most allocations.
-func (c *chaosRun) busiestNode(ctx context.Context) string {
+// busiestNode is the on-prem node holding the most allocations, and how
+// many it holds.
+func (c *chaosRun) busiestNode(ctx context.Context) (string, int) {
 	allocs, err := c.view.Allocations(ctx)
-	must(c.t, err)
+	if err != nil {
+		return "", 0
+	}
 	held := map[string]int{}
 	best := "node-0"
 	for _, a := range allocs {
@@ -742,7 +750,7 @@ func (c *chaosRun) busiestNode(ctx context.Context) string {
 			}
 		}
 	}
-	return best
+	return best, held[best]
 }
 
 // leader is the server process holding the dispatch lease.
