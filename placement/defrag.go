@@ -237,16 +237,41 @@ func (se *Session) runningAt(job gangway.JobID, attempt int) bool {
 }
 
 // stillDefragmenting is j's reason while a defragmentation planned for it
-// earlier is under way: some job it moves is still running. Once they
-// have all stopped, j fits on its reserved destination (and was placed)
-// unless the fleet changed under it; then the plan is void and j is
-// explained, and may be planned for, afresh.
+// earlier is under way: some job it moves is still running, or the
+// destination's GPUs are not all free yet (a moved job's allocation is
+// released, but its node still reports the task until its next
+// heartbeat). Once they are, j fits on its reserved destination (and was
+// placed) unless the fleet changed under it; then the plan is void and j
+// is explained, and may be planned for, afresh. (A destination GPU that
+// fails meanwhile keeps the plan under way until the dispatch loop's
+// timeout lapses it.)
 func (se *Session) stillDefragmenting(j *gangway.QueueEntry) (Unplaced, bool) {
 	p := se.defrags[j.JobID]
-	if p == nil || !slices.ContainsFunc(p.Moves, func(m Move) bool { return se.runningAt(m.JobID, m.Attempt) }) {
+	if p == nil {
+		return Unplaced{}, false
+	}
+	moving := slices.ContainsFunc(p.Moves, func(m Move) bool { return se.runningAt(m.JobID, m.Attempt) })
+	if !moving && !se.clearing(p) {
 		return Unplaced{}, false
 	}
 	return Unplaced{JobID: j.JobID, Reason: ReasonDefragmenting, Detail: defragDetail(j, p)}, true
+}
+
+// clearing reports whether some GPU of p's destination has less free than
+// its member takes.
+func (se *Session) clearing(p *DefragPlan) bool {
+	for _, m := range p.Dest {
+		i := se.nodeIndex(m.NodeID)
+		if i < 0 {
+			return false // the node is gone: the plan is void
+		}
+		for _, g := range m.GPUs {
+			if g >= 0 && g < len(se.view.free[i]) && se.view.free[i][g] < orWhole(m.Milli) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func defragDetail(j *gangway.QueueEntry, p *DefragPlan) string {

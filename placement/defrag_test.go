@@ -171,6 +171,26 @@ func TestDefragPlans(t *testing.T) {
 			reason: placement.ReasonDefragmenting,
 			detail: "1 × 8 GPUs: waiting for defragmentation: moving 1 job (a), about 360 GPU-seconds lost; GPUs on n1 reserved for it",
 		},
+		"clearing: a moved job's allocation is gone, its node still reports it": {
+			// a's attempt 1 was released and it is queued again, but
+			// n1's GPUs 0-3 still show its task until the agent's next
+			// heartbeat: big keeps waiting for defragmentation (not
+			// explained afresh, which would drop the reservations) and a
+			// may not take n1's free GPUs, reserved for big.
+			fleet: fleet(node("n1").gpus(8, "H100").used(0, 1, 2, 3), node("n2").gpus(8, "H100")).
+				with(running("b").on("n2", 0, 1, 2, 3)),
+			queue: queue(big(), job("a").gang(1, 4).preemptible().checkpointable().attempt(2).age(time.Hour)),
+			defrag: func(d *placement.Defrag) {
+				d.InFlight = []placement.DefragPlan{{Job: "big", At: t0.Add(-10 * time.Second),
+					Dest: []gangway.Member{on(0, "n1", seq(0, 8)...)},
+					Moves: []placement.Move{{JobID: "a", Attempt: 1, GPUs: 4, From: "n1",
+						To: []gangway.Member{on(0, "n2", 4, 5, 6, 7)}, LostGPUSeconds: 360}}, LostGPUSeconds: 360}}
+			},
+			wantPlan: []gangway.Assignment{
+				{JobID: "a", Attempt: 2, Members: []gangway.Member{on(0, "n2", 4, 5, 6, 7)}, At: t0},
+			},
+			reason: placement.ReasonDefragmenting,
+		},
 		"done: the job starts on its destination and the moved job on its landing spot": {
 			// a stopped and is queued again, ahead of big; without the
 			// reservations it would land on n1 and big would wait again.
