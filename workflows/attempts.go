@@ -170,8 +170,7 @@ func (a AttemptRecord) milli() int64 {
 // context: a cancelled job's GPU time is still billed.
 func (j *job) recordUsage(ctx workflow.Context, seg gangway.UsageSegment) {
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
-	err := workflow.ExecuteActivity(workflow.WithActivityOptions(dctx, serverActivity),
-		ActivityRecordUsage, RecordUsageInput{Segment: seg}).Get(dctx, nil)
+	err := j.server(dctx, ActivityRecordUsage, RecordUsageInput{Segment: seg}).Get(dctx, nil)
 	if err != nil {
 		workflow.GetLogger(ctx).Error("record usage failed", "attempt", seg.Attempt, "error", err)
 	}
@@ -181,8 +180,7 @@ func (j *job) recordUsage(ctx workflow.Context, seg gangway.UsageSegment) {
 func (j *job) latestCheckpoint(ctx workflow.Context) (CheckpointRef, bool) {
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
 	var ref CheckpointRef
-	err := workflow.ExecuteActivity(workflow.WithActivityOptions(dctx, serverActivity),
-		ActivityLatestCheckpoint, LatestCheckpointInput{JobID: j.spec.Name}).Get(dctx, &ref)
+	err := j.server(dctx, ActivityLatestCheckpoint, LatestCheckpointInput{JobID: j.spec.Name}).Get(dctx, &ref)
 	if err != nil {
 		workflow.GetLogger(ctx).Error("latest checkpoint failed", "error", err)
 		return CheckpointRef{}, false

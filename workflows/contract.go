@@ -30,7 +30,11 @@ func MemberTaskQueue(m gangway.Member) string {
 const WorkflowName = "JobWorkflow"
 
 // Activity names. Workflows call activities by name so this package never
-// imports their implementations.
+// imports their implementations. Enqueue, Dequeue, Release, RecordUsage,
+// LatestCheckpoint and CheckPlacement run as local activities (in the
+// worker that runs the job's workflow task, so every worker on TaskQueue
+// registers them); RunTask runs on the node's queue, the cloud activities
+// and RecordRun on TaskQueue.
 const (
 	ActivityEnqueue = "Enqueue"
 	ActivityDequeue = "Dequeue"

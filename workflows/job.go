@@ -25,6 +25,25 @@ var serverActivity = workflow.ActivityOptions{
 	},
 }
 
+// serverLocal is serverActivity as a local activity: run by the worker
+// that runs the workflow task, in it, with one marker in the history
+// instead of an activity task's round trip and its six events.
+var serverLocal = workflow.LocalActivityOptions{
+	StartToCloseTimeout: serverActivity.StartToCloseTimeout,
+	RetryPolicy:         serverActivity.RetryPolicy,
+}
+
+// server runs one of the short server-side activities (Enqueue,
+// CheckPlacement, Dequeue, Release, RecordUsage, LatestCheckpoint): as a
+// local activity from versionLocal on, else as an activity on the server
+// task queue.
+func (j *job) server(ctx workflow.Context, name string, in any) workflow.Future {
+	if j.local {
+		return workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, serverLocal), name, in)
+	}
+	return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, serverActivity), name, in)
+}
+
 // runGrace is added to a job's max runtime for the RunTask StartToClose
 // timeout, so a task that hits its own limit still has time to stop.
 const runGrace = 5 * time.Minute
@@ -87,6 +106,8 @@ func JobWorkflow(ctx workflow.Context, in JobInput) (Status, error) {
 	j.v3 = workflow.GetVersion(ctx, versionContinueAsNew, workflow.DefaultVersion, 1) >= 1
 	// Runs from before this give a node up on a task's heartbeat timeout.
 	j.v4 = workflow.GetVersion(ctx, versionAdopt, workflow.DefaultVersion, 1) >= 1
+	// Runs from before this run the server-side activities as activities.
+	j.local = workflow.GetVersion(ctx, versionLocal, workflow.DefaultVersion, 1) >= 1
 	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (Status, error) { return j.st, nil }); err != nil {
 		return Status{}, fmt.Errorf("set status query: %w", err)
 	}
@@ -141,6 +162,9 @@ type job struct {
 	// v4: after a heartbeat timeout this run adopts the task still running
 	// on the node (see versionAdopt).
 	v4 bool
+	// local: the short server-side activities run as local activities
+	// (see versionLocal).
+	local bool
 	// pool is the pool in the GangwayPool search attribute.
 	pool string
 	// resumeFrom is the checkpoint the next attempt starts from.
@@ -169,6 +193,10 @@ const versionContinueAsNew = "continue-as-new-bounded-status"
 // versionAdopt is the change ID of adopting a task after its heartbeat
 // timed out (a Temporal outage) rather than calling its node lost.
 const versionAdopt = "adopt-after-heartbeat-timeout"
+
+// versionLocal is the change ID of running the short server-side
+// activities as local activities (job.server).
+const versionLocal = "local-server-activities"
 
 // maxAdopts bounds the adoptions of one member's task: a task whose
 // heartbeats keep timing out, adopted or not, is on a node that is lost.
@@ -237,8 +265,7 @@ func (j *job) run(ctx workflow.Context) (st Status, more bool) {
 // enqueue puts this attempt in the queue and marks the job Queued; false
 // means the workflow was cancelled.
 func (j *job) enqueue(ctx workflow.Context, entry gangway.QueueEntry) bool {
-	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, serverActivity),
-		ActivityEnqueue, EnqueueInput{Entry: entry}).Get(ctx, nil)
+	err := j.server(ctx, ActivityEnqueue, EnqueueInput{Entry: entry}).Get(ctx, nil)
 	if err != nil {
 		return false
 	}
@@ -348,8 +375,7 @@ func (j *job) committed(ctx workflow.Context, asg gangway.Assignment) (ok, cance
 		return true, false
 	}
 	var res CheckPlacementResult
-	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, serverActivity),
-		ActivityCheckPlacement, CheckPlacementInput{Assignment: asg}).Get(ctx, &res)
+	err := j.server(ctx, ActivityCheckPlacement, CheckPlacementInput{Assignment: asg}).Get(ctx, &res)
 	if err != nil {
 		// Only a cancel ends a retry without limit.
 		return false, true
@@ -557,8 +583,7 @@ func (j *job) release(ctx workflow.Context, attempt int, lostNode string) {
 		in.LostNodes = []string{lostNode}
 	}
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
-	err := workflow.ExecuteActivity(workflow.WithActivityOptions(dctx, serverActivity),
-		ActivityRelease, in).Get(dctx, nil)
+	err := j.server(dctx, ActivityRelease, in).Get(dctx, nil)
 	if err != nil {
 		// Release retries without limit, so this is only reachable if the
 		// activity is misregistered; the reconciler frees the GPUs then.
@@ -579,8 +604,7 @@ func (j *job) cancelled(ctx workflow.Context, reason string) Status {
 // commit gave the current attempt.
 func (j *job) withdraw(ctx workflow.Context) {
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
-	err := workflow.ExecuteActivity(workflow.WithActivityOptions(dctx, serverActivity),
-		ActivityDequeue, DequeueInput{JobID: j.spec.Name}).Get(dctx, nil)
+	err := j.server(dctx, ActivityDequeue, DequeueInput{JobID: j.spec.Name}).Get(dctx, nil)
 	if err != nil {
 		workflow.GetLogger(ctx).Error("dequeue failed", "error", err)
 	}
