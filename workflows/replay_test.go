@@ -14,7 +14,10 @@ import (
 // (recorded before attempt records and bursts, so they replay the old path),
 // and newer ones: a burst to spot ended by a notice and resumed on-prem, a
 // burst to on-demand, a preempted checkpointing job, a lost node, and the
-// first and last runs of a job that continued as new (continued-*.json).
+// first and last runs of a job that continued as new (continued-*.json),
+// and the same recorded again once the server-side activities ran as local
+// activities (local-continued-*.json, renamed from TestLimitsOnRealServer's
+// -update-histories output).
 // A change to the workflow's command order that is not behind
 // workflow.GetVersion fails here.
 func TestReplayHistories(t *testing.T) {
