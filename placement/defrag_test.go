@@ -35,6 +35,17 @@ type defragCase struct {
 	wantPlan []gangway.Assignment
 }
 
+// movingA is a defragmentation planned 10 s ago, under way: big's
+// destination is all of n1, once a (at attempt) moves to n2's GPUs 4-7.
+func movingA(attempt int) func(d *placement.Defrag) {
+	return func(d *placement.Defrag) {
+		d.InFlight = []placement.DefragPlan{{Job: "big", At: t0.Add(-10 * time.Second),
+			Dest: []gangway.Member{on(0, "n1", seq(0, 8)...)},
+			Moves: []placement.Move{{JobID: "a", Attempt: attempt, GPUs: 4, From: "n1",
+				To: []gangway.Member{on(0, "n2", 4, 5, 6, 7)}, LostGPUSeconds: 360}}, LostGPUSeconds: 360}}
+	}
+}
+
 func TestDefragPlans(t *testing.T) {
 	big := func() *jobBuilder { return job("big").gang(1, 8) }
 	cases := map[string]defragCase{
@@ -161,13 +172,8 @@ func TestDefragPlans(t *testing.T) {
 			// free GPUs (a's landing spot).
 			fleet: fleet(node("n1").gpus(8, "H100"), node("n2").gpus(8, "H100")).
 				with(movable("a").on("n1", 0, 1, 2, 3), running("b").on("n2", 0, 1, 2, 3)),
-			queue: queue(big(), job("big2").gang(1, 4).age(time.Hour)),
-			defrag: func(d *placement.Defrag) {
-				d.InFlight = []placement.DefragPlan{{Job: "big", At: t0.Add(-10 * time.Second),
-					Dest: []gangway.Member{on(0, "n1", seq(0, 8)...)},
-					Moves: []placement.Move{{JobID: "a", GPUs: 4, From: "n1", To: []gangway.Member{on(0, "n2", 4, 5, 6, 7)},
-						LostGPUSeconds: 360}}, LostGPUSeconds: 360}}
-			},
+			queue:  queue(big(), job("big2").gang(1, 4).age(time.Hour)),
+			defrag: movingA(0),
 			reason: placement.ReasonDefragmenting,
 			detail: "1 × 8 GPUs: waiting for defragmentation: moving 1 job (a), about 360 GPU-seconds lost; GPUs on n1 reserved for it",
 		},
@@ -179,13 +185,8 @@ func TestDefragPlans(t *testing.T) {
 			// may not take n1's free GPUs, reserved for big.
 			fleet: fleet(node("n1").gpus(8, "H100").used(0, 1, 2, 3), node("n2").gpus(8, "H100")).
 				with(running("b").on("n2", 0, 1, 2, 3)),
-			queue: queue(big(), job("a").gang(1, 4).preemptible().checkpointable().attempt(2).age(time.Hour)),
-			defrag: func(d *placement.Defrag) {
-				d.InFlight = []placement.DefragPlan{{Job: "big", At: t0.Add(-10 * time.Second),
-					Dest: []gangway.Member{on(0, "n1", seq(0, 8)...)},
-					Moves: []placement.Move{{JobID: "a", Attempt: 1, GPUs: 4, From: "n1",
-						To: []gangway.Member{on(0, "n2", 4, 5, 6, 7)}, LostGPUSeconds: 360}}, LostGPUSeconds: 360}}
-			},
+			queue:  queue(big(), job("a").gang(1, 4).preemptible().checkpointable().attempt(2).age(time.Hour)),
+			defrag: movingA(1),
 			wantPlan: []gangway.Assignment{
 				{JobID: "a", Attempt: 2, Members: []gangway.Member{on(0, "n2", 4, 5, 6, 7)}, At: t0},
 			},
@@ -194,14 +195,9 @@ func TestDefragPlans(t *testing.T) {
 		"done: the job starts on its destination and the moved job on its landing spot": {
 			// a stopped and is queued again, ahead of big; without the
 			// reservations it would land on n1 and big would wait again.
-			fleet: fleet(node("n1").gpus(8, "H100"), node("n2").gpus(8, "H100")).with(running("b").on("n2", 0, 1, 2, 3)),
-			queue: queue(big(), job("a").gang(1, 4).preemptible().checkpointable().attempt(2).age(time.Hour)),
-			defrag: func(d *placement.Defrag) {
-				d.InFlight = []placement.DefragPlan{{Job: "big", At: t0.Add(-10 * time.Second),
-					Dest: []gangway.Member{on(0, "n1", seq(0, 8)...)},
-					Moves: []placement.Move{{JobID: "a", Attempt: 1, GPUs: 4, From: "n1",
-						To: []gangway.Member{on(0, "n2", 4, 5, 6, 7)}, LostGPUSeconds: 360}}, LostGPUSeconds: 360}}
-			},
+			fleet:  fleet(node("n1").gpus(8, "H100"), node("n2").gpus(8, "H100")).with(running("b").on("n2", 0, 1, 2, 3)),
+			queue:  queue(big(), job("a").gang(1, 4).preemptible().checkpointable().attempt(2).age(time.Hour)),
+			defrag: movingA(1),
 			wantPlan: []gangway.Assignment{
 				{JobID: "a", Attempt: 2, Members: []gangway.Member{on(0, "n2", 4, 5, 6, 7)}, At: t0},
 				{JobID: "big", Attempt: 1, Members: []gangway.Member{on(0, "n1", seq(0, 8)...)}, At: t0},
