@@ -10,7 +10,6 @@ import (
 	"github.com/gangwayhq/gangway/internal/bench"
 	"github.com/gangwayhq/gangway/internal/config"
 	"github.com/gangwayhq/gangway/internal/devstack"
-	"github.com/gangwayhq/gangway/internal/dispatch"
 )
 
 // sweepRates are the steps of --sweep when --rate is not given.
@@ -55,13 +54,9 @@ and see docs/benchmarks.md for the commands behind the published ones.`,
 				o.Rates = sweepRates
 			}
 			o.Command = strings.Fields(command)
-			popts, err := a.cfg.Server.Placement.Options()
-			if err != nil {
+			if o.Dispatch, err = a.cfg.Server.Dispatch(0, nil); err != nil {
 				return err
 			}
-			s := a.cfg.Server
-			o.Dispatch = dispatch.Config{Interval: s.DispatchInterval.Duration, LeaseTTL: s.LeaseTTL.Duration,
-				NodeTTL: s.NodeTTL.Duration, Placement: popts}
 			if err := o.Validate(); err != nil {
 				return err
 			}

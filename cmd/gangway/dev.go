@@ -18,7 +18,6 @@ import (
 	"github.com/gangwayhq/gangway/internal/config"
 	"github.com/gangwayhq/gangway/internal/devstack"
 	"github.com/gangwayhq/gangway/internal/devstack/fullstack"
-	"github.com/gangwayhq/gangway/internal/dispatch"
 	"github.com/gangwayhq/gangway/internal/redact"
 	"github.com/gangwayhq/gangway/internal/server"
 	"github.com/gangwayhq/gangway/workflows/jobs"
@@ -98,15 +97,15 @@ Needs redis-server on PATH and the Temporal CLI in bin/ or on PATH
 }
 
 func runDev(ctx context.Context, a *app, o devOptions, shapes []agent.NodeShape, out io.Writer) error {
-	popts, err := a.cfg.Server.Placement.Options()
-	if err != nil {
-		return err
-	}
-	popts.BurstAfter = devBurstAfter
 	cc, err := devCloud(a.cfg.Cloud, o)
 	if err != nil {
 		return err
 	}
+	dc, err := a.cfg.Server.Dispatch(devBurstAfter, cc.OnPremPricePerGPUHour)
+	if err != nil {
+		return err
+	}
+	dc.Interval, dc.LeaseTTL = 250*time.Millisecond, 2*time.Second
 	dir, logFile, cleanup, err := devstack.StateDir(o.dataDir, "gangway-dev-")
 	if err != nil {
 		return err
@@ -121,13 +120,9 @@ func runDev(ctx context.Context, a *app, o devOptions, shapes []agent.NodeShape,
 	os.Setenv("PATH", filepath.Dir(self)+string(os.PathListSeparator)+os.Getenv("PATH"))
 	nodes := agent.InRacks(agent.FakeFleet("node", "onprem", shapes), 2)
 	// The CLI speaks the user API: an admin token for whoever runs this.
-	tokens, tokenFile := filepath.Join(dir, "api-tokens"), filepath.Join(dir, "admin.token")
-	token, err := api.CreateToken(tokens, "dev", nil, true, time.Now())
-	if err == nil {
-		err = os.WriteFile(tokenFile, []byte(token+"\n"), 0o600)
-	}
+	tokens, tokenFile, err := fullstack.AdminToken(dir, time.Now())
 	if err != nil {
-		return fmt.Errorf("dev API token: %w", err)
+		return err
 	}
 	st, err := fullstack.Start(ctx, fullstack.Options{
 		Dir: dir, Headless: o.headless, Log: log, TemporalLogger: config.TemporalLogger(log), RedisPrefix: a.cfg.Redis.Prefix,
@@ -138,8 +133,7 @@ func runDev(ctx context.Context, a *app, o devOptions, shapes []agent.NodeShape,
 			return fullstack.BuildConfiguredCloud(ctx, cc, hooks, log)
 		},
 		Server: &fullstack.ServerOptions{
-			Dispatch: dispatch.Config{Interval: 250 * time.Millisecond, LeaseTTL: 2 * time.Second, Placement: popts,
-				OnPremPrices: cc.OnPremPricePerGPUHour},
+			Dispatch:   dc,
 			TeamLimits: cc.TeamLimits(), Join: cc.Join.ProviderJoin(),
 			// Instances of a finished demo job are gone within seconds.
 			Reconcile: cloud.ReconcilerConfig{Interval: 10 * time.Second, Grace: time.Minute},
@@ -152,15 +146,8 @@ func runDev(ctx context.Context, a *app, o devOptions, shapes []agent.NodeShape,
 	}
 	defer st.Close()
 	// The demo stops when the server does.
-	runCtx, stop := context.WithCancel(ctx)
+	runCtx, stop := st.Until(ctx)
 	defer stop()
-	go func() {
-		select {
-		case <-st.Done():
-			stop()
-		case <-runCtx.Done():
-		}
-	}()
 	fmt.Fprintf(out, "gangway dev: redis at %s, temporal at %s, user API at %s\n", redact.URL(st.Redis.URL), st.Temporal.Addr, st.APIURL)
 	fmt.Fprintf(out, "gangway dev: %d simulated nodes up (%s); web view at %s\n", len(nodes), o.nodes, st.WebURL)
 	for _, line := range st.Cloud.Describe(runCtx) {
@@ -178,15 +165,7 @@ func runDev(ctx context.Context, a *app, o devOptions, shapes []agent.NodeShape,
 		}
 	}
 	if (o.keep || o.noDemo) && runCtx.Err() == nil {
-		fmt.Fprintf(out, "\nThe stack is up. In another terminal, in the repository (examples/README.md says what each example shows):\n")
-		fmt.Fprintf(out, "  export PATH=%s:$PATH GANGWAY_API=%s GANGWAY_TOKEN_FILE=%s\n", filepath.Dir(self), st.APIURL, tokenFile)
-		fmt.Fprintf(out, "  gangway submit examples/single-gpu.yaml --wait\n  gangway list\n  gangway nodes\n  gangway cost\n")
-		fmt.Fprintf(out, "The token in %s is an admin's; more: gangway token create --api-tokens %s --user U --teams T\n", tokenFile, tokens)
-		if st.Temporal.UIURL != "" {
-			fmt.Fprintf(out, "Temporal Web UI: %s\n", st.Temporal.UIURL)
-		}
-		fmt.Fprintf(out, "Web view:        %s (sign in with the token in %s)\n", st.WebURL, tokenFile)
-		fmt.Fprintf(out, "Metrics:         http://%s/metrics\nRedis:           %s\nUsage ledger:    %s\nCtrl-C stops everything.\n", st.MetricsAddr, redact.URL(st.Redis.URL), redact.URL(st.LedgerDSN))
+		st.WriteReach(out, filepath.Dir(self), tokens, tokenFile)
 		<-runCtx.Done()
 	}
 	serverErr := st.Err()

@@ -132,32 +132,49 @@ func readFileOrStdin(path string) ([]byte, error) {
 }
 
 func newStatusCmd(a *app) *cobra.Command {
-	var output string
-	cmd := &cobra.Command{
+	return readCmd(a, &cobra.Command{
 		Use:   "status JOB",
 		Short: "Show a job's phase, assignment, history and why it waits",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.withClient(cmd, output, func(ctx context.Context, cl *client.Client) error {
-				st, err := cl.Status(ctx, args[0])
-				if err != nil {
-					return err
-				}
-				warnUnavailable(cmd.ErrOrStderr(), st)
-				return printStatus(cmd.OutOrStdout(), output, st)
-			})
-		},
+	}, jobStatus, printStatus)
+}
+
+// readCmd is the shape of the commands that fetch one thing through the
+// user API and print it in the --output format.
+func readCmd[T any](a *app, cmd *cobra.Command, get func(*cobra.Command, *client.Client, []string) (T, error),
+	print func(w io.Writer, output string, v T) error) *cobra.Command {
+	var output string
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		return a.withClient(cmd, output, func(_ context.Context, cl *client.Client) error {
+			v, err := get(cmd, cl, args)
+			if err != nil {
+				return err
+			}
+			return print(cmd.OutOrStdout(), output, v)
+		})
 	}
 	outputFlag(cmd, &output)
 	return cmd
 }
 
-// warnUnavailable says, one line each, what a status lacks because a
-// service did not answer.
-func warnUnavailable(w io.Writer, st client.JobStatus) {
-	for _, u := range st.Unavailable {
-		fmt.Fprintln(w, "warning:", u)
+// jsonOrText prints v as JSON with --output json, else with text.
+func jsonOrText[T any](text func(io.Writer, T) error) func(io.Writer, string, T) error {
+	return func(w io.Writer, output string, v T) error {
+		if output == "json" {
+			return printJSON(w, v)
+		}
+		return text(w, v)
 	}
+}
+
+// jobStatus asks for the job named by the first argument and says, one line
+// each on stderr, what its status lacks because a service did not answer.
+func jobStatus(cmd *cobra.Command, cl *client.Client, args []string) (client.JobStatus, error) {
+	st, err := cl.Status(cmd.Context(), args[0])
+	for _, u := range st.Unavailable {
+		fmt.Fprintln(cmd.ErrOrStderr(), "warning:", u)
+	}
+	return st, err
 }
 
 func printStatus(w io.Writer, output string, st client.JobStatus) error {
@@ -168,26 +185,13 @@ func printStatus(w io.Writer, output string, st client.JobStatus) error {
 }
 
 func newListCmd(a *app) *cobra.Command {
-	var output string
-	cmd := &cobra.Command{
+	return readCmd(a, &cobra.Command{
 		Use:   "list",
 		Short: "List jobs, newest first, with when each waiting job should start",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.withClient(cmd, output, func(ctx context.Context, cl *client.Client) error {
-				jobs, err := cl.ListWaiting(ctx)
-				if err != nil {
-					return err
-				}
-				if output == "json" {
-					return printJSON(cmd.OutOrStdout(), jobs)
-				}
-				return client.WriteJobs(cmd.OutOrStdout(), jobs, time.Now())
-			})
-		},
-	}
-	outputFlag(cmd, &output)
-	return cmd
+	}, func(cmd *cobra.Command, cl *client.Client, _ []string) ([]client.ListedJob, error) {
+		return cl.ListWaiting(cmd.Context())
+	}, jsonOrText(func(w io.Writer, jobs []client.ListedJob) error { return client.WriteJobs(w, jobs, time.Now()) }))
 }
 
 func newCancelCmd(a *app) *cobra.Command {
@@ -242,36 +246,23 @@ is an error: no job named JOB.`,
 }
 
 func newNodesCmd(a *app) *cobra.Command {
-	var output string
 	var allGPUs bool
-	cmd := &cobra.Command{
+	cmd := readCmd(a, &cobra.Command{
 		Use:   "nodes",
 		Short: "List nodes, their GPUs, state, heartbeat age and the jobs on them",
 		Long: `List nodes, their GPUs, state, heartbeat age and the jobs on them; then, GPU
 by GPU, the ones fenced by a hardware fault, flaky or with a fault on record,
 with the job on each and the last fault (--gpus: every GPU).`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.withClient(cmd, output, func(ctx context.Context, cl *client.Client) error {
-				nodes, err := cl.Nodes(ctx)
-				if err != nil {
-					return err
-				}
-				if output == "json" {
-					return printJSON(cmd.OutOrStdout(), nodes)
-				}
-				return client.WriteNodes(cmd.OutOrStdout(), nodes, allGPUs, time.Now())
-			})
-		},
-	}
-	outputFlag(cmd, &output)
+	}, func(cmd *cobra.Command, cl *client.Client, _ []string) ([]client.Node, error) {
+		return cl.Nodes(cmd.Context())
+	}, jsonOrText(func(w io.Writer, nodes []client.Node) error { return client.WriteNodes(w, nodes, allGPUs, time.Now()) }))
 	cmd.Flags().BoolVar(&allGPUs, "gpus", false, "list every GPU, not only the fenced, flaky or faulted ones")
 	return cmd
 }
 
 func newWhyCmd(a *app) *cobra.Command {
-	var output string
-	cmd := &cobra.Command{
+	return readCmd(a, &cobra.Command{
 		Use:   "why JOB",
 		Short: "Say why a job is waiting (or where it runs, or how it ended)",
 		Long: `Print the job's phase and, while it waits, the dispatch loop's last reason
@@ -289,19 +280,9 @@ reservedNodes, moving, moveLostGPUSeconds, eta {p50, p90, at, beyond,
 cloud}, waitsFor and cloud {pool, capacityType, instanceType, instances,
 pricePerGPUHour, expectedCost, expectedDuration, bursting, burstEnabled}.`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.withClient(cmd, output, func(ctx context.Context, cl *client.Client) error {
-				st, err := cl.Status(ctx, args[0])
-				if err != nil {
-					return err
-				}
-				warnUnavailable(cmd.ErrOrStderr(), st)
-				return printWhy(cmd.OutOrStdout(), output, st, time.Now())
-			})
-		},
-	}
-	outputFlag(cmd, &output)
-	return cmd
+	}, jobStatus, func(w io.Writer, output string, st client.JobStatus) error {
+		return printWhy(w, output, st, time.Now())
+	})
 }
 
 // printWhy is `gangway why`'s answer: the phase and, while the job waits,

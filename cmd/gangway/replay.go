@@ -243,7 +243,7 @@ raised by --speedup; see docs/benchmarks.md).`,
 	fl.IntVar(&f.sampleNodes, "sample-nodes", 0, "score at most this many feasible nodes per replica (0: all)")
 	fl.Float64Var(&f.speedup, "speedup", f.speedup, "divide arrival times by this factor (durations stay) to raise the load (0: 1)")
 	fl.BoolVar(&f.eta, "eta", false, "measure start-time estimates: each waiting job's P50/P90 made at submit against its real start; defaults to --speedup 10 and a --fleet-share that loads the fleet (see docs/benchmarks.md)")
-	fl.Float64Var(&f.fleetShare, "fleet-share", 1, "keep this share of the nodes, evenly spaced in list order (0-1]; with --eta, by default the largest share at which 30% of jobs wait")
+	fl.Float64Var(&f.fleetShare, "fleet-share", 0, "keep this share of the nodes, evenly spaced in list order (0-1]; 0: all, or with --eta the largest share at which 30% of jobs wait")
 	fl.Float64Var(&f.limitFactor, "limit-factor", sim.DefaultLimitFactor, "with --eta: jobs declare limits of their work x a seeded factor from 1 to this")
 	fl.BoolVar(&f.exactRuntimes, "exact-runtimes", false, "declare each job's exact remaining run time as its max runtime (default: rounded up to a power of two of minutes); only backfill reads it")
 	fl.IntVar(&f.limit, "limit", 0, "replay only the first N tasks (in file order) or jobs (in submit order) (0: all)")
@@ -267,9 +267,6 @@ func runReplayTrace(cmd *cobra.Command, f replayTraceFlags) error {
 	if f.jobs != "" && cmd.Flags().Changed("tasks") {
 		return fmt.Errorf("--jobs and --tasks: give one trace, not both")
 	}
-	if f.fleetShare <= 0 || f.fleetShare > 1 {
-		return fmt.Errorf("--fleet-share: want a share above 0 and at most 1, got %g", f.fleetShare)
-	}
 	cfg := sim.TraceConfig{Policies: f.policies, NewScorer: baselines.ScorerByName, Seed: f.seed,
 		Options:         placement.Options{Reservations: f.reservations, Preempt: f.preempt, MinRuntime: f.minRuntime, SampleNodes: f.sampleNodes},
 		CheckpointEvery: f.checkpoint, ExactRuntimes: f.exactRuntimes, Speedup: f.speedup, Parallel: f.parallel,
@@ -292,43 +289,32 @@ func runReplayTrace(cmd *cobra.Command, f replayTraceFlags) error {
 	if err := cfg.Validate(); err != nil {
 		return sim.FlagErrors(err)
 	}
+	stderr := cmd.ErrOrStderr()
+	start := time.Now()
 	nodesFile := sim.FlagTracePath(f.nodes, !cmd.Flags().Changed("nodes"))
-	nodes, err := sim.LoadNodes(nodesFile, f.seed)
-	if err != nil {
-		return fmt.Errorf("--nodes: %w", err)
-	}
-	nodes = sim.FleetShare(nodes, f.fleetShare)
-	in, err := sim.LoadTraceJobs(sim.TraceInput{Jobs: f.jobs, Tasks: sim.FlagTracePath(f.tasks, !cmd.Flags().Changed("tasks")),
-		TimesFrom: sim.FlagTracePath(f.timesFrom, !cmd.Flags().Changed("times-from")), Limit: f.limit, Seed: f.seed,
-		Mix: mix, Nodes: nodes, GangHeavy: f.gangHeavy})
+	in, err := sim.PrepareTrace(cmd.Context(), &cfg, sim.TraceSetup{Nodes: nodesFile, FleetShare: f.fleetShare,
+		Input: sim.TraceInput{Jobs: f.jobs, Tasks: sim.FlagTracePath(f.tasks, !cmd.Flags().Changed("tasks")),
+			TimesFrom: sim.FlagTracePath(f.timesFrom, !cmd.Flags().Changed("times-from")), Limit: f.limit, Seed: f.seed,
+			Mix: mix, GangHeavy: f.gangHeavy},
+		Probe: func(share float64, nodes int, waited, median float64) {
+			fmt.Fprintf(stderr, "trace: fleet share %.4f (%d nodes): %.0f%% of jobs wait, median %s\n", share, nodes, 100*waited,
+				sim.FormatSeconds(median))
+		}})
 	if err != nil {
 		return sim.FlagErrors(err)
 	}
-
-	stderr := cmd.ErrOrStderr()
-	start := time.Now()
-	cfg.Nodes, cfg.Jobs, cfg.Options.Workload = nodes, in.Jobs, in.Workload
-	if f.eta && !cmd.Flags().Changed("fleet-share") {
-		share, err := sim.LoadedFleet(cmd.Context(), cfg, func(share, waited, median float64) {
-			fmt.Fprintf(stderr, "trace: fleet share %.4f (%d nodes): %.0f%% of jobs wait, median %s\n", share,
-				len(sim.FleetShare(nodes, share)), 100*waited, sim.FormatSeconds(median))
-		})
-		if err != nil {
-			return err
-		}
-		cfg.Nodes = sim.FleetShare(nodes, share)
+	runs := len(f.policies)
+	if f.defrag {
+		runs *= 2
 	}
-	bar := sim.NewProgressBar(stderr, fmt.Sprintf("trace: %d runs x %d jobs", len(f.policies)*(1+btoi(f.defrag)), len(in.Jobs)), "arrivals and departures")
+	bar := sim.NewProgressBar(stderr, fmt.Sprintf("trace: %d runs x %d jobs", runs, len(in.Jobs)), "arrivals and departures")
 	cfg.Progress = bar.Update
 	res, err := sim.RunTrace(cmd.Context(), cfg)
 	bar.Done()
 	if err != nil {
 		return err
 	}
-	res.NodesFile, res.JobsFile, res.Timing = nodesFile, in.File, in.Timing
-	if mix != nil {
-		res.Mix = mix.String()
-	}
+	res.NodesFile, res.JobsFile, res.Timing, res.Mix = nodesFile, in.File, in.Timing, in.Mix
 	fmt.Fprintf(stderr, "trace: %d runs in %s\n", len(res.Runs), time.Since(start).Round(time.Millisecond))
 
 	return sim.Output{Format: f.output, CSVDir: f.csvDir, Plot: f.plot, Out: cmd.OutOrStdout(), Log: stderr}.Write("trace", res)
@@ -424,11 +410,4 @@ func runReplayScale(cmd *cobra.Command, f replayScaleFlags) error {
 		return res.WriteJSON(cmd.OutOrStdout())
 	}
 	return res.WriteText(cmd.OutOrStdout())
-}
-
-func btoi(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }

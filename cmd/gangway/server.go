@@ -16,7 +16,6 @@ import (
 	"github.com/gangwayhq/gangway/internal/agent/notice"
 	"github.com/gangwayhq/gangway/internal/cloud"
 	"github.com/gangwayhq/gangway/internal/devstack/fullstack"
-	"github.com/gangwayhq/gangway/internal/dispatch"
 	"github.com/gangwayhq/gangway/internal/health"
 	"github.com/gangwayhq/gangway/internal/metrics"
 	"github.com/gangwayhq/gangway/internal/nodeauth"
@@ -49,12 +48,12 @@ within the lease TTL when it dies.`,
 			}
 			defer c.Close()
 			s, cl := a.cfg.Server, a.cfg.Cloud
-			popts, err := s.Placement.Options()
+			dc, err := s.Dispatch(cl.BurstAfter.Duration, cl.OnPremPricePerGPUHour)
 			if err != nil {
 				return err
 			}
-			popts.BurstAfter = cl.BurstAfter.Duration
-			ckstore, err := openCheckpointStore(cmd.Context(), a.cfg.Checkpoint)
+			dc.Holder = server.Holder()
+			ckstore, err := a.cfg.Checkpoint.Open(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -73,14 +72,7 @@ within the lease TTL when it dies.`,
 				View:        c.view,
 				MetricsAddr: s.MetricsAddr,
 				Log:         a.log,
-				Dispatch: dispatch.Config{
-					Holder:       server.Holder(),
-					Interval:     s.DispatchInterval.Duration,
-					LeaseTTL:     s.LeaseTTL.Duration,
-					NodeTTL:      s.NodeTTL.Duration,
-					Placement:    popts,
-					OnPremPrices: cl.OnPremPricePerGPUHour,
-				},
+				Dispatch:    dc,
 				Join:        a.cfg.Join(),
 				NodeAuth:    auth,
 				Reconcile:   cloud.ReconcilerConfig{Interval: cl.ReconcileInterval.Duration, Grace: cl.OrphanGrace.Duration},
@@ -165,7 +157,7 @@ prints the inventory and topology as JSON and exits.`,
 				defer stop()
 			}
 			node := gpus.Node
-			store, err := openCheckpointStore(cmd.Context(), a.cfg.Checkpoint)
+			store, err := a.cfg.Checkpoint.Open(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -173,18 +165,13 @@ prints the inventory and topology as JSON and exits.`,
 			if err != nil {
 				return fmt.Errorf("agent.notices: %w", err)
 			}
-			token := ac.JoinToken
-			if ac.JoinTokenFile != "" {
-				b, err := os.ReadFile(ac.JoinTokenFile)
-				if err != nil {
-					return fmt.Errorf("agent.joinTokenFile: %w", err)
-				}
-				token = strings.TrimSpace(string(b))
+			join, err := ac.Join()
+			if err != nil {
+				return err
 			}
 			// The inventory goes through the server, which checks the
 			// token; heartbeats and task output go to Redis.
-			view := agent.NewServerView(c.view, c.temporal, node.Pool, agent.JoinConfig{Token: token,
-				TokenFile: filepath.Join(ac.DataDir, "node-token")})
+			view := agent.NewServerView(c.view, c.temporal, node.Pool, join)
 			ag := agent.New(agent.Config{Node: node, DataDir: ac.DataDir,
 				HeartbeatInterval: ac.HeartbeatInterval.Duration, Log: a.log,
 				Checkpoints: store, Notices: notices, CheckpointObserver: agent.CheckpointMetrics(metrics.NewCheckpoints(reg)), LogDrops: metrics.NewTaskLogs(reg),

@@ -1,8 +1,8 @@
 package main
 
 import (
-	"context"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -59,29 +59,18 @@ reads it from --token-file, GANGWAY_TOKEN_FILE or ~/.config/gangway/token.`,
 }
 
 func newWhoAmICmd(a *app) *cobra.Command {
-	var output string
-	cmd := &cobra.Command{
+	return readCmd(a, &cobra.Command{
 		Use:   "whoami",
 		Short: "Say who the user API takes you for: user, teams, admin",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.withClient(cmd, output, func(ctx context.Context, cl *client.Client) error {
-				id, err := cl.WhoAmI(ctx)
-				if err != nil {
-					return err
-				}
-				if output == "json" {
-					return printJSON(cmd.OutOrStdout(), id)
-				}
-				role, teams := "user", strings.Join(id.Teams, ", ")
-				if id.Admin {
-					role, teams = "admin", "every team"
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "%s (%s, by %s) at %s; acts for %s\n", id.User, role, id.Via, a.cli.API, teams)
-				return nil
-			})
-		},
-	}
-	outputFlag(cmd, &output)
-	return cmd
+	}, func(cmd *cobra.Command, cl *client.Client, _ []string) (client.Identity, error) {
+		return cl.WhoAmI(cmd.Context())
+	}, jsonOrText(func(w io.Writer, id client.Identity) error {
+		role, teams := "user", strings.Join(id.Teams, ", ")
+		if id.Admin {
+			role, teams = "admin", "every team"
+		}
+		_, err := fmt.Fprintf(w, "%s (%s, by %s) at %s; acts for %s\n", id.User, role, id.Via, a.cli.API, teams)
+		return err
+	}))
 }

@@ -3,6 +3,7 @@ package config
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"maps"
 	"net"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -19,8 +21,10 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/gangwayhq/gangway"
+	"github.com/gangwayhq/gangway/checkpoint"
 	"github.com/gangwayhq/gangway/internal/accounting"
 	"github.com/gangwayhq/gangway/internal/agent"
+	"github.com/gangwayhq/gangway/internal/dispatch"
 	"github.com/gangwayhq/gangway/internal/gpuinfo"
 	"github.com/gangwayhq/gangway/internal/metrics"
 	"github.com/gangwayhq/gangway/internal/redact"
@@ -697,4 +701,43 @@ func (c AgentConfig) OpenGPUs(lib gpuinfo.Library, log *slog.Logger) (agent.Node
 func (c AgentConfig) GPUConfig(g agent.NodeGPUs, m *metrics.GPU) agent.GPUConfig {
 	return agent.GPUConfig{Source: g.Source, Metrics: m, SampleInterval: c.SampleInterval.Duration,
 		ZombieGrace: c.ZombieGrace.Duration, IdleReport: c.IdleReport.Duration}
+}
+
+// Join is how the agent joins through the server: the token from
+// JoinTokenFile when one is named, else GANGWAY_JOIN_TOKEN's, and the node
+// token the server returns kept in DataDir.
+func (c AgentConfig) Join() (agent.JoinConfig, error) {
+	token := c.JoinToken
+	if c.JoinTokenFile != "" {
+		b, err := os.ReadFile(c.JoinTokenFile)
+		if err != nil {
+			return agent.JoinConfig{}, fmt.Errorf("agent.joinTokenFile: %w", err)
+		}
+		token = strings.TrimSpace(string(b))
+	}
+	return agent.JoinConfig{Token: token, TokenFile: filepath.Join(c.DataDir, "node-token")}, nil
+}
+
+// Dispatch is the dispatch loop's config from the server's settings: its
+// intervals and TTLs, the placement engine's options with bursts allowed
+// after burstAfter, and on-prem prices.
+func (s ServerConfig) Dispatch(burstAfter time.Duration, onPremPrices map[string]float64) (dispatch.Config, error) {
+	popts, err := s.Placement.Options()
+	if err != nil {
+		return dispatch.Config{}, err
+	}
+	popts.BurstAfter = burstAfter
+	return dispatch.Config{Interval: s.DispatchInterval.Duration, LeaseTTL: s.LeaseTTL.Duration, NodeTTL: s.NodeTTL.Duration,
+		Placement: popts, OnPremPrices: onPremPrices}, nil
+}
+
+// Open opens the store Store names. A file:// store's directory is
+// created if it is missing, so the default works on a fresh node.
+func (c CheckpointConfig) Open(ctx context.Context) (checkpoint.Store, error) {
+	s, err := checkpoint.Open(ctx, c.Store, checkpoint.Options{Endpoint: c.S3Endpoint, UsePathStyle: c.S3PathStyle,
+		Region: c.S3Region, CreateDir: true})
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint.store: %w", err)
+	}
+	return s, nil
 }

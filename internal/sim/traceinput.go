@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/gangwayhq/gangway/placement"
@@ -45,6 +46,8 @@ type TraceJobs struct {
 	// Workload is the typical workload fragmentation is measured against,
 	// as in the FGD protocol (nil for a gang-job CSV: the engine's own).
 	Workload []placement.WorkloadClass
+	// Mix is the variant replayed (Mix.String), "" for the list itself.
+	Mix string
 }
 
 // InputError is a TraceInput file that could not be used; Field names it
@@ -120,4 +123,58 @@ func needsTimes(tasks []Task) bool {
 		}
 	}
 	return false
+}
+
+// TraceSetup is where a trace replay's fleet and jobs come from, as
+// `gangway replay trace` takes them.
+type TraceSetup struct {
+	// Nodes is an openb node list or a synthetic fleet, NxG (LoadNodes,
+	// seeded by Input.Seed).
+	Nodes string
+	// FleetShare keeps this share of the nodes (FleetShare), in (0, 1];
+	// 0 with TraceConfig.ETA set searches for the share that loads the
+	// fleet (LoadedFleet), 0 without it keeps them all.
+	FleetShare float64
+	// Input names the jobs; its Nodes are filled with the fleet's.
+	Input TraceInput
+	// Probe is told each share the search tries (may be nil).
+	Probe func(share float64, nodes int, waited, medianWait float64)
+}
+
+// PrepareTrace loads s's fleet and jobs into cfg (Nodes, Jobs and
+// Options.Workload), sizing the fleet as s.FleetShare says; a bad setting
+// is an *InputError naming it.
+func PrepareTrace(ctx context.Context, cfg *TraceConfig, s TraceSetup) (TraceJobs, error) {
+	if s.FleetShare < 0 || s.FleetShare > 1 {
+		return TraceJobs{}, &InputError{"fleet-share", fmt.Errorf("want a share above 0 and at most 1 (0: the default), got %g", s.FleetShare)}
+	}
+	nodes, err := LoadNodes(s.Nodes, s.Input.Seed)
+	if err != nil {
+		return TraceJobs{}, &InputError{"nodes", err}
+	}
+	search := s.FleetShare == 0 && cfg.ETA != nil
+	if !search {
+		nodes = FleetShare(nodes, s.FleetShare)
+	}
+	s.Input.Nodes = nodes
+	in, err := LoadTraceJobs(s.Input)
+	if err != nil {
+		return TraceJobs{}, err
+	}
+	if s.Input.Mix != nil {
+		in.Mix = s.Input.Mix.String()
+	}
+	cfg.Nodes, cfg.Jobs, cfg.Options.Workload = nodes, in.Jobs, in.Workload
+	if search {
+		share, err := LoadedFleet(ctx, *cfg, func(share, waited, median float64) {
+			if s.Probe != nil {
+				s.Probe(share, len(FleetShare(nodes, share)), waited, median)
+			}
+		})
+		if err != nil {
+			return TraceJobs{}, err
+		}
+		cfg.Nodes = FleetShare(nodes, share)
+	}
+	return in, nil
 }
