@@ -383,3 +383,55 @@ func TestDefragOptions(t *testing.T) {
 		t.Errorf("defrag options (-want +got):\n%s", diff)
 	}
 }
+
+// TestAgentJoin: the join token comes from the file when one is named
+// (trimmed), else from the environment's; a missing file names the field.
+func TestAgentJoin(t *testing.T) {
+	dir := t.TempDir()
+	file := dir + "/join"
+	if err := os.WriteFile(file, []byte("  from-file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := map[string]struct {
+		c       AgentConfig
+		want    agent.JoinConfig
+		wantErr string
+	}{
+		"env":     {c: AgentConfig{JoinToken: "from-env", DataDir: dir}, want: agent.JoinConfig{Token: "from-env", TokenFile: dir + "/node-token"}},
+		"file":    {c: AgentConfig{JoinToken: "from-env", JoinTokenFile: file, DataDir: dir}, want: agent.JoinConfig{Token: "from-file", TokenFile: dir + "/node-token"}},
+		"missing": {c: AgentConfig{JoinTokenFile: dir + "/none"}, wantErr: "agent.joinTokenFile"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, err := tc.c.Join()
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("Join error = %v, want one naming %s", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Errorf("Join() = %+v, %v; want %+v", got, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestServerDispatch: the dispatch loop gets the server's intervals and
+// TTLs, the placement options and the burst delay and prices given.
+func TestServerDispatch(t *testing.T) {
+	s := Default().Server
+	prices := map[string]float64{"onprem": 1.5}
+	dc, err := s.Dispatch(time.Minute, prices)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dc.Interval != s.DispatchInterval.Duration || dc.LeaseTTL != s.LeaseTTL.Duration || dc.NodeTTL != s.NodeTTL.Duration ||
+		dc.Placement.BurstAfter != time.Minute || dc.OnPremPrices["onprem"] != 1.5 || dc.Placement.Scorer == nil {
+		t.Errorf("Dispatch() = %+v", dc)
+	}
+	s.Placement.Policy = "no-such-policy"
+	if _, err := s.Dispatch(0, nil); err == nil {
+		t.Error("Dispatch with an unknown policy: no error")
+	}
+}
