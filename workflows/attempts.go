@@ -52,8 +52,13 @@ func (j *job) recordRecovery(ctx workflow.Context, idx int) {
 // recordRun feeds the run metrics; losing one is not worth failing a job.
 func (j *job) recordRun(ctx workflow.Context, in RecordRunInput) {
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
-	err := workflow.ExecuteActivity(workflow.WithActivityOptions(dctx, metricsActivity), ActivityRecordRun, in).Get(dctx, nil)
-	if err != nil {
+	var f workflow.Future
+	if j.lean {
+		f = workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(dctx, metricsLocal), ActivityRecordRun, in)
+	} else {
+		f = workflow.ExecuteActivity(workflow.WithActivityOptions(dctx, metricsActivity), ActivityRecordRun, in)
+	}
+	if err := f.Get(dctx, nil); err != nil {
 		workflow.GetLogger(ctx).Warn("record run failed", "error", err)
 	}
 }
@@ -63,6 +68,12 @@ var metricsActivity = workflow.ActivityOptions{
 	TaskQueue:           TaskQueue,
 	StartToCloseTimeout: 10 * time.Second,
 	RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 5},
+}
+
+// metricsLocal is metricsActivity as a local activity (versionLean).
+var metricsLocal = workflow.LocalActivityOptions{
+	StartToCloseTimeout: metricsActivity.StartToCloseTimeout,
+	RetryPolicy:         metricsActivity.RetryPolicy,
 }
 
 func capacityType(m gangway.Member) gangway.CapacityType {

@@ -90,24 +90,18 @@ func JobWorkflow(ctx workflow.Context, in JobInput) (Status, error) {
 		preempt: workflow.GetSignalChannel(ctx, SignalPreempt),
 		burst:   workflow.GetSignalChannel(ctx, SignalBurst),
 	}
-	// Histories recorded before attempt records, the ledger, checkpoints
-	// and bursts replay along the old path.
-	j.v1 = workflow.GetVersion(ctx, versionAttempts, workflow.DefaultVersion, 1) >= 1
-	// Runs from before this close with their Status whatever the phase and
-	// set no search attributes.
-	j.v2 = workflow.GetVersion(ctx, versionVisibility, workflow.DefaultVersion, 1) >= 1
-	if j.v2 {
-		_, j.search = workflow.GetTypedSearchAttributes(ctx).GetKeyword(SearchTeam)
+	// A run from versionLean on has every change before it; one recorded
+	// before takes each as its own markers say.
+	if j.lean = workflow.GetVersion(ctx, versionLean, workflow.DefaultVersion, 1) >= 1; j.lean {
+		j.v1, j.v2, j.checkPlaced, j.v3, j.v4, j.local = true, true, true, true, true, true
+	} else {
+		j.oldVersions(ctx)
 	}
-	// Runs from before this act on any placed signal for their attempt.
-	j.checkPlaced = workflow.GetVersion(ctx, versionCheckPlacement, workflow.DefaultVersion, 1) >= 1
-	// Runs from before this continue as new never, and keep every attempt
-	// record and phase change.
-	j.v3 = workflow.GetVersion(ctx, versionContinueAsNew, workflow.DefaultVersion, 1) >= 1
-	// Runs from before this give a node up on a task's heartbeat timeout.
-	j.v4 = workflow.GetVersion(ctx, versionAdopt, workflow.DefaultVersion, 1) >= 1
-	// Runs from before this run the server-side activities as activities.
-	j.local = workflow.GetVersion(ctx, versionLocal, workflow.DefaultVersion, 1) >= 1
+	if j.v2 {
+		sa := workflow.GetTypedSearchAttributes(ctx)
+		_, j.search = sa.GetKeyword(SearchTeam)
+		j.phase, _ = sa.GetKeyword(SearchPhase)
+	}
 	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (Status, error) { return j.st, nil }); err != nil {
 		return Status{}, fmt.Errorf("set status query: %w", err)
 	}
@@ -165,6 +159,10 @@ type job struct {
 	// local: the short server-side activities run as local activities
 	// (see versionLocal).
 	local bool
+	// lean: this run's history is the short one of versionLean; phase is
+	// the value of its GangwayPhase search attribute.
+	lean  bool
+	phase string
 	// pool is the pool in the GangwayPool search attribute.
 	pool string
 	// resumeFrom is the checkpoint the next attempt starts from.
@@ -197,6 +195,35 @@ const versionAdopt = "adopt-after-heartbeat-timeout"
 // versionLocal is the change ID of running the short server-side
 // activities as local activities (job.server).
 const versionLocal = "local-server-activities"
+
+// versionLean is the change ID of a shorter history per job: its one
+// marker stands for every change above (a run records one version marker
+// and its search-attribute upsert instead of six of each), RecordRun runs
+// as a local activity, and a phase change goes to the GangwayPhase search
+// attribute alone where the run has search attributes — only when it
+// changes — and to the memo only where it has none (jobs.List reads
+// GangwayPhase first).
+const versionLean = "lean-history"
+
+// oldVersions reads the changes of a run recorded before versionLean,
+// each from its own marker, in the order they were added.
+func (j *job) oldVersions(ctx workflow.Context) {
+	// Histories recorded before attempt records, the ledger, checkpoints
+	// and bursts replay along the old path.
+	j.v1 = workflow.GetVersion(ctx, versionAttempts, workflow.DefaultVersion, 1) >= 1
+	// Runs from before this close with their Status whatever the phase and
+	// set no search attributes.
+	j.v2 = workflow.GetVersion(ctx, versionVisibility, workflow.DefaultVersion, 1) >= 1
+	// Runs from before this act on any placed signal for their attempt.
+	j.checkPlaced = workflow.GetVersion(ctx, versionCheckPlacement, workflow.DefaultVersion, 1) >= 1
+	// Runs from before this continue as new never, and keep every attempt
+	// record and phase change.
+	j.v3 = workflow.GetVersion(ctx, versionContinueAsNew, workflow.DefaultVersion, 1) >= 1
+	// Runs from before this give a node up on a task's heartbeat timeout.
+	j.v4 = workflow.GetVersion(ctx, versionAdopt, workflow.DefaultVersion, 1) >= 1
+	// Runs from before this run the server-side activities as activities.
+	j.local = workflow.GetVersion(ctx, versionLocal, workflow.DefaultVersion, 1) >= 1
+}
 
 // maxAdopts bounds the adoptions of one member's task: a task whose
 // heartbeats keep timing out, adopted or not, is on a node that is lost.
@@ -630,16 +657,25 @@ func (j *job) setPhase(ctx workflow.Context, p gangway.Phase, reason string) {
 	if j.v3 {
 		j.trimPhases()
 	}
-	memo := map[string]any{MemoPhase: string(p), MemoTeam: j.spec.Team,
-		MemoGPUs: j.spec.Gang.Replicas * j.spec.Gang.GPUsPerReplica}
-	if err := workflow.UpsertMemo(ctx, memo); err != nil {
-		workflow.GetLogger(ctx).Warn("memo update failed", "error", err)
+	if !j.lean || !j.search {
+		memo := map[string]any{MemoPhase: string(p), MemoTeam: j.spec.Team,
+			MemoGPUs: j.spec.Gang.Replicas * j.spec.Gang.GPUsPerReplica}
+		if err := workflow.UpsertMemo(ctx, memo); err != nil {
+			workflow.GetLogger(ctx).Warn("memo update failed", "error", err)
+		}
 	}
 	if j.search {
-		updates := []temporal.SearchAttributeUpdate{SearchPhase.ValueSet(string(p))}
+		var updates []temporal.SearchAttributeUpdate
+		if !j.lean || string(p) != j.phase {
+			updates = append(updates, SearchPhase.ValueSet(string(p)))
+			j.phase = string(p)
+		}
 		if a := j.st.Assignment; a != nil && len(a.Members) > 0 && a.Members[0].Pool != "" && a.Members[0].Pool != j.pool {
 			j.pool = a.Members[0].Pool
 			updates = append(updates, SearchPool.ValueSet(j.pool))
+		}
+		if len(updates) == 0 {
+			return
 		}
 		if err := workflow.UpsertTypedSearchAttributes(ctx, updates...); err != nil {
 			workflow.GetLogger(ctx).Warn("search attribute update failed", "error", err)

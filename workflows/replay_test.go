@@ -17,7 +17,8 @@ import (
 // first and last runs of a job that continued as new (continued-*.json),
 // and the same recorded again once the server-side activities ran as local
 // activities (local-continued-*.json, renamed from TestLimitsOnRealServer's
-// -update-histories output).
+// -update-histories output), and four recorded again once one change ID
+// stood for all of them (lean-*.json: versionLean).
 // A change to the workflow's command order that is not behind
 // workflow.GetVersion fails here.
 func TestReplayHistories(t *testing.T) {

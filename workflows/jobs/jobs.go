@@ -229,8 +229,9 @@ func (j *Jobs) Cancel(ctx context.Context, id gangway.JobID) error {
 type Summary struct {
 	JobID gangway.JobID `json:"jobId"`
 	Team  string        `json:"team"`
-	// Phase is the phase the workflow last wrote to its memo; Failed for
-	// a workflow that closed other than by completing.
+	// Phase is the phase the workflow last wrote to its GangwayPhase
+	// search attribute or, without one, its memo; Failed for a workflow
+	// that closed other than by completing.
 	Phase     gangway.Phase `json:"phase"`
 	GPUs      int           `json:"gpus"`
 	StartedAt time.Time     `json:"submittedAt"`
@@ -267,8 +268,13 @@ func (j *Jobs) List(ctx context.Context) ([]Summary, error) {
 					s.StartedAt = at
 				}
 			}
+			// A run keeps its phase in GangwayPhase where it has search
+			// attributes (and its memo's stays at the first one), else in
+			// its memo.
 			var phase string
-			_ = dc.FromPayload(fields[workflows.MemoPhase], &phase)
+			if p := e.GetSearchAttributes().GetIndexedFields()[workflows.SearchPhase.GetName()]; p == nil || dc.FromPayload(p, &phase) != nil {
+				_ = dc.FromPayload(fields[workflows.MemoPhase], &phase)
+			}
 			_ = dc.FromPayload(fields[workflows.MemoTeam], &s.Team)
 			_ = dc.FromPayload(fields[workflows.MemoGPUs], &s.GPUs)
 			s.Phase = gangway.Phase(phase)
