@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -157,20 +158,43 @@ func (v *View) Nodes(ctx context.Context) ([]gangway.NodeStatus, error) {
 }
 
 // FleetNodes returns the inventory of every registered node, whatever its
-// state, sorted by ID: what submit checks a job could ever fit on.
+// state, sorted by ID: what submit checks a job could ever fit on. Like a
+// snapshot it fetches and decodes only the records that changed since the
+// last call (its own read cache, nodecache.go): every submit asks, and at a
+// thousand nodes decoding them all was most of a submit's cost.
 func (v *View) FleetNodes(ctx context.Context) ([]gangway.Node, error) {
-	raw, err := v.rdb.HGetAll(ctx, v.k.nodes).Result()
+	v.fleet.mu.Lock()
+	defer v.fleet.mu.Unlock()
+	byID, err := v.fleetOnce(ctx)
+	if errors.Is(err, errCacheMiss) {
+		byID, err = v.fleetOnce(ctx)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("fleet nodes: %w", err)
 	}
-	nodes := make([]gangway.Node, 0, len(raw))
-	for id, s := range raw {
-		var n gangway.Node
-		if err := json.Unmarshal([]byte(s), &n); err != nil {
-			return nil, fmt.Errorf("fleet nodes: decode node %s: %w", id, err)
-		}
-		nodes = append(nodes, n)
-	}
-	slices.SortFunc(nodes, func(a, b gangway.Node) int { return strings.Compare(a.ID, b.ID) })
+	nodes := slices.SortedFunc(maps.Values(byID), func(a, b gangway.Node) int { return strings.Compare(a.ID, b.ID) })
 	return nodes, nil
+}
+
+func (v *View) fleetOnce(ctx context.Context) (map[string]gangway.Node, error) {
+	c := &v.fleet
+	keys := []string{v.k.nodes, v.k.nodeState, v.k.heartbeat, v.k.gpus, v.k.queue, v.k.allocs, v.k.nodeRevs, v.k.rev, v.k.epoch}
+	res, err := readScript.Run(ctx, v.rdb, keys, "nodes", c.epoch, c.rev).Slice()
+	if err != nil {
+		return nil, err
+	}
+	if len(res) != 6 {
+		return nil, fmt.Errorf("unexpected script reply of %d items", len(res))
+	}
+	epoch, _ := res[1].(string)
+	rev, _ := res[2].(int64)
+	ids, err := stringList(res[3])
+	if err != nil {
+		return nil, err
+	}
+	changed, err := flatHash(res[5])
+	if err != nil {
+		return nil, err
+	}
+	return c.mergeNodes(epoch, rev, ids, changed, len(changed) == len(ids))
 }

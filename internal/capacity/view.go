@@ -52,15 +52,17 @@ var (
 )
 
 // View is the Redis live view. It is safe for concurrent use. Besides the
-// client and the key names it holds only a cache of the node records and
-// queue entries it last read (nodecache.go), which Redis's revisions keep
-// true.
+// client and the key names it holds only caches of the node records and
+// queue entries it last read (nodecache.go; one for snapshots, one for
+// FleetNodes), which Redis's revisions keep true.
 type View struct {
 	rdb       redis.UniversalClient
 	k         keySet
 	logMaxLen int64
 	nodeTTL   time.Duration
 	cache     readCache
+	// fleet is FleetNodes's cache of the node records.
+	fleet readCache
 }
 
 // keySet is the fixed key names under one prefix.

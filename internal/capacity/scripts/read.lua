@@ -3,12 +3,13 @@
 -- they changed since the caller's last read (see nodecache.go).
 -- KEYS: nodes, node-state, heartbeat, gpus, queue, allocs, node-revs, rev,
 --       epoch, shares, rebuilt, node-tasks, checkpoints
--- ARGV: "1" to include the queue; the caller's epoch ("" for none) and the
---       revision its node records are at
+-- ARGV: "1" to include the queue, "nodes" for the node records alone; the
+--       caller's epoch ("" for none) and the revision its node records are at
 -- Returns {TIME, epoch, rev, node IDs, their revisions, changed nodes,
 -- node-state, heartbeat, gpus, queue, allocs, shares, rebuilt, node-tasks,
 -- checkpoints}; changed nodes and every hash are flat HGETALL-style lists;
--- rebuilt is the epoch the view was last rebuilt for (false if none).
+-- rebuilt is the epoch the view was last rebuilt for (false if none). With
+-- "nodes" the reply ends after the changed nodes.
 local now = redis.call('TIME')
 local epoch = redis.call('GET', KEYS[9])
 if not epoch then
@@ -40,6 +41,10 @@ for i, id in ipairs(ids) do
     changed[#changed + 1] = id
     changed[#changed + 1] = redis.call('HGET', KEYS[1], id)
   end
+end
+
+if ARGV[1] == 'nodes' then
+  return {now, epoch, rev, ids, revs, changed}
 end
 
 local queue = {}
