@@ -201,7 +201,8 @@ const versionLocal = "local-server-activities"
 // and its search-attribute upsert instead of six of each), RecordRun runs
 // as a local activity, and a phase change goes to the GangwayPhase search
 // attribute alone where the run has search attributes — only when it
-// changes — and to the memo only where it has none (jobs.List reads
+// changes, and not for Placed, which Running follows in the same workflow
+// task — and to the memo only where it has none (jobs.List reads
 // GangwayPhase first).
 const versionLean = "lean-history"
 
@@ -656,6 +657,9 @@ func (j *job) setPhase(ctx workflow.Context, p gangway.Phase, reason string) {
 	j.st.Phases = append(j.st.Phases, PhaseChange{Phase: p, At: now, Attempt: j.st.Attempt, Reason: reason})
 	if j.v3 {
 		j.trimPhases()
+	}
+	if j.lean && p == gangway.PhasePlaced {
+		return // Running follows in the same workflow task (runPlaced)
 	}
 	if !j.lean || !j.search {
 		memo := map[string]any{MemoPhase: string(p), MemoTeam: j.spec.Team,
