@@ -258,7 +258,11 @@ func (e *Estimator) Observe(s placement.Snapshot, queue []gangway.QueueEntry, st
 	for id, f := range e.first {
 		a, running := cur[id]
 		switch {
-		case running && a.Attempt == f.attempt && !a.At.Before(f.at):
+		case running && a.Attempt == f.attempt && a.At.Equal(f.at):
+			// Placed by the plan of the cycle its estimate was made in:
+			// it never waited on it, and its estimate was never shown.
+			delete(e.first, id)
+		case running && a.Attempt == f.attempt && a.At.After(f.at):
 			started = append(started, id)
 		case !running && queued[id] != f.attempt:
 			delete(e.first, id) // cancelled, sent to the cloud, or a new attempt
