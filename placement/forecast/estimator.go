@@ -213,7 +213,9 @@ func (e *Estimator) Runtimes() Runtimes { return e.rt }
 // about now; unless stopped says the scheduler stopped it (preempted,
 // drained) or it is back in the queue (requeued), the model learns its
 // runtime. A waiting job that now runs scores its first estimate for the
-// calibration. stopped may be nil.
+// calibration, unless it runs since the instant that estimate was made
+// (the plan of that very cycle placed it: it never waited). stopped may
+// be nil.
 func (e *Estimator) Observe(s placement.Snapshot, queue []gangway.QueueEntry, stopped func(gangway.JobID) bool) {
 	now := s.Now
 	queued := make(map[gangway.JobID]int, len(queue))
