@@ -25,7 +25,9 @@
 //
 // An Estimator keeps the model, learns from each cycle's snapshot, decides
 // when a forecast is due, and calibrates: it compares the first estimate
-// of each job with the start it got, and scales later estimates by the
+// of each job with the start it got (not a job the plan places in the
+// cycle that estimate was made in: it never waited on it, and nobody saw
+// it), and scales later estimates by the
 // median and the 90th percentile of those ratios (split conformal
 // prediction, per priority and band of predicted wait, falling back to
 // coarser groups), the P90 also multiplied by a factor per priority

@@ -213,7 +213,9 @@ func (e *Estimator) Runtimes() Runtimes { return e.rt }
 // about now; unless stopped says the scheduler stopped it (preempted,
 // drained) or it is back in the queue (requeued), the model learns its
 // runtime. A waiting job that now runs scores its first estimate for the
-// calibration. stopped may be nil.
+// calibration, unless it runs since the instant that estimate was made
+// (the plan of that very cycle placed it: it never waited). stopped may
+// be nil.
 func (e *Estimator) Observe(s placement.Snapshot, queue []gangway.QueueEntry, stopped func(gangway.JobID) bool) {
 	now := s.Now
 	queued := make(map[gangway.JobID]int, len(queue))
@@ -258,7 +260,11 @@ func (e *Estimator) Observe(s placement.Snapshot, queue []gangway.QueueEntry, st
 	for id, f := range e.first {
 		a, running := cur[id]
 		switch {
-		case running && a.Attempt == f.attempt && !a.At.Before(f.at):
+		case running && a.Attempt == f.attempt && a.At.Equal(f.at):
+			// Placed by the plan of the cycle its estimate was made in:
+			// it never waited on it, and its estimate was never shown.
+			delete(e.first, id)
+		case running && a.Attempt == f.attempt && a.At.After(f.at):
 			started = append(started, id)
 		case !running && queued[id] != f.attempt:
 			delete(e.first, id) // cancelled, sent to the cloud, or a new attempt

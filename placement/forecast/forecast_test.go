@@ -319,3 +319,44 @@ func TestForecastCloud(t *testing.T) {
 		t.Errorf("burst: %+v, want it bursting to the offer", e)
 	}
 }
+
+// TestEstimatorSkipsPlacedAtOnce: a job the plan places in the cycle its
+// first estimate was made in never waited on it (its estimate was never
+// shown): it is not scored, so a run of them neither calibrates the next
+// estimates nor counts as P90s met.
+func TestEstimatorSkipsPlacedAtOnce(t *testing.T) {
+	probe := func(e *forecast.Estimator, now time.Time) time.Duration {
+		s := placement.Snapshot{Now: now, Nodes: []placement.Node{node("n1", 8)}}
+		running(&s, "blocker", "nlp", "n1", all(8), 0, 10*time.Minute)
+		q := []gangway.QueueEntry{queued("probe", "nlp", 8, 100, time.Hour, 0)}
+		e.Forecast(forecast.Input{Snapshot: s, Queue: q})
+		est, ok := e.Estimate("probe")
+		if !ok {
+			t.Fatal("no estimate for the probe")
+		}
+		return est.P90.Sub(est.At)
+	}
+	want := probe(forecast.NewEstimator(forecast.Limits{}, forecast.Options{Slack: time.Second}), t0)
+
+	e := forecast.NewEstimator(forecast.Limits{}, forecast.Options{Slack: time.Second, MinScores: 5})
+	now := t0
+	for i := range 60 {
+		id := gangway.JobID(fmt.Sprintf("at-once-%d", i))
+		s := placement.Snapshot{Now: now, Nodes: []placement.Node{node("n1", 8)}}
+		q := []gangway.QueueEntry{queued(string(id), "nlp", 8, 100, time.Hour, 0)}
+		e.Observe(s, q, nil)
+		e.Forecast(forecast.Input{Snapshot: s, Queue: q})
+		// The same cycle's plan placed it: the next snapshot shows it
+		// running since the estimate's instant.
+		s2 := placement.Snapshot{Now: now.Add(time.Second), Nodes: []placement.Node{node("n1", 8)}}
+		running(&s2, string(id), "nlp", "n1", all(8), time.Second, time.Hour)
+		s2.Running[0].Attempt = q[0].Attempt
+		e.Observe(s2, nil, nil)
+		// It ends before the next one arrives.
+		now = now.Add(time.Minute)
+		e.Observe(placement.Snapshot{Now: now, Nodes: []placement.Node{node("n1", 8)}}, nil, nil)
+	}
+	if got := probe(e, now); got != want {
+		t.Errorf("P90 wait after 60 jobs placed at once %s, want %s as with none", got, want)
+	}
+}
