@@ -63,6 +63,8 @@ type View struct {
 	cache     readCache
 	// fleet is FleetNodes's cache of the node records.
 	fleet readCache
+	// reasons is what SetReasons last wrote (reasons.go).
+	reasons reasonCache
 }
 
 // keySet is the fixed key names under one prefix.
@@ -85,6 +87,8 @@ type keySet struct {
 	joinUses string
 	// checkpoints holds each running job's newest checkpoint.
 	checkpoints string
+	// reasonsStamp names the last write of reasons (reasons.go).
+	reasonsStamp string
 }
 
 func newKeys(prefix string) keySet {
@@ -109,7 +113,8 @@ func newKeys(prefix string) keySet {
 		shares:    prefix + ":shares",
 		joinUses:  prefix + ":join-uses:",
 		// checkpoints: job → "<attempt>:<unix ms>" of its newest save.
-		checkpoints: prefix + ":checkpoints",
+		checkpoints:  prefix + ":checkpoints",
+		reasonsStamp: prefix + ":reasons-stamp",
 	}
 }
 
@@ -155,6 +160,8 @@ var (
 	leaseReleaseLua string
 	//go:embed scripts/checkpoint.lua
 	checkpointLua string
+	//go:embed scripts/reasons_update.lua
+	reasonsUpdateLua string
 
 	registerScript        = redis.NewScript(registerLua)
 	heartbeatScript       = redis.NewScript(heartbeatLua)
@@ -168,6 +175,7 @@ var (
 	leaseAcquireScript    = redis.NewScript(leaseAcquireLua)
 	leaseReleaseScript    = redis.NewScript(leaseReleaseLua)
 	checkpointScript      = redis.NewScript(checkpointLua)
+	reasonsUpdateScript   = redis.NewScript(reasonsUpdateLua)
 )
 
 // gpuField is the P:gpus field for one GPU.

@@ -1,0 +1,118 @@
+package capacity
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"pgregory.net/rapid"
+
+	"github.com/gangwayhq/gangway"
+)
+
+// TestReasonsWrittenAsDifferences: SetReasons writes only what changed
+// since its View's last write, yet what Redis holds is always exactly the
+// last set written, whoever wrote it: two Views (two dispatch servers,
+// leading in turn) write random sets, Redis is flushed now and then, and
+// a caller changes a set's slices after writing it.
+func TestReasonsWrittenAsDifferences(t *testing.T) {
+	rdb := startRedis(t)
+	ctx := t.Context()
+	at := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+	reasons := []gangway.Waiting{
+		{Reason: "InsufficientFreeGPUs", Detail: "needs 8 GPUs, 4 free", Retry: true},
+		{Reason: "InsufficientFreeGPUs", Detail: "needs 8 GPUs, 4 free", Retry: true, ETA: &gangway.ETA{P50: at, P90: at.Add(time.Hour), At: at}},
+		{Reason: "InsufficientFreeGPUs", Detail: "needs 8 GPUs, 4 free", Retry: true, ETA: &gangway.ETA{P50: at, P90: at.Add(2 * time.Hour), At: at}},
+		{Reason: "Reserved", Retry: true, ReservationStart: at, ReservedNodes: []string{"a", "b"}, WaitsFor: []gangway.JobID{"x"}},
+		{Reason: "Reserved", Retry: true, ReservationStart: at, ReservedNodes: []string{"a", "c"}, WaitsFor: []gangway.JobID{"x"}},
+		{Reason: "NeverFits", Detail: "needs 16 GPUs per replica"},
+		{Reason: "InsufficientFreeGPUs", Retry: true, Cloud: &gangway.CloudOption{Pool: "aws", Instances: 1, PricePerGPUHour: 2}},
+		{Reason: "InsufficientFreeGPUs", Retry: true, Cloud: &gangway.CloudOption{Pool: "aws", Instances: 2, PricePerGPUHour: 2}},
+	}
+	jobs := []gangway.JobID{"j1", "j2", "j3", "j4", "j5", "j6"}
+	rapid.Check(t, func(rt *rapid.T) {
+		prefix := newView(rdb, Options{}).k.nodes
+		prefix = strings.TrimSuffix(prefix, ":nodes")
+		views := []*View{New(rdb, Options{Prefix: prefix}), New(rdb, Options{Prefix: prefix})}
+		for step := range rapid.IntRange(1, 30).Draw(rt, "steps") {
+			if rapid.IntRange(0, 9).Draw(rt, "flush") == 0 {
+				must(rt, rdb.FlushAll(ctx).Err())
+			}
+			set := map[gangway.JobID]gangway.Waiting{}
+			for _, id := range jobs {
+				if i := rapid.IntRange(-1, len(reasons)-1).Draw(rt, "reason of "+id); i >= 0 {
+					set[id] = cloneWaiting(reasons[i])
+				}
+			}
+			v := views[rapid.IntRange(0, 1).Draw(rt, "view")]
+			must(rt, v.SetReasons(ctx, set))
+			got, err := views[0].Reasons(ctx)
+			must(rt, err)
+			if diff := cmp.Diff(set, got); diff != "" {
+				rt.Fatalf("step %d: Redis holds (-set +got):\n%s", step, diff)
+			}
+		}
+	})
+}
+
+// TestReasonsCacheOwnsItsCopy: a caller changing the slices and pointers
+// of a set it wrote, and writing it again, has the change written.
+func TestReasonsCacheOwnsItsCopy(t *testing.T) {
+	ctx := t.Context()
+	v := newView(startRedis(t), Options{})
+	at := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+	set := map[gangway.JobID]gangway.Waiting{
+		"a": {Reason: "Reserved", Retry: true, ReservedNodes: []string{"n1"}, ETA: &gangway.ETA{P50: at, P90: at, At: at}},
+	}
+	for _, id := range []string{"b", "c", "d"} {
+		set[id] = gangway.Waiting{Reason: "NeverFits"} // so that one change is written as a difference
+	}
+	must(t, v.SetReasons(ctx, set))             // whole
+	for _, node := range []string{"n2", "n3"} { // as differences
+		set["a"].ReservedNodes[0] = node
+		set["a"].ETA.P50 = set["a"].ETA.P50.Add(time.Hour)
+		must(t, v.SetReasons(ctx, set))
+		got, err := v.Reasons(ctx)
+		must(t, err)
+		if diff := cmp.Diff(set, got); diff != "" {
+			t.Errorf("%s: Redis holds (-set +got):\n%s", node, diff)
+		}
+	}
+}
+
+// TestSameWaiting: every field of a Waiting counts.
+func TestSameWaiting(t *testing.T) {
+	at := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+	base := gangway.Waiting{Reason: "Reserved", Detail: "d", Retry: true, ReservationStart: at,
+		ReservedNodes: []string{"a"}, ETA: &gangway.ETA{P50: at, P90: at, At: at}, WaitsFor: []gangway.JobID{"x"},
+		Cloud: &gangway.CloudOption{Pool: "aws"}, Moving: []gangway.JobID{"m"}, MoveLostGPUSeconds: 1}
+	changes := map[string]func(w *gangway.Waiting){
+		"reason":    func(w *gangway.Waiting) { w.Reason = "Fragmented" },
+		"detail":    func(w *gangway.Waiting) { w.Detail = "e" },
+		"retry":     func(w *gangway.Waiting) { w.Retry = false },
+		"start":     func(w *gangway.Waiting) { w.ReservationStart = at.Add(time.Second) },
+		"nodes":     func(w *gangway.Waiting) { w.ReservedNodes = []string{"b"} },
+		"eta nil":   func(w *gangway.Waiting) { w.ETA = nil },
+		"eta p50":   func(w *gangway.Waiting) { w.ETA.P50 = at.Add(time.Minute) },
+		"eta p90":   func(w *gangway.Waiting) { w.ETA.P90 = at.Add(time.Minute) },
+		"eta at":    func(w *gangway.Waiting) { w.ETA.At = at.Add(time.Minute) },
+		"beyond":    func(w *gangway.Waiting) { w.ETA.Beyond = true },
+		"eta cloud": func(w *gangway.Waiting) { w.ETA.Cloud = true },
+		"waits for": func(w *gangway.Waiting) { w.WaitsFor = nil },
+		"cloud nil": func(w *gangway.Waiting) { w.Cloud = nil },
+		"cloud":     func(w *gangway.Waiting) { w.Cloud.Instances = 3 },
+		"moving":    func(w *gangway.Waiting) { w.Moving = append(w.Moving, "n") },
+		"lost":      func(w *gangway.Waiting) { w.MoveLostGPUSeconds = 2 },
+	}
+	if !sameWaiting(base, cloneWaiting(base)) {
+		t.Error("a Waiting and its clone differ")
+	}
+	for name, change := range changes {
+		w := cloneWaiting(base)
+		change(&w)
+		if sameWaiting(base, w) {
+			t.Errorf("%s: changed, yet the same", name)
+		}
+	}
+}

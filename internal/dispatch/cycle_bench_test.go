@@ -1,0 +1,119 @@
+package dispatch
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/gangwayhq/gangway"
+	"github.com/gangwayhq/gangway/internal/agent"
+	"github.com/gangwayhq/gangway/internal/capacity"
+	"github.com/gangwayhq/gangway/internal/config"
+	"github.com/gangwayhq/gangway/internal/devstack/devstacktest"
+	"github.com/gangwayhq/gangway/internal/metrics"
+)
+
+// BenchmarkCycle runs whole dispatch cycles (snapshot, place, explain,
+// forecast, commit, reasons, metrics) against a real redis-server, in the
+// shape `gangway bench --nodes N --pending N` gives the server: N nodes of
+// 8 H100s ready in one pool, and N one-GPU jobs kept waiting in a pool
+// whose only node is cordoned. The server's default placement options;
+// the forecast on, as in the server.
+//
+//   - idle: nothing changes between cycles;
+//   - submit: one more one-GPU job for the ready pool is queued before
+//     each cycle, which places and commits it (what a submit does).
+func BenchmarkCycle(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		for _, submit := range []bool{false, true} {
+			name := fmt.Sprintf("nodes=%d/pending=%d/idle", n, n)
+			if submit {
+				name = fmt.Sprintf("nodes=%d/pending=%d/submit", n, n)
+			}
+			b.Run(name, func(b *testing.B) { benchCycle(b, n, n, submit) })
+		}
+	}
+}
+
+func benchCycle(b *testing.B, nodes, pending int, submit bool) {
+	ctx := b.Context()
+	r := devstacktest.Redis(b)
+	rdb := redis.NewClient(&redis.Options{Addr: r.Addr})
+	b.Cleanup(func() { _ = rdb.Close() })
+	view := capacity.New(rdb, capacity.Options{Prefix: "{bench}"})
+	fleet := append(agent.FakeFleet("sim", "bench", []agent.NodeShape{{Count: nodes, GPUs: 8, Model: "H100"}}),
+		agent.FakeFleet("held", "held", []agent.NodeShape{{Count: 1, GPUs: 8, Model: "H100"}})...)
+	for _, n := range fleet {
+		if err := view.RegisterNode(ctx, n); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := view.SetNodeState(ctx, "held-0", gangway.NodeCordoned); err != nil {
+		b.Fatal(err)
+	}
+	now := time.Now()
+	spec := func(name, pool string) gangway.QueueEntry {
+		s := gangway.JobSpec{Name: name, Team: "bench", Command: []string{"sleep", "0.1"}, Pools: []string{pool},
+			Gang: gangway.Gang{Replicas: 1, GPUsPerReplica: 1}}
+		s.Default()
+		return s.QueueEntry(1, now, now)
+	}
+	for i := range pending {
+		if _, err := view.Enqueue(ctx, spec(fmt.Sprintf("pending-%06d", i), "held")); err != nil {
+			b.Fatal(err)
+		}
+	}
+	// The view is new: mark it rebuilt (a server would wait a node TTL
+	// for the agents' heartbeats first).
+	if ok, err := view.AcquireLease(ctx, "bench", time.Hour); err != nil || !ok {
+		b.Fatalf("lease: %v %v", ok, err)
+	}
+	snap, err := view.Snapshot(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := view.MarkRebuilt(ctx, "bench", snap.Generation); err != nil {
+		b.Fatal(err)
+	}
+	popts, err := config.Default().Server.Placement.Options()
+	if err != nil {
+		b.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	// A NodeTTL beyond the benchmark: the nodes registered once and do
+	// not heartbeat.
+	l := New(Config{Holder: "bench", LeaseTTL: time.Hour, NodeTTL: 24 * time.Hour, Placement: popts,
+		Metrics: metrics.New(reg), RunMetrics: metrics.NewLifecycle(reg)}, view, &fakeWorkflows{})
+	if err := l.Tick(ctx); err != nil { // takes the lease; the first, whole read
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	i := 0
+	for b.Loop() {
+		if submit {
+			b.StopTimer()
+			if _, err := view.Enqueue(ctx, spec(fmt.Sprintf("submit-%06d", i), "bench")); err != nil {
+				b.Fatal(err)
+			}
+			i++
+			b.StartTimer()
+		}
+		res, err := l.Cycle(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if want := pending; res.Unplaced != want || (submit && res.Placed != 1) {
+			b.Fatalf("cycle: %+v, want %d unplaced and %d placed", res, want, btoi(submit))
+		}
+	}
+}
+
+func btoi(v bool) int {
+	if v {
+		return 1
+	}
+	return 0
+}
