@@ -156,7 +156,8 @@ func (v *View) CommitIn(ctx context.Context, holder, gen string, plan []gangway.
 	if err != nil {
 		return fmt.Errorf("commit: encode plan: %w", err)
 	}
-	keys := []string{v.k.queue, v.k.allocs, v.k.gpus, v.k.nodes, v.k.nodeState, v.k.lease, v.k.reasons, v.k.shares, v.k.epoch}
+	keys := []string{v.k.queue, v.k.allocs, v.k.gpus, v.k.nodes, v.k.nodeState, v.k.lease, v.k.reasons, v.k.shares, v.k.epoch,
+		v.k.queueRevs}
 	res, err := commitScript.Run(ctx, v.rdb, keys, holder, arg, gen).Slice()
 	if err != nil {
 		return fmt.Errorf("commit: %w", err)
@@ -167,6 +168,12 @@ func (v *View) CommitIn(ctx context.Context, holder, gen string, plan []gangway.
 	ce, err := parseCommitError(res)
 	if err != nil {
 		return fmt.Errorf("commit: %w", err)
+	}
+	if ce.Check == CheckNotQueued || ce.Check == CheckAttempt {
+		// Usually a job that left the queue since the snapshot; but it
+		// may be a queue entry the read cache holds stale (nodecache.go):
+		// the next snapshot reads the queue whole.
+		v.cache.forgetQueue()
 	}
 	return fmt.Errorf("commit: %w", ce)
 }
@@ -292,12 +299,12 @@ func (v *View) readOnce(ctx context.Context, withQueue bool) (Snapshot, error) {
 		flag = "1"
 	}
 	keys := []string{v.k.nodes, v.k.nodeState, v.k.heartbeat, v.k.gpus, v.k.queue, v.k.allocs, v.k.nodeRevs, v.k.rev, v.k.epoch, v.k.shares,
-		v.k.rebuilt, v.k.nodeTasks, v.k.checkpoints}
-	res, err := readScript.Run(ctx, v.rdb, keys, flag, c.epoch, c.rev).Slice()
+		v.k.rebuilt, v.k.nodeTasks, v.k.checkpoints, v.k.queueRevs}
+	res, err := readScript.Run(ctx, v.rdb, keys, flag, c.epoch, c.rev, c.queueSince()).Slice()
 	if err != nil {
 		return Snapshot{}, err
 	}
-	if len(res) != 15 {
+	if len(res) != 16 {
 		return Snapshot{}, fmt.Errorf("unexpected script reply of %d items", len(res))
 	}
 	var s Snapshot
@@ -317,14 +324,14 @@ func (v *View) readOnce(ctx context.Context, withQueue bool) (Snapshot, error) {
 		return Snapshot{}, err
 	}
 	hashes := make([]map[string]string, 0, 8)
-	for _, r := range []any{res[5], res[6], res[7], res[8], res[9], res[10], res[11], res[14]} {
+	for _, r := range []any{res[5], res[6], res[7], res[8], res[15], res[10], res[11], res[14]} {
 		h, err := flatHash(r)
 		if err != nil {
 			return Snapshot{}, err
 		}
 		hashes = append(hashes, h)
 	}
-	changed, states, beats, gpus, queue, allocs, shares := hashes[0], hashes[1], hashes[2], hashes[3], hashes[4], hashes[5], hashes[6]
+	changed, states, beats, gpus, queueChanged, allocs, shares := hashes[0], hashes[1], hashes[2], hashes[3], hashes[4], hashes[5], hashes[6]
 	saved := hashes[7]
 	nodes, err := c.mergeNodes(epoch, rev, ids, changed, len(changed) == len(ids))
 	if err != nil {
@@ -332,10 +339,10 @@ func (v *View) readOnce(ctx context.Context, withQueue bool) (Snapshot, error) {
 	}
 
 	byID := make(map[string]*gangway.NodeStatus, len(nodes))
-	s.Nodes = make([]gangway.NodeStatus, 0, len(nodes))
-	for id, n := range nodes {
-		st := gangway.NodeStatus{Node: n, State: states[id], Allocated: map[int]gangway.JobID{}}
-		if ms, err := strconv.ParseInt(beats[id], 10, 64); err == nil {
+	s.Nodes = make([]gangway.NodeStatus, len(nodes))
+	for i, n := range nodes {
+		st := gangway.NodeStatus{Node: n, State: states[n.ID], Allocated: map[int]gangway.JobID{}}
+		if ms, err := strconv.ParseInt(beats[n.ID], 10, 64); err == nil {
 			st.LastHeartbeat = time.UnixMilli(ms)
 			st.HeartbeatAge.Duration = max(s.Now.Sub(st.LastHeartbeat), 0)
 		} else {
@@ -343,11 +350,8 @@ func (v *View) readOnce(ctx context.Context, withQueue bool) (Snapshot, error) {
 			// silent as can be.
 			st.HeartbeatAge.Duration = s.Now.Sub(time.UnixMilli(0))
 		}
-		s.Nodes = append(s.Nodes, st)
-	}
-	slices.SortFunc(s.Nodes, func(a, b gangway.NodeStatus) int { return strings.Compare(a.Node.ID, b.Node.ID) })
-	for i := range s.Nodes {
-		byID[s.Nodes[i].Node.ID] = &s.Nodes[i]
+		s.Nodes[i] = st
+		byID[n.ID] = &s.Nodes[i]
 	}
 	for f, job := range gpus {
 		nodeID, idx, err := parseGPUField(f)
@@ -399,10 +403,13 @@ func (v *View) readOnce(ctx context.Context, withQueue bool) (Snapshot, error) {
 	}
 
 	if withQueue {
-		if s.Queue, err = c.queue.decodeAll(queue, "queue entry"); err != nil {
+		qids, err := stringList(res[9])
+		if err != nil {
 			return Snapshot{}, err
 		}
-		SortQueue(s.Queue)
+		if s.Queue, err = c.mergeQueue(epoch, rev, qids, queueChanged, len(queueChanged) == len(qids)); err != nil {
+			return Snapshot{}, err
+		}
 	}
 	return s, nil
 }

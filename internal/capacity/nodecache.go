@@ -3,6 +3,7 @@ package capacity
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 
@@ -21,51 +22,156 @@ import (
 // before a FLUSHALL or a failover to an empty replica never matches it and
 // the next read is whole.
 //
-// Queue entries and allocations change with every placement, so they are
-// read whole, but each is decoded only when its JSON differs from the one
-// decoded last time.
+// Queue entries take revisions from P:rev too (P:queue-revs, written by
+// enqueue.lua), so a read sends only the entries written since the cache's
+// queue revision, and the cache keeps the queue sorted: a read that finds
+// no change sorts nothing. A queue entry overwritten by a version that
+// kept no revisions would stay stale in the cache; Commit, which checks
+// every entry it places against Redis, then finds the plan stale and the
+// queue is read whole again (forgetQueue).
+//
+// Allocations are read whole, but each is decoded only when its JSON
+// differs from the one decoded last time.
 type readCache struct {
 	mu    sync.Mutex
 	epoch string
 	rev   int64
 	nodes map[string]gangway.Node
-	queue memo[gangway.QueueEntry]
-	alloc memo[allocRecord]
+	// order is the IDs of nodes, sorted.
+	order []string
+	// queueEpoch and queueRev are the epoch and revision queued is at;
+	// sorted is its entries in queue order.
+	queueEpoch string
+	queueRev   int64
+	queued     map[string]gangway.QueueEntry
+	sorted     []gangway.QueueEntry
+	alloc      memo[allocRecord]
+}
+
+// queueSince is the queue revision a read asks for changes after: -1
+// (everything) unless the queue cache is of the epoch the nodes are at.
+func (c *readCache) queueSince() int64 {
+	if c.queued == nil || c.queueEpoch == "" || c.queueEpoch != c.epoch {
+		return -1
+	}
+	return c.queueRev
+}
+
+// forgetQueue makes the next read fetch the whole queue.
+func (c *readCache) forgetQueue() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.queueEpoch, c.queued, c.sorted = "", nil, nil
+}
+
+// mergeQueue brings the queue cache to rev from the changed entries (ID →
+// JSON), keeping exactly the jobs in ids, and returns the queue in queue
+// order, a slice of the caller's own. whole says whether changed holds
+// every entry.
+func (c *readCache) mergeQueue(epoch string, rev int64, ids []string, changed map[string]string, whole bool) ([]gangway.QueueEntry, error) {
+	if whole || c.queueEpoch != epoch || c.queued == nil {
+		c.queued, c.sorted = map[string]gangway.QueueEntry{}, nil
+	}
+	next := make(map[string]gangway.QueueEntry, len(ids))
+	for _, id := range ids {
+		if raw, ok := changed[id]; ok {
+			var e gangway.QueueEntry
+			if err := json.Unmarshal([]byte(raw), &e); err != nil {
+				c.queueEpoch = "" // read whole next time
+				return nil, fmt.Errorf("decode queue entry %s: %w", id, err)
+			}
+			next[id] = e
+			continue
+		}
+		e, ok := c.queued[id]
+		if !ok {
+			// An entry the cache never saw, with no newer revision:
+			// written by a version that kept none. Read whole again.
+			c.queueEpoch, c.epoch = "", ""
+			return nil, fmt.Errorf("queue entry %s: %w", id, errCacheMiss)
+		}
+		next[id] = e
+	}
+	if len(changed) > 0 || len(next) != len(c.queued) || c.sorted == nil {
+		// The entries kept stay in order; the changed ones join them and
+		// one sort of a mostly sorted slice puts them in place.
+		sorted := make([]gangway.QueueEntry, 0, len(next))
+		for _, e := range c.sorted {
+			if _, kept := next[e.JobID]; kept {
+				if _, ch := changed[e.JobID]; !ch {
+					sorted = append(sorted, e)
+				}
+			}
+		}
+		for id := range changed {
+			if e, ok := next[id]; ok {
+				sorted = append(sorted, e)
+			}
+		}
+		SortQueue(sorted)
+		c.sorted = sorted
+	}
+	c.queueEpoch, c.queueRev, c.queued = epoch, rev, next
+	return slices.Clone(c.sorted), nil
 }
 
 // mergeNodes brings the cache to rev from the changed records (ID → JSON),
-// keeping exactly the nodes in ids, and returns the nodes. whole says
-// whether changed holds every node (the read ignored the cache).
-func (c *readCache) mergeNodes(epoch string, rev int64, ids []string, changed map[string]string, whole bool) (map[string]gangway.Node, error) {
+// keeping exactly the nodes in ids, and returns the nodes sorted by ID.
+// whole says whether changed holds every node (the read ignored the
+// cache).
+func (c *readCache) mergeNodes(epoch string, rev int64, ids []string, changed map[string]string, whole bool) ([]gangway.Node, error) {
 	if whole || c.epoch != epoch || c.nodes == nil {
-		c.nodes = map[string]gangway.Node{}
+		c.nodes, c.order = map[string]gangway.Node{}, nil
 	}
-	next := make(map[string]gangway.Node, len(ids))
-	for _, id := range ids {
-		if raw, ok := changed[id]; ok {
-			var n gangway.Node
-			if err := json.Unmarshal([]byte(raw), &n); err != nil {
-				c.epoch = "" // read whole next time
-				return nil, fmt.Errorf("decode node %s: %w", id, err)
+	// Most reads change nothing: the same nodes, no record newer.
+	same := len(changed) == 0 && len(ids) == len(c.nodes)
+	for i := 0; same && i < len(ids); i++ {
+		_, same = c.nodes[ids[i]]
+	}
+	if !same {
+		next := make(map[string]gangway.Node, len(ids))
+		for _, id := range ids {
+			if raw, ok := changed[id]; ok {
+				var n gangway.Node
+				if err := json.Unmarshal([]byte(raw), &n); err != nil {
+					c.epoch = "" // read whole next time
+					return nil, fmt.Errorf("decode node %s: %w", id, err)
+				}
+				next[id] = n
+				continue
+			}
+			n, ok := c.nodes[id]
+			if !ok {
+				// A node the cache never saw, with no newer revision:
+				// written before revisions were kept. Read whole next
+				// time.
+				c.epoch = ""
+				return nil, fmt.Errorf("node %s: %w", id, errCacheMiss)
 			}
 			next[id] = n
-			continue
 		}
-		n, ok := c.nodes[id]
-		if !ok {
-			// A node the cache never saw, with no newer revision: written
-			// before revisions were kept. Read whole next time.
-			c.epoch = ""
-			return nil, fmt.Errorf("node %s: %w", id, errCacheMiss)
-		}
-		next[id] = n
+		c.nodes, c.order = next, nil
 	}
-	c.epoch, c.rev, c.nodes = epoch, rev, next
-	// Callers get their own GPU slices, so none can change the cache.
-	out := make(map[string]gangway.Node, len(next))
-	for id, n := range next {
-		n.GPUs = slices.Clone(n.GPUs)
-		out[id] = n
+	if c.order == nil {
+		c.order = slices.Sorted(maps.Keys(c.nodes))
+	}
+	c.epoch, c.rev = epoch, rev
+	// Callers get their own GPU slices, so none can change the cache: one
+	// backing array for all of them.
+	total := 0
+	for _, n := range c.nodes {
+		total += len(n.GPUs)
+	}
+	gpus := make([]gangway.GPU, 0, total)
+	out := make([]gangway.Node, len(c.order))
+	for i, id := range c.order {
+		n := c.nodes[id]
+		if n.GPUs != nil {
+			first := len(gpus)
+			gpus = append(gpus, n.GPUs...)
+			n.GPUs = gpus[first:len(gpus):len(gpus)]
+		}
+		out[i] = n
 	}
 	return out, nil
 }

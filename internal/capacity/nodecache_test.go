@@ -2,10 +2,13 @@ package capacity
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"pgregory.net/rapid"
 
 	"github.com/gangwayhq/gangway"
 )
@@ -99,4 +102,85 @@ func TestSnapshotCacheStaysTrue(t *testing.T) {
 	if diff := cmp.Diff(snapshotNodes(t, New(rdb, Options{Prefix: strings.TrimSuffix(v.k.nodes, ":nodes")})), snapshotNodes(t, v)); diff != "" {
 		t.Errorf("after a fence: cached snapshot differs from a whole read:\n%s", diff)
 	}
+}
+
+// TestQueueCacheStaysTrue checks that a snapshot's queue, read through the
+// cache of queue entries, is always the one a whole read gives, in queue
+// order: through enqueues, overwrites by a newer attempt, dequeues,
+// commits, bursts, a flush, and entries written without a revision.
+func TestQueueCacheStaysTrue(t *testing.T) {
+	rdb := startRedis(t)
+	ctx := t.Context()
+	jobs := []string{"j1", "j2", "j3", "j4", "j5", "j6"}
+	rapid.Check(t, func(rt *rapid.T) {
+		v := newView(rdb, Options{})
+		prefix := strings.TrimSuffix(v.k.nodes, ":nodes")
+		setup := func() {
+			must(rt, v.RegisterNode(ctx, node("n", 8)))
+			ok, err := v.AcquireLease(ctx, leader, time.Minute)
+			must(rt, err)
+			if !ok {
+				rt.Fatal("lease not acquired")
+			}
+		}
+		setup()
+		attempt := map[string]int{}
+		for step := range rapid.IntRange(1, 40).Draw(rt, "steps") {
+			job := rapid.SampledFrom(jobs).Draw(rt, "job")
+			op := rapid.SampledFrom([]string{"enqueue", "enqueue", "requeue", "dequeue", "commit", "burst", "flush", "legacy"}).Draw(rt, "op")
+			e := entry(job, attempt[job]+1, 1, 1)
+			e.Priority = rapid.SampledFrom([]int{50, 100, 200}).Draw(rt, "priority")
+			e.SubmittedAt = t0.Add(time.Duration(rapid.IntRange(0, 3).Draw(rt, "submitted")) * time.Second)
+			switch op {
+			case "enqueue":
+				_, err := v.Enqueue(ctx, e)
+				must(rt, err)
+			case "requeue": // a newer attempt of a job that may be queued
+				attempt[job]++
+				e.Attempt++
+				_, err := v.Enqueue(ctx, e)
+				must(rt, err)
+			case "dequeue":
+				must(rt, v.Dequeue(ctx, job))
+			case "commit", "burst":
+				snap, err := v.Snapshot(ctx)
+				must(rt, err)
+				if len(snap.Queue) == 0 {
+					continue
+				}
+				q := snap.Queue[0]
+				if op == "burst" {
+					must(rt, v.StartBurst(ctx, leader, q.JobID, q.Attempt, []byte(`{"attempt":`+strconv.Itoa(q.Attempt)+`}`)))
+					continue
+				}
+				// Release first what it held, so that a GPU is free.
+				_, err = v.Release(ctx, q.JobID, q.Attempt)
+				must(rt, err)
+				for _, a := range snap.Allocations {
+					_, err := v.Release(ctx, a.JobID, a.Attempt)
+					must(rt, err)
+				}
+				must(rt, v.Commit(ctx, leader, []gangway.Assignment{assign(q.JobID, q.Attempt, member(0, "n", 0))}))
+			case "flush":
+				must(rt, rdb.FlushAll(ctx).Err())
+				setup()
+			case "legacy": // an entry of a new job, written with no revision
+				e.JobID = "legacy-" + strconv.Itoa(step)
+				raw, err := json.Marshal(e)
+				must(rt, err)
+				must(rt, rdb.HSet(ctx, v.k.queue, e.JobID, string(raw)).Err())
+			}
+			got, err := v.Snapshot(ctx)
+			must(rt, err)
+			whole, err := New(rdb, Options{Prefix: prefix}).Snapshot(ctx)
+			must(rt, err)
+			if diff := cmp.Diff(whole.Queue, got.Queue); diff != "" {
+				rt.Fatalf("step %d (%s %s): cached queue differs from a whole read (-whole +cached):\n%s", step, op, job, diff)
+			}
+			// A caller changing its queue does not change the next one.
+			if len(got.Queue) > 0 {
+				got.Queue[0].Priority = -1
+			}
+		}
+	})
 }

@@ -5,9 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -165,18 +162,17 @@ func (v *View) Nodes(ctx context.Context) ([]gangway.NodeStatus, error) {
 func (v *View) FleetNodes(ctx context.Context) ([]gangway.Node, error) {
 	v.fleet.mu.Lock()
 	defer v.fleet.mu.Unlock()
-	byID, err := v.fleetOnce(ctx)
+	nodes, err := v.fleetOnce(ctx)
 	if errors.Is(err, errCacheMiss) {
-		byID, err = v.fleetOnce(ctx)
+		nodes, err = v.fleetOnce(ctx)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("fleet nodes: %w", err)
 	}
-	nodes := slices.SortedFunc(maps.Values(byID), func(a, b gangway.Node) int { return strings.Compare(a.ID, b.ID) })
 	return nodes, nil
 }
 
-func (v *View) fleetOnce(ctx context.Context) (map[string]gangway.Node, error) {
+func (v *View) fleetOnce(ctx context.Context) ([]gangway.Node, error) {
 	c := &v.fleet
 	keys := []string{v.k.nodes, v.k.nodeState, v.k.heartbeat, v.k.gpus, v.k.queue, v.k.allocs, v.k.nodeRevs, v.k.rev, v.k.epoch}
 	res, err := readScript.Run(ctx, v.rdb, keys, "nodes", c.epoch, c.rev).Slice()

@@ -34,7 +34,7 @@ func (v *View) Enqueue(ctx context.Context, e gangway.QueueEntry) (bool, error) 
 	if len(e.Nodes) > 0 {
 		pinned = "1"
 	}
-	keys := []string{v.k.queue, v.k.allocs, v.k.bursting}
+	keys := []string{v.k.queue, v.k.allocs, v.k.bursting, v.k.queueRevs, v.k.rev}
 	n, err := enqueueScript.Run(ctx, v.rdb, keys, e.JobID, e.Attempt, b, pinned).Int()
 	if err != nil {
 		return false, fmt.Errorf("enqueue %s: %w", e.JobID, err)
@@ -50,6 +50,7 @@ func (v *View) Enqueue(ctx context.Context, e gangway.QueueEntry) (bool, error) 
 func (v *View) Dequeue(ctx context.Context, jobID gangway.JobID) error {
 	_, err := v.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.HDel(ctx, v.k.queue, jobID)
+		p.HDel(ctx, v.k.queueRevs, jobID)
 		p.HDel(ctx, v.k.bursting, jobID)
 		return nil
 	})

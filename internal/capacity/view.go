@@ -75,6 +75,9 @@ type keySet struct {
 	// nodeRevs (node → revision), rev (the last revision given) and epoch
 	// (when the view was first read) let Snapshot fetch only changed nodes.
 	nodeRevs, rev, epoch string
+	// queueRevs (job → revision of its queue entry, from rev too) lets
+	// Snapshot fetch only changed queue entries.
+	queueRevs string
 	// rebuilt is the epoch the view was last rebuilt for (rebuild.go);
 	// nodeTasks (node → the tasks its agent reports running) is what the
 	// agents' heartbeats carry.
@@ -105,6 +108,7 @@ func newKeys(prefix string) keySet {
 		offers:    prefix + ":cloud-offers",
 		logPrefix: prefix + ":log:",
 		nodeRevs:  prefix + ":node-revs",
+		queueRevs: prefix + ":queue-revs",
 		rev:       prefix + ":rev",
 		epoch:     prefix + ":epoch",
 		rebuilt:   prefix + ":rebuilt",

@@ -13,7 +13,8 @@
 -- The plan is fenced by the view's generation too: a view flushed or
 -- replaced since the caller's snapshot takes no plan made from the old one.
 --
--- KEYS: queue, allocs, gpus, nodes, node-state, lease, reasons, shares, epoch
+-- KEYS: queue, allocs, gpus, nodes, node-state, lease, reasons, shares, epoch,
+--       queue-revs
 -- ARGV: lease holder, plan JSON, the generation (epoch) of the caller's
 --   snapshot ("" to skip the check):
 --   [{"job": ID, "attempt": N, "members": [{"node": ID, "gpus": [i, ...], "milli": M}],
@@ -152,6 +153,7 @@ local n = 0
 for i, a in ipairs(plan) do
   local e = entries[i]
   redis.call('HDEL', KEYS[1], a.job)
+  redis.call('HDEL', KEYS[10], a.job)
   redis.call('HDEL', KEYS[7], a.job)
   for _, m in ipairs(a.members) do
     local isShare, milli = shared(m)
