@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -96,6 +97,12 @@ type Config struct {
 	// NoETA turns estimates off. ETAAlso are more estimators fed the same
 	// snapshots and asked on the same cycles, whose estimates are not
 	// stored: the simulator compares runtime models with them.
+	//
+	// On the wall clock (a server) a forecast runs in the background, off
+	// the cycle: the cycles that start while it runs neither observe nor
+	// forecast, and its estimates are stored from the first cycle after
+	// it ends. On any other clock (the simulator, tests) it runs inside
+	// the cycle, so that a replay is deterministic.
 	ETA     *forecast.Estimator
 	NoETA   bool
 	ETAAlso []*forecast.Estimator
@@ -138,9 +145,20 @@ type Loop struct {
 	teams   map[string]placement.TeamPolicy
 	teamsAt time.Time
 	// eta is cfg.ETA (nil with NoETA); no forecast starts before
-	// etaNotBefore.
+	// etaNotBefore. etaMu guards both, and cfg.ETAAlso: a forecast in the
+	// background holds it while it runs (forecasting, below).
+	// estimates are the latest forecast's, by job, for the reasons.
 	eta          *forecast.Estimator
 	etaNotBefore time.Time
+	etaMu        sync.Mutex
+	estimates    atomic.Pointer[map[gangway.JobID]forecast.Estimate]
+	// background: forecasts and fragmentation measures run beside the
+	// cycles (the wall clock), not inside them; side counts those
+	// running, measuring whether a measure is.
+	background bool
+	side       sync.WaitGroup
+	measuring  atomic.Bool
+	measuredAt time.Time
 	// rebuild is the view generation being rebuilt and when that began.
 	rebuild struct {
 		gen   string
@@ -188,6 +206,7 @@ func New(cfg Config, c Capacity, wf Workflows) *Loop {
 	if cfg.Clock == nil {
 		cfg.Clock = wallClock{}
 	}
+	_, background := cfg.Clock.(wallClock)
 	if cfg.MinGap <= 0 {
 		cfg.MinGap = 20 * time.Millisecond
 	}
@@ -196,7 +215,7 @@ func New(cfg Config, c Capacity, wf Workflows) *Loop {
 	}
 	l := &Loop{cfg: cfg, cap: c, wf: wf, log: cfg.Log.With("holder", cfg.Holder),
 		unsignaled: map[gangway.JobID]gangway.Assignment{}, preempted: map[gangway.JobID]time.Time{},
-		bursts: map[gangway.JobID]workflows.BurstRequest{}, eta: cfg.ETA}
+		bursts: map[gangway.JobID]workflows.BurstRequest{}, eta: cfg.ETA, background: background}
 	if l.eta == nil && !cfg.NoETA {
 		l.eta = forecast.NewEstimator(nil, forecast.Options{})
 	}
@@ -221,6 +240,7 @@ func (l *Loop) Run(ctx context.Context) error {
 	defer func() {
 		stopRenew()
 		<-renewed
+		l.side.Wait()
 		if l.leading {
 			_ = l.cap.ReleaseLease(context.WithoutCancel(ctx), l.cfg.Holder)
 			l.setLeading(false)
@@ -523,8 +543,8 @@ func (l *Loop) setReasons(ctx context.Context, queue []gangway.QueueEntry, plan 
 // is the cloud option.
 func (l *Loop) withEstimate(w *gangway.Waiting, e *gangway.QueueEntry, bursting map[gangway.JobID]gangway.BurstOffer) {
 	var cloud *gangway.BurstOffer
-	if l.eta != nil {
-		if est, ok := l.eta.Estimate(e.JobID); ok {
+	if ests := l.estimates.Load(); ests != nil {
+		if est, ok := (*ests)[e.JobID]; ok {
 			w.ETA = &gangway.ETA{P50: est.P50, P90: est.P90, At: est.At, Beyond: est.Beyond, Cloud: est.Burst}
 			w.WaitsFor, cloud = est.WaitsFor, est.Cloud
 		}
@@ -555,13 +575,22 @@ func waiting(u placement.Unplaced, rs []placement.Reservation, defrags map[gangw
 }
 
 // estimate feeds the cycle's snapshot to the estimators and, when one is
-// due, forecasts every waiting job's start from it. Cloud options are
-// priced for every waiting job, so offers are read for the forecast even
-// when no job may burst.
+// due, forecasts every waiting job's start from it, in the background on
+// the wall clock (Config.ETA). Cloud options are priced for every waiting
+// job, so offers are read for the forecast even when no job may burst.
 func (l *Loop) estimate(ctx context.Context, ps placement.Snapshot, queue []gangway.QueueEntry, o placement.Options, plan placement.Plan) {
 	if l.eta == nil {
 		return
 	}
+	if !l.etaMu.TryLock() {
+		return // a forecast is running; the next cycle observes what changed
+	}
+	locked := true
+	defer func() {
+		if locked {
+			l.etaMu.Unlock()
+		}
+	}()
 	stopped := func(id gangway.JobID) bool { _, ok := l.preempted[id]; return ok }
 	l.eta.Observe(ps, queue, stopped)
 	for _, e := range l.cfg.ETAAlso {
@@ -581,15 +610,38 @@ func (l *Loop) estimate(ctx context.Context, ps placement.Snapshot, queue []gang
 			o.Offers = offers
 		}
 	}
-	start := l.cfg.Clock.Now()
 	in := forecast.Input{Snapshot: ps, Queue: queue, Options: o}
+	if !l.background {
+		l.forecast(in, len(waiting))
+		return
+	}
+	// The forecast takes the lock over: nothing the cycle goes on with
+	// (ps, queue, o) changes them.
+	locked = false
+	l.side.Go(func() {
+		defer l.etaMu.Unlock()
+		l.forecast(in, len(waiting))
+	})
+}
+
+// forecast runs the estimators' forecasts and publishes the estimates;
+// the caller holds etaMu.
+func (l *Loop) forecast(in forecast.Input, waiting int) {
+	start := l.cfg.Clock.Now()
 	l.eta.Forecast(in)
 	for _, e := range l.cfg.ETAAlso {
 		e.Forecast(in)
 	}
+	ests := make(map[gangway.JobID]forecast.Estimate, waiting)
+	for i := range in.Queue {
+		if est, ok := l.eta.Estimate(in.Queue[i].JobID); ok {
+			ests[in.Queue[i].JobID] = est
+		}
+	}
+	l.estimates.Store(&ests)
 	took := l.cfg.Clock.Now().Sub(start)
 	l.etaNotBefore = start.Add(etaGap * took)
-	l.log.Debug("estimated start times", "waiting", len(waiting), "took", took)
+	l.log.Debug("estimated start times", "waiting", waiting, "took", took)
 }
 
 // ResignalAt is when the loop will ask the victim jobID to stop again, if it
@@ -644,7 +696,7 @@ func (l *Loop) preempt(ctx context.Context, ps []placement.Preemption) {
 }
 
 // observe updates the fleet, node, allocation, queue and waiting-reason
-// gauges.
+// gauges, and now and then the fragmentation ones.
 func (l *Loop) observe(snap capacity.Snapshot, ps placement.Snapshot, plan placement.Plan) {
 	m := l.cfg.Metrics
 	if m == nil {
@@ -680,9 +732,30 @@ func (l *Loop) observe(snap capacity.Snapshot, ps placement.Snapshot, plan place
 		byReason[string(u.Reason)]++
 	}
 	m.Unplaced(byReason)
-	r := placement.Measure(ps, placement.WorkloadFromJobs(queue))
-	m.Fragmentation(r.Rate, r.Largest)
+	// Fragmentation reads the whole fleet against the whole queue: at
+	// most every measureEvery, beside the cycle on the wall clock.
+	now := l.cfg.Clock.Now()
+	if now.Sub(l.measuredAt) < measureEvery || l.measuring.Load() {
+		return
+	}
+	l.measuredAt = now
+	measure := func() {
+		r := placement.Measure(ps, placement.WorkloadFromJobs(queue))
+		m.Fragmentation(r.Rate, r.Largest)
+	}
+	if !l.background {
+		measure()
+		return
+	}
+	l.measuring.Store(true)
+	l.side.Go(func() {
+		defer l.measuring.Store(false)
+		measure()
+	})
 }
+
+// measureEvery is how often the fragmentation gauges are refreshed.
+const measureEvery = 5 * time.Second
 
 // allocatedByTeam sums the GPUs the running jobs hold per pool and team; a
 // member holding GPU shares counts its share of each GPU, one on MIG

@@ -64,3 +64,39 @@ func TestETAStoredWithTheReason(t *testing.T) {
 		t.Errorf("huge: %+v, want a reason that never fits, with no estimate", h)
 	}
 }
+
+// wall is the real time, for a loop that runs as a server's does.
+type wall struct{}
+
+func (wall) Now() time.Time { return time.Now() }
+
+// TestETAInTheBackground: on the wall clock the forecast runs beside the
+// cycles, and a later cycle stores its estimate with the reason.
+func TestETAInTheBackground(t *testing.T) {
+	c, w := dispatchtest.NewCapacity(wall{}), dispatchtest.NewWorkflows()
+	c.RegisterNode(agent.FakeNode("n1", "onprem", "127.0.0.1", 8, "H100"))
+	loop := dispatch.New(dispatch.Config{Holder: "h", SignalParallelism: 1}, c, w)
+	now := time.Now()
+	entry := func(id string) gangway.QueueEntry {
+		return gangway.QueueEntry{JobID: id, Team: "nlp", Replicas: 1, GPUsPerReplica: 8, Attempt: 1,
+			MaxRuntime: 4 * time.Hour, Runtime: time.Hour, SubmittedAt: now, EnqueuedAt: now}
+	}
+	for _, id := range []string{"first", "second"} {
+		w.Start(id)
+		c.Enqueue(entry(id))
+	}
+	cycles := 0
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); cycles++ {
+		if err := loop.Tick(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if eta := c.Reasons()["second"].ETA; eta != nil {
+			if eta.P50.Before(now) {
+				t.Errorf("second's estimate %+v is before it was queued (%v)", eta, now)
+			}
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("no estimate stored for second after %d cycles: %+v", cycles, c.Reasons()["second"])
+}
