@@ -22,7 +22,8 @@
 //	key               type    field → value
 //	P:nodes           hash    node ID → gangway.Node JSON (inventory)
 //	P:node-revs       hash    node ID → revision of its P:nodes record (from P:rev)
-//	P:rev             string  the last revision given to a node record (INCR)
+//	P:rev             string  the last revision given to a node record or queue entry (INCR)
+//	P:queue-revs      hash    job ID → revision of its P:queue entry (from P:rev)
 //	P:epoch           string  the view's generation: written (TIME) by the first read of a new or flushed view
 //	P:rebuilt         string  the generation the view was last rebuilt for (rebuild.go; the dispatch loop places nothing until it is P:epoch)
 //	P:node-tasks      hash    node ID → JSON list of the tasks its agent reports running (each heartbeat)
@@ -35,6 +36,7 @@
 //	P:allocs          hash    job ID → {"cpuMilli","memMiB" per member, "assignment": gangway.Assignment JSON}
 //	P:lease           string  holder of the dispatch leader lease (SET NX PX)
 //	P:reasons         hash    job ID → Waiting JSON: why it is still pending (typed reason, detail, retry, reservation)
+//	P:reasons-stamp   string  names the last write of P:reasons, so a View writes differences only onto its own (reasons.go)
 //	P:cloud-offers    hash    pool → gangway.Offer JSON the servers' providers make (PublishOffers; expires)
 //	P:log:<job ID>    stream  task output lines {t: unix ms, rank, attempt, text}, capped at Options.LogMaxLen
 //	P:gpu-health      hash    "<node ID>/<GPU index>" → GPUHealth JSON (fences, flakiness, last fault)
@@ -70,12 +72,16 @@
 //
 // # Incremental snapshots
 //
-// A dispatch cycle reads the whole view, but not every node record: node
-// records are large and almost never change, so each write of one takes a
-// new revision and Snapshot fetches only the records newer than those it
-// holds (nodecache.go). P:epoch changes when the view is flushed or
-// replaced, which makes the next read whole. Queue entries and allocations
-// are read whole and decoded only when their JSON changed.
+// A dispatch cycle reads the whole view, but not every node record or
+// queue entry: those are large and most of them do not change from one
+// cycle to the next, so each write of one takes a new revision and
+// Snapshot fetches only the records and entries newer than those it holds
+// (nodecache.go); it keeps the queue sorted between reads. P:epoch changes
+// when the view is flushed or replaced, which makes the next read whole.
+// Allocations are read whole and decoded only when their JSON changed.
+// The pending reasons are written the same way round: SetReasons writes
+// only those that changed since its last write, unless another writer
+// came between (P:reasons-stamp).
 //
 // Attempts order everything that can arrive late: an enqueue, commit or
 // release for an older attempt never undoes the work of a newer one.

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -96,8 +97,9 @@ func (v *View) updateReasons(ctx context.Context, c *reasonCache, stamp string, 
 	}
 	args := make([]any, 0, 3+2*len(set)+len(drop))
 	args = append(args, c.stamp, stamp, len(set))
+	enc := reasonEncoder{}
 	for _, id := range set {
-		b, err := json.Marshal(reasons[id])
+		b, err := enc.encode(reasons[id])
 		if err != nil {
 			return false, fmt.Errorf("encode %s: %w", id, err)
 		}
@@ -124,8 +126,9 @@ func (v *View) updateReasons(ctx context.Context, c *reasonCache, stamp string, 
 func (v *View) writeReasons(ctx context.Context, c *reasonCache, stamp string, reasons map[gangway.JobID]gangway.Waiting) error {
 	fields := make(map[string]any, len(reasons))
 	written := make(map[gangway.JobID]gangway.Waiting, len(reasons))
+	enc := reasonEncoder{}
 	for id, w := range reasons {
-		b, err := json.Marshal(w)
+		b, err := enc.encode(w)
 		if err != nil {
 			return fmt.Errorf("encode %s: %w", id, err)
 		}
@@ -145,6 +148,43 @@ func (v *View) writeReasons(ctx context.Context, c *reasonCache, stamp string, r
 	}
 	c.stamp, c.written = stamp, written
 	return nil
+}
+
+// reasonEncoder encodes reasons, each distinct one once: many jobs wait
+// for the same thing, with the same estimate. Only reasons without slices
+// are remembered, by a comparable copy of their fields.
+type reasonEncoder map[waitingKey][]byte
+
+type waitingKey struct {
+	reason, detail   string
+	retry            bool
+	start            time.Time
+	eta              gangway.ETA
+	cloud            gangway.CloudOption
+	hasETA, hasCloud bool
+	moveLost         float64
+}
+
+func (enc reasonEncoder) encode(w gangway.Waiting) ([]byte, error) {
+	if len(w.ReservedNodes) > 0 || len(w.WaitsFor) > 0 || len(w.Moving) > 0 {
+		return json.Marshal(w)
+	}
+	k := waitingKey{reason: w.Reason, detail: w.Detail, retry: w.Retry, start: w.ReservationStart,
+		hasETA: w.ETA != nil, hasCloud: w.Cloud != nil, moveLost: w.MoveLostGPUSeconds}
+	if w.ETA != nil {
+		k.eta = *w.ETA
+	}
+	if w.Cloud != nil {
+		k.cloud = *w.Cloud
+	}
+	if b, ok := enc[k]; ok {
+		return b, nil
+	}
+	b, err := json.Marshal(w)
+	if err == nil {
+		enc[k] = b
+	}
+	return b, err
 }
 
 // sameWaiting reports whether a and b are stored alike.

@@ -1,6 +1,7 @@
 package capacity
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -113,6 +114,35 @@ func TestSameWaiting(t *testing.T) {
 		change(&w)
 		if sameWaiting(base, w) {
 			t.Errorf("%s: changed, yet the same", name)
+		}
+	}
+}
+
+// TestReasonEncoder: a reason encoded from the encoder's memory is the
+// one json.Marshal gives, for reasons alike and not.
+func TestReasonEncoder(t *testing.T) {
+	at := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+	reasons := []gangway.Waiting{
+		{Reason: "InsufficientFreeGPUs", Detail: "needs 8", Retry: true},
+		{Reason: "InsufficientFreeGPUs", Detail: "needs 8", Retry: true, ETA: &gangway.ETA{P50: at, P90: at, At: at}},
+		{Reason: "InsufficientFreeGPUs", Detail: "needs 8", Retry: true, ETA: &gangway.ETA{P50: at, P90: at, At: at, Beyond: true}},
+		{Reason: "InsufficientFreeGPUs", Detail: "needs 8", Retry: true, ETA: &gangway.ETA{P50: at, P90: at.Add(time.Hour), At: at}},
+		{Reason: "InsufficientFreeGPUs", Detail: "needs 8", Retry: true, Cloud: &gangway.CloudOption{Pool: "aws"}},
+		{Reason: "InsufficientFreeGPUs", Detail: "needs 8", Retry: true, Cloud: &gangway.CloudOption{Pool: "gcp"}},
+		{Reason: "Reserved", Retry: true, ReservationStart: at, ReservedNodes: []string{"a"}},
+		{Reason: "Reserved", Retry: true, ReservationStart: at, ReservedNodes: []string{"b"}},
+		{Reason: "NeverFits", MoveLostGPUSeconds: 3},
+	}
+	enc := reasonEncoder{}
+	for round := range 2 {
+		for i, w := range reasons {
+			got, err := enc.encode(cloneWaiting(w))
+			must(t, err)
+			want, err := json.Marshal(w)
+			must(t, err)
+			if string(got) != string(want) {
+				t.Errorf("round %d, reason %d: encoded %s, want %s", round, i, got, want)
+			}
 		}
 	}
 }

@@ -454,9 +454,16 @@ func (l *Loop) cycle(ctx context.Context, res *CycleResult) (string, error) {
 
 // placed records queue waits and queues the signals of a committed plan.
 func (l *Loop) placed(snap capacity.Snapshot, asgs []gangway.Assignment) {
-	queued := map[gangway.JobID]gangway.QueueEntry{}
-	for _, e := range snap.Queue {
-		queued[e.JobID] = e
+	queued := make(map[gangway.JobID]gangway.QueueEntry, len(asgs))
+	if l.cfg.Metrics != nil {
+		for _, a := range asgs {
+			queued[a.JobID] = gangway.QueueEntry{}
+		}
+		for _, e := range snap.Queue {
+			if _, ok := queued[e.JobID]; ok {
+				queued[e.JobID] = e
+			}
+		}
 	}
 	for _, a := range asgs {
 		l.unsignaled[a.JobID] = a

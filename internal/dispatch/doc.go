@@ -16,7 +16,15 @@
 // forecasting takes more than a fifth of the loop's time, the loop
 // simulates the cycle's snapshot forward through the same placement
 // engine; the estimator learns runtimes from the allocations it sees end
-// and calibrates against the starts it sees.
+// and calibrates against the starts it sees. On the wall clock the
+// forecast runs beside the cycles, not inside them (cycles that start
+// while it runs skip estimating; its estimates are stored from the next
+// cycle on), and so does the fragmentation measure behind the metrics,
+// taken at most every five seconds: neither adds to a cycle's time. On a
+// virtual clock both run inside the cycle, so a replay is deterministic.
+// The reasons are written as differences from the last cycle's
+// (capacity.View.SetReasons): with ten thousand jobs waiting for the same
+// thing, a cycle writes only what changed.
 //
 // Preemption victims and defragmentation moves (placement.Defrag, when
 // configured) go out as preempt signals, fenced by the lease: the job
