@@ -2,7 +2,6 @@ package dispatch
 
 import (
 	"fmt"
-	"os"
 	"slices"
 	"testing"
 	"time"
@@ -111,9 +110,6 @@ func benchCycle(b *testing.B, nodes, pending int, submit bool) {
 		start := time.Now()
 		res, err := l.Cycle(ctx)
 		took = append(took, time.Since(start))
-		if os.Getenv("CYCLE_DEBUG") != "" {
-			fmt.Fprintln(os.Stderr, i, time.Since(start))
-		}
 		if err != nil {
 			b.Fatal(err)
 		}
