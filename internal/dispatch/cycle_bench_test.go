@@ -12,9 +12,10 @@ import (
 	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/internal/agent"
 	"github.com/gangwayhq/gangway/internal/capacity"
-	"github.com/gangwayhq/gangway/internal/config"
 	"github.com/gangwayhq/gangway/internal/devstack/devstacktest"
 	"github.com/gangwayhq/gangway/internal/metrics"
+	"github.com/gangwayhq/gangway/placement"
+	"github.com/gangwayhq/gangway/placement/baselines"
 )
 
 // BenchmarkCycle runs whole dispatch cycles (snapshot, place, explain,
@@ -84,10 +85,13 @@ func benchCycle(b *testing.B, nodes, pending int, submit bool) {
 	if err := view.MarkRebuilt(ctx, "bench", snap.Generation); err != nil {
 		b.Fatal(err)
 	}
-	popts, err := config.Default().Server.Placement.Options()
+	// The server's default placement options (internal/config, which
+	// imports this package).
+	scorer, err := baselines.ScorerByName("gangway")
 	if err != nil {
 		b.Fatal(err)
 	}
+	popts := placement.Options{Scorer: scorer, Reservations: 4, Preempt: true, MinRuntime: 10 * time.Minute}
 	reg := prometheus.NewRegistry()
 	// A NodeTTL beyond the benchmark: the nodes registered once and do
 	// not heartbeat.
