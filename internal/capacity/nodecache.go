@@ -43,8 +43,9 @@ type readCache struct {
 	// sorted is its entries in queue order.
 	queueEpoch string
 	queueRev   int64
-	queued     map[string]gangway.QueueEntry
-	sorted     []gangway.QueueEntry
+	queued     map[string]*queuedEntry
+	sorted     []*queuedEntry
+	mark       uint64
 	alloc      memo[allocRecord]
 }
 
@@ -64,55 +65,84 @@ func (c *readCache) forgetQueue() {
 	c.queueEpoch, c.queued, c.sorted = "", nil, nil
 }
 
+// queuedEntry is one cached queue entry; seen is the mark of the last
+// read that listed it.
+type queuedEntry struct {
+	e    gangway.QueueEntry
+	seen uint64
+}
+
+// insertAtMost: a read with more changed entries than this sorts the
+// queue again instead of inserting each in place.
+const insertAtMost = 32
+
 // mergeQueue brings the queue cache to rev from the changed entries (ID →
 // JSON), keeping exactly the jobs in ids, and returns the queue in queue
 // order, a slice of the caller's own. whole says whether changed holds
-// every entry.
+// every entry. Its work beyond one lookup per queued job is proportional
+// to what changed.
 func (c *readCache) mergeQueue(epoch string, rev int64, ids []string, changed map[string]string, whole bool) ([]gangway.QueueEntry, error) {
 	if whole || c.queueEpoch != epoch || c.queued == nil {
-		c.queued, c.sorted = map[string]gangway.QueueEntry{}, nil
+		c.queued, c.sorted = map[string]*queuedEntry{}, nil
 	}
-	next := make(map[string]gangway.QueueEntry, len(ids))
+	c.mark++
+	var fresh []*queuedEntry
 	for _, id := range ids {
 		if raw, ok := changed[id]; ok {
-			var e gangway.QueueEntry
-			if err := json.Unmarshal([]byte(raw), &e); err != nil {
+			p := &queuedEntry{seen: c.mark}
+			if err := json.Unmarshal([]byte(raw), &p.e); err != nil {
 				c.queueEpoch = "" // read whole next time
 				return nil, fmt.Errorf("decode queue entry %s: %w", id, err)
 			}
-			next[id] = e
+			c.queued[id] = p // an older entry of the job is no longer seen
+			fresh = append(fresh, p)
 			continue
 		}
-		e, ok := c.queued[id]
+		p, ok := c.queued[id]
 		if !ok {
 			// An entry the cache never saw, with no newer revision:
 			// written by a version that kept none. Read whole again.
 			c.queueEpoch, c.epoch = "", ""
 			return nil, fmt.Errorf("queue entry %s: %w", id, errCacheMiss)
 		}
-		next[id] = e
+		p.seen = c.mark
 	}
-	if len(changed) > 0 || len(next) != len(c.queued) || c.sorted == nil {
-		// The entries kept stay in order; the changed ones join them and
-		// one sort of a mostly sorted slice puts them in place.
-		sorted := make([]gangway.QueueEntry, 0, len(next))
-		for _, e := range c.sorted {
-			if _, kept := next[e.JobID]; kept {
-				if _, ch := changed[e.JobID]; !ch {
-					sorted = append(sorted, e)
-				}
+	removed := len(c.queued) != len(ids)
+	if removed {
+		for id, p := range c.queued {
+			if p.seen != c.mark {
+				delete(c.queued, id)
 			}
 		}
-		for id := range changed {
-			if e, ok := next[id]; ok {
-				sorted = append(sorted, e)
+	}
+	if len(fresh) > 0 || removed || c.sorted == nil {
+		// The entries kept stay in order; the changed ones are put in
+		// place among them.
+		kept := c.sorted[:0]
+		for _, p := range c.sorted {
+			if p.seen == c.mark {
+				kept = append(kept, p)
 			}
 		}
-		SortQueue(sorted)
-		c.sorted = sorted
+		clear(c.sorted[len(kept):])
+		cmpEntries := func(a, b *queuedEntry) int { return compareQueue(&a.e, &b.e) }
+		if len(fresh) > insertAtMost {
+			kept = append(kept, fresh...)
+			slices.SortFunc(kept, cmpEntries)
+		} else {
+			for _, p := range fresh {
+				i, _ := slices.BinarySearchFunc(kept, p, cmpEntries)
+				kept = slices.Insert(kept, i, p)
+			}
+		}
+		c.sorted = kept
 	}
-	c.queueEpoch, c.queueRev, c.queued = epoch, rev, next
-	return slices.Clone(c.sorted), nil
+	c.queueEpoch, c.queueRev = epoch, rev
+	out := make([]gangway.QueueEntry, len(c.sorted))
+	for i, p := range c.sorted {
+		out[i] = p.e
+	}
+	return out, nil
 }
 
 // mergeNodes brings the cache to rev from the changed records (ID → JSON),

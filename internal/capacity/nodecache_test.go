@@ -2,6 +2,7 @@ package capacity
 
 import (
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -107,7 +108,8 @@ func TestSnapshotCacheStaysTrue(t *testing.T) {
 // TestQueueCacheStaysTrue checks that a snapshot's queue, read through the
 // cache of queue entries, is always the one a whole read gives, in queue
 // order: through enqueues, overwrites by a newer attempt, dequeues,
-// commits, bursts, a flush, and entries written without a revision.
+// commits, bursts, a flush, entries written without a revision, and more
+// new entries in one read than are put in place one by one.
 func TestQueueCacheStaysTrue(t *testing.T) {
 	rdb := startRedis(t)
 	ctx := t.Context()
@@ -127,7 +129,7 @@ func TestQueueCacheStaysTrue(t *testing.T) {
 		attempt := map[string]int{}
 		for step := range rapid.IntRange(1, 40).Draw(rt, "steps") {
 			job := rapid.SampledFrom(jobs).Draw(rt, "job")
-			op := rapid.SampledFrom([]string{"enqueue", "enqueue", "requeue", "dequeue", "commit", "burst", "flush", "legacy"}).Draw(rt, "op")
+			op := rapid.SampledFrom([]string{"enqueue", "enqueue", "requeue", "dequeue", "commit", "burst", "flush", "legacy", "many"}).Draw(rt, "op")
 			e := entry(job, attempt[job]+1, 1, 1)
 			e.Priority = rapid.SampledFrom([]int{50, 100, 200}).Draw(rt, "priority")
 			e.SubmittedAt = t0.Add(time.Duration(rapid.IntRange(0, 3).Draw(rt, "submitted")) * time.Second)
@@ -164,6 +166,13 @@ func TestQueueCacheStaysTrue(t *testing.T) {
 			case "flush":
 				must(rt, rdb.FlushAll(ctx).Err())
 				setup()
+			case "many": // more new entries than are put in place one by one
+				for k := range insertAtMost + 1 {
+					m := entry(fmt.Sprintf("m%d-%d", step, k), 1, 1, 1)
+					m.Priority = rapid.SampledFrom([]int{50, 100, 200}).Draw(rt, "priority")
+					_, err := v.Enqueue(ctx, m)
+					must(rt, err)
+				}
 			case "legacy": // an entry of a new job, written with no revision
 				e.JobID = "legacy-" + strconv.Itoa(step)
 				raw, err := json.Marshal(e)

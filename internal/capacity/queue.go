@@ -91,13 +91,16 @@ func decodeQueue(raw map[string]string) ([]gangway.QueueEntry, error) {
 // SortQueue sorts entries in queue order: Priority descending, then
 // SubmittedAt ascending (a requeued job keeps its place), then JobID.
 func SortQueue(q []gangway.QueueEntry) {
-	slices.SortFunc(q, func(a, b gangway.QueueEntry) int {
-		if c := cmp.Compare(b.Priority, a.Priority); c != 0 {
-			return c
-		}
-		if c := a.SubmittedAt.Compare(b.SubmittedAt); c != 0 {
-			return c
-		}
-		return strings.Compare(a.JobID, b.JobID)
-	})
+	slices.SortFunc(q, func(a, b gangway.QueueEntry) int { return compareQueue(&a, &b) })
+}
+
+// compareQueue orders two entries as SortQueue does.
+func compareQueue(a, b *gangway.QueueEntry) int {
+	if c := cmp.Compare(b.Priority, a.Priority); c != 0 {
+		return c
+	}
+	if c := a.SubmittedAt.Compare(b.SubmittedAt); c != 0 {
+		return c
+	}
+	return strings.Compare(a.JobID, b.JobID)
 }
