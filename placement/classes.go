@@ -469,9 +469,12 @@ func (se *Session) bestOfClasses(j *gangway.QueueEntry) (Candidate, bool) {
 		lists = lists[m : m+1]
 	}
 	shape := int32(-1)
-	var ver uint64
-	if vs, ok := se.scorer.(Versioned); ok {
-		ver = vs.ScoreVersion(v)
+	vs, versioned := se.scorer.(Versioned)
+	version := func(rep int) uint64 {
+		if !versioned {
+			return 0
+		}
+		return vs.ScoreVersion(v, j, rep)
 	}
 	bestRep, bestCand, bestScore := -1, int32(0), 0.0
 	var best *nodeClass
@@ -492,7 +495,7 @@ func (se *Session) bestOfClasses(j *gangway.QueueEntry) (Candidate, bool) {
 					shape = cl.shapeID(j, v.avoidFlaky)
 				}
 				p := cl.entry(c, shape)
-				if p.rep < 0 || p.ver != ver || (p.rep != int32(rep) && c.byIndex) {
+				if ver := version(rep); p.rep < 0 || p.ver != ver || (p.rep != int32(rep) && c.byIndex) {
 					*p = se.scoreNode(j, rep)
 					p.class, p.ver = c, ver
 				}
@@ -514,7 +517,7 @@ func (se *Session) bestOfClasses(j *gangway.QueueEntry) (Candidate, bool) {
 		e := se.scoreNode(j, bestRep)
 		p := cl.entry(best, shape)
 		*p = e
-		p.class, p.ver = best, ver
+		p.class, p.ver = best, version(bestRep)
 		bestCand = e.cand
 	}
 	c := v.candidates(bestRep, j, nil)[bestCand]

@@ -74,10 +74,13 @@ type Committer interface {
 }
 
 // Versioned is a ClassScorer whose scores also read state of the whole
-// fleet, beyond the node scored: a node class's cached score holds only
-// while ScoreVersion returns what it returned when the score was taken.
+// fleet, beyond the node scored: a node class's cached score of a replica
+// of j holds only while ScoreVersion, asked for the node the class is
+// scored on, returns what it returned when the score was taken. The finer
+// the version (what j's score on that node reads, not every change of the
+// fleet), the more cached scores hold.
 type Versioned interface {
-	ScoreVersion(v *View) uint64
+	ScoreVersion(v *View, j *gangway.QueueEntry, node int) uint64
 }
 
 // FirstFit prefers the lowest node index: Kubernetes' and Slurm's simplest

@@ -339,17 +339,19 @@ func (s *Gangway) Changed(v *View, node int) {
 }
 
 // ScoreVersion implements Versioned: with model-constrained work in the
-// mix every score reads the fleet's free capacity per model, which any
-// change anywhere moves.
-func (s *Gangway) ScoreVersion(v *View) uint64 {
+// mix a score reads the fleet's free capacity per model, which any change
+// anywhere moves, but only through the shortfall of its node's model: the
+// version is that shortfall, so a class's cached score holds while it is
+// unchanged (most of the time 0: the model has slack).
+func (s *Gangway) ScoreVersion(v *View, j *gangway.QueueEntry, node int) uint64 {
 	if s.view != v || !sameWorkload(s.frag.workload, v.workload) {
 		s.Prepare(v)
 	}
-	if !s.models.constrained {
+	gpu := ReplicaGPUMilli(j)
+	if gpu <= 0 || !s.models.constrained {
 		return 0
 	}
-	s.models.sync(v)
-	return s.models.rev
+	return math.Float64bits(s.models.shortfall(v, node, j, gpu))
 }
 
 // Score implements Scorer.
