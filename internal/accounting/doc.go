@@ -70,9 +70,13 @@
 // JobWorkflow records each segment through an activity, which Temporal runs
 // at least once, and a replayed workflow may record it again. A segment is
 // identified by job, attempt, pool and start; recording one that is already
-// there (INSERT ... ON CONFLICT DO NOTHING) changes nothing and Record
-// reports it as not new, so counters fed from Record never count a segment
-// twice. The first recording wins, also when several servers record the
+// there with the same end, or an earlier one, changes nothing and Record
+// reports nothing new, so counters fed from Record never count a segment
+// twice. Recording it with a later end extends it, and Record returns the
+// extension: the activity runs as a local activity, inside a workflow task,
+// and a task that ran it but did not complete (the Temporal server died)
+// runs again at a later workflow time, whose end the job's status keeps.
+// A segment's end only moves later, also when several servers record the
 // same segment at once.
 //
 // # Runs in flight

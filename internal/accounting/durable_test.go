@@ -37,7 +37,7 @@ func testConcurrentDuplicates(t *testing.T, b backend) {
 	for _, l := range ledgers {
 		wg.Go(func() {
 			for i, s := range segs {
-				added, err := l.Record(ctx, s)
+				_, added, err := l.Record(ctx, s)
 				if err != nil {
 					errs <- err
 					return
@@ -77,7 +77,7 @@ func testReportCountsRunsInFlight(t *testing.T, b backend) {
 	l := newLedger(t, b)
 	h := time.Hour
 	ended := seg("done").gpus(2).at(0, h).build() // $4
-	if _, err := l.Record(ctx, ended); err != nil {
+	if _, _, err := l.Record(ctx, ended); err != nil {
 		t.Fatal(err)
 	}
 	now := t0.Add(3 * h)
@@ -123,7 +123,7 @@ func testBudgetsFromLedger(t *testing.T, b backend) {
 		mk("d", "nlp", gangway.CapacitySpot, month.Add(-48*time.Hour), 10, 3),    // last month
 		mk("e", "vision", gangway.CapacityOnDemand, month.Add(24*time.Hour), 1000, 10),
 	} {
-		if _, err := l.Record(ctx, s); err != nil {
+		if _, _, err := l.Record(ctx, s); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -143,7 +143,7 @@ func testMigrateTwice(t *testing.T, b backend) {
 	ctx := context.Background()
 	dsn := b.fresh(t)
 	first := open(t, dsn)
-	if _, err := first.Record(ctx, seg("j").build()); err != nil {
+	if _, _, err := first.Record(ctx, seg("j").build()); err != nil {
 		t.Fatal(err)
 	}
 	second := open(t, dsn)
@@ -223,7 +223,7 @@ func testRestartKeepsData(t *testing.T, b backend) {
 		seg("b").project("").at(time.Hour+time.Nanosecond, 2*time.Hour).build(),
 	}
 	for _, s := range segs {
-		if _, err := l.Record(ctx, s); err != nil {
+		if _, _, err := l.Record(ctx, s); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -238,7 +238,7 @@ func testRestartKeepsData(t *testing.T, b backend) {
 	if diff := cmp.Diff(segs, got); diff != "" {
 		t.Errorf("after a restart (-recorded +stored):\n%s", diff)
 	}
-	if added, err := again.Record(ctx, segs[0]); err != nil || added {
+	if _, added, err := again.Record(ctx, segs[0]); err != nil || added {
 		t.Errorf("recording a segment again after a restart: added = %v, %v; want not new", added, err)
 	}
 	checkSchema(t, again)

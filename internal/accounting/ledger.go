@@ -31,31 +31,72 @@ type Ledger struct {
 // order.
 const segmentColumns = "job_id, attempt, pool, start_ns, end_ns, team, project, capacity_type, gpus, gpu_milli, price_per_gpu_hour"
 
-// Record adds seg to the ledger and reports whether it was new. Recording a
-// segment with the same job, attempt, pool and start again is a no-op that
-// returns false: the first recording wins. An invalid segment is refused
-// with ErrInvalidSegment.
-func (l *Ledger) Record(ctx context.Context, seg gangway.UsageSegment) (bool, error) {
+// Record adds seg to the ledger and returns what of it is new there: all
+// of it for a segment not yet recorded; for one recorded before (same job,
+// attempt, pool and start) with an earlier end, the ledger's segment is
+// extended to seg's end and the part after the old end is returned; a
+// segment recorded before with this end or a later one changes nothing and
+// returns ok false. The later end wins because the workflow that records
+// a segment may record it again with a later end — a workflow task that
+// ran its local activities and then failed to complete (the Temporal
+// server died) runs again at a later workflow time, and the job's status
+// keeps that run's end — and never with an earlier one. An invalid
+// segment is refused with ErrInvalidSegment.
+func (l *Ledger) Record(ctx context.Context, seg gangway.UsageSegment) (added gangway.UsageSegment, ok bool, err error) {
 	if err := Validate(seg); err != nil {
-		return false, err
+		return gangway.UsageSegment{}, false, err
 	}
-	res, err := l.db.ExecContext(ctx, l.d.bind(`INSERT INTO usage_segments (`+segmentColumns+`, recorded_at_ns)
+	fail := func(err error) (gangway.UsageSegment, bool, error) {
+		return gangway.UsageSegment{}, false, fmt.Errorf("record usage of %s: %w", seg.JobID, err)
+	}
+	key := []any{seg.JobID, seg.Attempt, seg.Pool, seg.Start.UnixNano()}
+	// A few tries: each is an insert, or an extension from the end read
+	// just before it, which another server's write in between undoes.
+	for range 5 {
+		res, err := l.db.ExecContext(ctx, l.d.bind(`INSERT INTO usage_segments (`+segmentColumns+`, recorded_at_ns)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (job_id, attempt, pool, start_ns) DO NOTHING`),
-		seg.JobID, seg.Attempt, seg.Pool, seg.Start.UnixNano(), seg.End.UnixNano(), seg.Team, seg.Project,
-		string(seg.CapacityType), seg.GPUs, seg.GPUMilli, seg.PricePerGPUHour, time.Now().UnixNano())
-	if err != nil {
-		return false, fmt.Errorf("record usage of %s: %w", seg.JobID, err)
+			seg.JobID, seg.Attempt, seg.Pool, seg.Start.UnixNano(), seg.End.UnixNano(), seg.Team, seg.Project,
+			string(seg.CapacityType), seg.GPUs, seg.GPUMilli, seg.PricePerGPUHour, time.Now().UnixNano())
+		if err != nil {
+			return fail(err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return fail(err)
+		} else if n == 1 {
+			return seg, true, nil
+		}
+		var endNs int64
+		err = l.db.QueryRowContext(ctx, l.d.bind(`SELECT end_ns FROM usage_segments
+		WHERE job_id = ? AND attempt = ? AND pool = ? AND start_ns = ?`), key...).Scan(&endNs)
+		if errors.Is(err, sql.ErrNoRows) {
+			continue // removed in between: insert again
+		}
+		if err != nil {
+			return fail(err)
+		}
+		if endNs >= seg.End.UnixNano() {
+			return gangway.UsageSegment{}, false, nil
+		}
+		res, err = l.db.ExecContext(ctx, l.d.bind(`UPDATE usage_segments SET end_ns = ?
+		WHERE job_id = ? AND attempt = ? AND pool = ? AND start_ns = ? AND end_ns = ?`),
+			append(append([]any{seg.End.UnixNano()}, key...), endNs)...)
+		if err != nil {
+			return fail(err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return fail(err)
+		} else if n == 1 {
+			added = seg
+			added.Start = time.Unix(0, endNs).UTC()
+			return added, true, nil
+		}
 	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return false, fmt.Errorf("record usage of %s: %w", seg.JobID, err)
-	}
-	return n == 1, nil
+	return fail(errors.New("the segment kept changing under five tries"))
 }
 
 // SegmentID is what identifies a segment in the ledger: recording another
-// segment with the same ID is a no-op. Job IDs never contain '|' (Validate
+// segment with the same ID changes at most its end (Record). Job IDs never contain '|' (Validate
 // refuses them), so no two segments' IDs are alike by accident.
 func SegmentID(seg gangway.UsageSegment) string {
 	return seg.JobID + "|" + strconv.Itoa(seg.Attempt) + "|" + seg.Pool + "|" +

@@ -18,19 +18,30 @@ func testRecordIsIdempotent(t *testing.T, b backend) {
 	l := newLedger(t, b)
 	first := seg("job-1").gpus(8).build()
 
-	// A retried activity, a replayed workflow, and a replay that somehow
-	// computed a different end: all the same segment, first one wins.
+	// A retried activity and a replayed workflow record the same segment
+	// again: nothing new. A workflow task run again at a later time
+	// records it with a later end: the ledger extends it and returns the
+	// extension. An earlier end after that changes nothing.
 	later := first
 	later.End = later.End.Add(time.Hour)
 	inOtherZone := first
 	inOtherZone.Start = first.Start.In(time.FixedZone("CEST", 2*3600))
-	for i, s := range []gangway.UsageSegment{first, first, inOtherZone, later} {
-		added, err := l.Record(ctx, s)
+	extension := later
+	extension.Start = first.End.UTC()
+	for i, tc := range []struct {
+		s       gangway.UsageSegment
+		want    gangway.UsageSegment
+		wantNew bool
+	}{
+		{first, first, true}, {first, gangway.UsageSegment{}, false}, {inOtherZone, gangway.UsageSegment{}, false},
+		{later, extension, true}, {first, gangway.UsageSegment{}, false}, {later, gangway.UsageSegment{}, false},
+	} {
+		added, ok, err := l.Record(ctx, tc.s)
 		if err != nil {
 			t.Fatalf("record %d: %v", i, err)
 		}
-		if want := i == 0; added != want {
-			t.Errorf("record %d: added = %v, want %v", i, added, want)
+		if ok != tc.wantNew || !added.Start.Equal(tc.want.Start) || !added.End.Equal(tc.want.End) {
+			t.Errorf("record %d: added %v–%v (%v), want %v–%v (%v)", i, added.Start, added.End, ok, tc.want.Start, tc.want.End, tc.wantNew)
 		}
 	}
 	// Another attempt, pool or start is another segment.
@@ -40,7 +51,7 @@ func testRecordIsIdempotent(t *testing.T, b backend) {
 		seg("job-1").gpus(8).at(time.Hour, 2*time.Hour).build(),
 	}
 	for _, s := range others {
-		if added, err := l.Record(ctx, s); err != nil || !added {
+		if _, added, err := l.Record(ctx, s); err != nil || !added {
 			t.Fatalf("record %s: added = %v, err = %v; want a new segment", SegmentID(s), added, err)
 		}
 	}
@@ -49,7 +60,7 @@ func testRecordIsIdempotent(t *testing.T, b backend) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := append([]gangway.UsageSegment{first}, others...)
+	want := append([]gangway.UsageSegment{later}, others...)
 	SortSegments(want)
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("segments (-want +got):\n%s", diff)
@@ -78,7 +89,7 @@ func testRecordRefusesInvalidSegments(t *testing.T, b backend) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			added, err := l.Record(ctx, tc.seg)
+			_, added, err := l.Record(ctx, tc.seg)
 			if !errors.Is(err, ErrInvalidSegment) {
 				t.Fatalf("Record = %v, %v; want ErrInvalidSegment", added, err)
 			}
@@ -104,7 +115,7 @@ func testSegmentsWindow(t *testing.T, b backend) {
 		seg("e").at(-24*h, -23*h).build(),                // the day before
 		seg("f").at(2*h+time.Millisecond/2, 3*h).build(), // starts within a millisecond of 2h
 	} {
-		if _, err := l.Record(ctx, s); err != nil {
+		if _, _, err := l.Record(ctx, s); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -163,7 +174,7 @@ func testPerJob(t *testing.T, b backend) {
 		seg("job").build(),
 	}
 	for _, s := range append(append(append([]gangway.UsageSegment{}, job...), noise...), job[1], job[0]) {
-		if _, err := l.Record(ctx, s); err != nil {
+		if _, _, err := l.Record(ctx, s); err != nil {
 			t.Fatal(err)
 		}
 	}

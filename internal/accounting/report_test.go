@@ -116,7 +116,7 @@ func testReportFromLedgerAddsUp(t *testing.T, b backend) {
 			gpus(1+i%8).pool(p.name, p.capacity, 0.1*float64(1+i%13)+0.013).
 			at(start, start+time.Duration(i+1)*7*time.Minute+time.Second/3).build()
 		segs = append(segs, s)
-		if _, err := l.Record(ctx, s); err != nil {
+		if _, _, err := l.Record(ctx, s); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -200,10 +200,12 @@ func checkAddsUp(t errorer, by gangway.CostGroupBy, segs []gangway.UsageSegment,
 }
 
 // testLedgerProperties records any set of segments in any order, with
-// exact and conflicting duplicates, and checks that the ledger keeps the
-// first recording of each segment ID, that Record says new exactly once per
-// ID, and that reports and per-job totals equal the in-order sums over the
-// distinct segments, whatever order the report is given them in.
+// exact and conflicting duplicates (other end and price), and checks that
+// the ledger keeps the first recording of each segment ID with the latest
+// end recorded, that Record adds exactly what was new (the whole segment
+// once, then each later end's extension), and that reports and per-job
+// totals equal the in-order sums over the distinct segments, whatever
+// order the report is given them in.
 func testLedgerProperties(t *testing.T, b backend) {
 	ctx := context.Background()
 	l := newLedger(t, b)
@@ -249,23 +251,35 @@ func testLedgerProperties(t *testing.T, b backend) {
 		}
 		order = rapid.Permutation(order).Draw(rt, "order")
 
-		first := map[string]gangway.UsageSegment{}
+		// The ledger keeps each ID's first recording with the latest end
+		// recorded, and returns what each recording added.
+		kept := map[string]gangway.UsageSegment{}
 		for _, s := range order {
-			added, err := l.Record(ctx, s)
+			added, ok, err := l.Record(ctx, s)
 			if err != nil {
 				rt.Fatal(err)
 			}
 			id := SegmentID(s)
-			_, seen := first[id]
-			if added == seen {
-				rt.Fatalf("Record(%s) added = %v, but it was seen before = %v", id, added, seen)
+			k, seen := kept[id]
+			if want := !seen || s.End.After(k.End); ok != want {
+				rt.Fatalf("Record(%s) ending %v: added = %v, want %v (seen before: %v, ending %v)", id, s.End, ok, want, seen, k.End)
 			}
-			if !seen {
-				first[id] = s
+			switch {
+			case !seen:
+				kept[id] = s
+				if !added.Start.Equal(s.Start) || !added.End.Equal(s.End) {
+					rt.Fatalf("Record(%s) new: added %v–%v, want all of it", id, added.Start, added.End)
+				}
+			case ok:
+				if !added.Start.Equal(k.End) || !added.End.Equal(s.End) {
+					rt.Fatalf("Record(%s) later end: added %v–%v, want %v–%v", id, added.Start, added.End, k.End, s.End)
+				}
+				k.End = s.End
+				kept[id] = k
 			}
 		}
 		var want []gangway.UsageSegment
-		for _, s := range first {
+		for _, s := range kept {
 			want = append(want, s)
 		}
 		SortSegments(want)
@@ -275,7 +289,7 @@ func testLedgerProperties(t *testing.T, b backend) {
 			rt.Fatal(err)
 		}
 		if diff := cmp.Diff(want, stored); diff != "" {
-			rt.Fatalf("ledger holds (-first recordings +stored):\n%s", diff)
+			rt.Fatalf("ledger holds (-first recordings, latest ends +stored):\n%s", diff)
 		}
 		by := rapid.SampledFrom([]gangway.CostGroupBy{gangway.CostByTeam, gangway.CostByProject, gangway.CostByPool}).Draw(rt, "by")
 		q := Query{By: by, OnDemandPrices: map[string]float64{"aws-spot": 4, "gcp-spot": 3.5}}

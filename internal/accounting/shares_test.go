@@ -29,7 +29,7 @@ func testSharesBilledAtTheirShare(t *testing.T, b backend) {
 		seg("three-halves").gpus(3).milli(1500).build(),
 	}
 	for _, s := range segs {
-		if _, err := l.Record(ctx, s); err != nil {
+		if _, _, err := l.Record(ctx, s); err != nil {
 			t.Fatalf("record %s: %v", s.JobID, err)
 		}
 	}
@@ -62,7 +62,7 @@ func testSharesBilledAtTheirShare(t *testing.T, b backend) {
 		t.Errorf("report total %v on-prem GPU-seconds, want %v", got, want)
 	}
 	// More milli-GPU than the GPUs hold is refused.
-	if _, err := l.Record(ctx, seg("over").gpus(1).milli(1001).build()); err == nil {
+	if _, _, err := l.Record(ctx, seg("over").gpus(1).milli(1001).build()); err == nil {
 		t.Error("a segment of 1 GPU counting 1001 milli-GPU was recorded")
 	}
 }

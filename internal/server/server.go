@@ -194,7 +194,9 @@ func (b meteredBudgets) TeamPolicies(ctx context.Context, now time.Time) (map[st
 // so the usage metrics still count.
 type noLedger struct{}
 
-func (noLedger) Record(context.Context, gangway.UsageSegment) (bool, error) { return true, nil }
+func (noLedger) Record(_ context.Context, seg gangway.UsageSegment) (gangway.UsageSegment, bool, error) {
+	return seg, true, nil
+}
 
 // Run serves until ctx is done.
 func Run(ctx context.Context, o Options) error {

@@ -21,10 +21,11 @@ import (
 const ErrTypeInvalidUsage = "InvalidUsage"
 
 // UsageLedger is the part of the usage ledger RecordUsage writes to.
-// Record reports whether the segment was new: false for one recorded
-// before (same job, attempt, pool and start).
+// Record returns what of the segment is new to the ledger (ok false for
+// nothing): all of it, or, for one recorded before (same job, attempt,
+// pool and start) with an earlier end, the part after that end.
 type UsageLedger interface {
-	Record(ctx context.Context, seg gangway.UsageSegment) (bool, error)
+	Record(ctx context.Context, seg gangway.UsageSegment) (added gangway.UsageSegment, ok bool, err error)
 }
 
 // UsageMetrics counts recorded usage.
@@ -46,9 +47,10 @@ func (u *Usage) Register(w worker.ActivityRegistry) {
 }
 
 // RecordUsage adds one run segment to the ledger. It runs at least once
-// and workflows replay, so the same segment may come many times: the
-// ledger keeps the first, and the counters grow only when the ledger says
-// the segment was new, so a retry never bills twice.
+// and workflows replay, so the same segment may come many times, also with
+// a later end (a workflow task run again): the ledger keeps the latest end,
+// and the counters grow only by what the ledger says is new, so a retry
+// never bills twice.
 func (u *Usage) RecordUsage(ctx context.Context, in workflows.RecordUsageInput) error {
 	seg := in.Segment
 	if seg.CapacityType == "" {
@@ -56,19 +58,19 @@ func (u *Usage) RecordUsage(ctx context.Context, in workflows.RecordUsageInput) 
 		// ledger and the metrics name it.
 		seg.CapacityType = gangway.CapacityOnPrem
 	}
-	added, err := u.Ledger.Record(ctx, seg)
+	added, ok, err := u.Ledger.Record(ctx, seg)
 	if errors.Is(err, accounting.ErrInvalidSegment) {
 		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeInvalidUsage, err)
 	}
 	if err != nil {
 		return fmt.Errorf("record usage of %s attempt %d: %w", seg.JobID, seg.Attempt, err)
 	}
-	if added && u.Metrics != nil {
-		u.Metrics.Segment(seg)
+	if ok && u.Metrics != nil {
+		u.Metrics.Segment(added)
 	}
 	if u.Log != nil {
 		u.Log.Debug("usage recorded", "job_id", seg.JobID, "attempt", seg.Attempt, "pool", seg.Pool,
-			"capacity_type", seg.CapacityType, "gpu_seconds", seg.GPUSeconds(), "dollars", seg.Dollars(), "new", added)
+			"capacity_type", seg.CapacityType, "gpu_seconds", seg.GPUSeconds(), "dollars", seg.Dollars(), "new", ok)
 	}
 	return nil
 }

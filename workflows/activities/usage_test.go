@@ -22,32 +22,36 @@ import (
 
 var t0 = time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
 
-// fakeLedger keeps the first segment recorded under each ID, as the real
-// ledger does, and refuses what the real one refuses.
+// fakeLedger keeps each segment recorded under its ID with the latest end,
+// as the real ledger does, and refuses what the real one refuses.
 type fakeLedger struct {
 	mu   sync.Mutex
 	segs map[string]gangway.UsageSegment
 	err  error // returned by every Record while set
 }
 
-func (f *fakeLedger) Record(_ context.Context, seg gangway.UsageSegment) (bool, error) {
+func (f *fakeLedger) Record(_ context.Context, seg gangway.UsageSegment) (gangway.UsageSegment, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.err != nil {
-		return false, f.err
+		return gangway.UsageSegment{}, false, f.err
 	}
 	if err := accounting.Validate(seg); err != nil {
-		return false, err
+		return gangway.UsageSegment{}, false, err
 	}
 	id := accounting.SegmentID(seg)
-	if _, ok := f.segs[id]; ok {
-		return false, nil
+	added := seg
+	if old, ok := f.segs[id]; ok {
+		if !seg.End.After(old.End) {
+			return gangway.UsageSegment{}, false, nil
+		}
+		added.Start = old.End
 	}
 	if f.segs == nil {
 		f.segs = map[string]gangway.UsageSegment{}
 	}
 	f.segs[id] = seg
-	return true, nil
+	return added, true, nil
 }
 
 type fakeMetrics struct {
