@@ -76,7 +76,7 @@ func TestCost(t *testing.T) {
 		segment("old-1", 1, "research", "rl", "onprem", "on-prem", 1, -48*h, -47*h, 0.5),  // before the window
 		segment("late-1", 1, "vision", "det", "gcp-spot", "spot", 8, 5*24*h, 5*24*h+h, 1), // straddles its end: 4 GPU-h inside, $4
 	} {
-		if _, err := ledger.Record(context.Background(), s); err != nil {
+		if _, _, err := ledger.Record(context.Background(), s); err != nil {
 			t.Fatal(err)
 		}
 	}
