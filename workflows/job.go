@@ -311,7 +311,12 @@ func (j *job) enqueue(ctx workflow.Context, entry gangway.QueueEntry) bool {
 func (j *job) runPlaced(ctx workflow.Context, asg gangway.Assignment) attemptEnd {
 	j.st.Assignment = &asg
 	j.view.Queued, j.view.Holding = false, &asg
-	j.setPhase(ctx, gangway.PhasePlaced, placedReason(asg))
+	if j.lean {
+		// Running follows in this workflow task: only it is published.
+		j.recordPhase(ctx, gangway.PhasePlaced, placedReason(asg))
+	} else {
+		j.setPhase(ctx, gangway.PhasePlaced, placedReason(asg))
+	}
 	j.setPhase(ctx, gangway.PhaseRunning, placedReason(asg))
 	end := j.runGang(ctx, asg)
 	j.release(ctx, asg.Attempt, end.lostNode)
@@ -645,9 +650,16 @@ func (j *job) finish(ctx workflow.Context, p gangway.Phase, reason string) Statu
 	return j.st
 }
 
-// setPhase records a transition, accrues wait time, and mirrors the phase
-// into the memo for `gangway list`.
+// setPhase records a transition and publishes it: the GangwayPhase search
+// attribute and, without search attributes or before versionLean, the memo
+// `gangway list` reads.
 func (j *job) setPhase(ctx workflow.Context, p gangway.Phase, reason string) {
+	j.recordPhase(ctx, p, reason)
+	j.publishPhase(ctx, p)
+}
+
+// recordPhase records a transition in the status and accrues wait time.
+func (j *job) recordPhase(ctx workflow.Context, p gangway.Phase, reason string) {
 	now := workflow.Now(ctx)
 	switch j.st.Phase {
 	case gangway.PhaseSubmitted, gangway.PhaseQueued, gangway.PhaseRequeued, gangway.PhaseProvisioning:
@@ -658,9 +670,10 @@ func (j *job) setPhase(ctx workflow.Context, p gangway.Phase, reason string) {
 	if j.v3 {
 		j.trimPhases()
 	}
-	if j.lean && p == gangway.PhasePlaced {
-		return // Running follows in the same workflow task (runPlaced)
-	}
+}
+
+// publishPhase mirrors phase p into the search attributes and the memo.
+func (j *job) publishPhase(ctx workflow.Context, p gangway.Phase) {
 	if !j.lean || !j.search {
 		memo := map[string]any{MemoPhase: string(p), MemoTeam: j.spec.Team,
 			MemoGPUs: j.spec.Gang.Replicas * j.spec.Gang.GPUsPerReplica}
