@@ -2,6 +2,7 @@ package capacity
 
 import (
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -144,5 +145,78 @@ func TestReasonEncoder(t *testing.T) {
 				t.Errorf("round %d, reason %d: encoded %s, want %s", round, i, got, want)
 			}
 		}
+	}
+}
+
+// TestReasonComparisonCoversEveryField: sameWaiting, cloneWaiting and the
+// encoder's key list gangway.Waiting's fields (and its ETA's and cloud
+// option's) by hand, so a field added there must be added to them: for a
+// Waiting with each field, one at a time, set to a value other than its
+// zero, no two compare alike or encode alike.
+func TestReasonComparisonCoversEveryField(t *testing.T) {
+	variants := []gangway.Waiting{{}}
+	wt := reflect.TypeFor[gangway.Waiting]()
+	for i := range wt.NumField() {
+		f := wt.Field(i)
+		if f.Type.Kind() == reflect.Pointer && f.Type.Elem().Kind() == reflect.Struct {
+			for k := -1; k < f.Type.Elem().NumField(); k++ {
+				var w gangway.Waiting
+				p := reflect.New(f.Type.Elem())
+				if k >= 0 {
+					setNonZero(t, p.Elem().Field(k))
+				}
+				reflect.ValueOf(&w).Elem().Field(i).Set(p)
+				variants = append(variants, w)
+			}
+			continue
+		}
+		var w gangway.Waiting
+		setNonZero(t, reflect.ValueOf(&w).Elem().Field(i))
+		variants = append(variants, w)
+	}
+	enc := reasonEncoder{}
+	encoded := map[string]int{}
+	for i, a := range variants {
+		b, err := enc.encode(a)
+		must(t, err)
+		if j, ok := encoded[string(b)]; ok {
+			t.Errorf("variants %d and %d encode alike: %s", j, i, b)
+		}
+		encoded[string(b)] = i
+		if !sameWaiting(a, cloneWaiting(a)) {
+			t.Errorf("variant %d differs from its clone: %+v", i, a)
+		}
+		for j, b := range variants[:i] {
+			if sameWaiting(a, b) {
+				t.Errorf("variants %d and %d compare alike: %+v, %+v", j, i, b, a)
+			}
+		}
+	}
+}
+
+// setNonZero sets v, a field of a reason, to a value other than its zero.
+func setNonZero(t *testing.T, v reflect.Value) {
+	t.Helper()
+	switch {
+	case v.Type() == reflect.TypeFor[time.Time]():
+		v.Set(reflect.ValueOf(time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)))
+	case v.Kind() == reflect.String:
+		v.SetString("x")
+	case v.Kind() == reflect.Bool:
+		v.SetBool(true)
+	case v.CanInt():
+		v.SetInt(3)
+	case v.CanFloat():
+		v.SetFloat(1.5)
+	case v.Kind() == reflect.Slice:
+		s := reflect.MakeSlice(v.Type(), 1, 1)
+		setNonZero(t, s.Index(0))
+		v.Set(s)
+	case v.Kind() == reflect.Struct:
+		for i := range v.NumField() {
+			setNonZero(t, v.Field(i))
+		}
+	default:
+		t.Fatalf("a reason field of kind %s: teach setNonZero, sameWaiting, cloneWaiting and waitingKey about it", v.Kind())
 	}
 }
