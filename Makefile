@@ -95,7 +95,8 @@ promtool:
 		apt-get update && apt-get install -y prometheus; \
 		if command -v systemctl >/dev/null && systemctl is-enabled --quiet prometheus 2>/dev/null; then \
 			echo "stopping and disabling the prometheus service the package started (only promtool is needed)"; \
-			systemctl disable --now prometheus; \
+			systemctl disable --now prometheus || \
+				echo "note: systemctl could not stop or disable it (systemd is not running here), so there is no service to stop"; \
 		fi; \
 	else \
 		echo "promtool not found. It checks the Prometheus rules in deploy/prometheus/; install it, for example:" >&2; \
