@@ -14,6 +14,25 @@ type Scorer interface {
 	Score(v *View, c Candidate, j *gangway.QueueEntry) float64
 }
 
+// Cloner is implemented by scorers that keep state between calls (what
+// Prepare computed for the View being placed on, a random draw): Clone
+// returns a scorer of the same policy and settings sharing none of it. A
+// Place call that runs beside another — the dispatch loop forecasts in the
+// background while its cycles place — scores with Independent(s), never
+// with s itself. A scorer that keeps no state need not implement it.
+type Cloner interface {
+	Clone() Scorer
+}
+
+// Independent returns a scorer that may score beside s: s's Clone, or s
+// when it keeps no state.
+func Independent(s Scorer) Scorer {
+	if c, ok := s.(Cloner); ok {
+		return c.Clone()
+	}
+	return s
+}
+
 // Preparer is implemented by scorers that precompute per Place call (FGD
 // derives per-node fragmentation from the workload).
 type Preparer interface {

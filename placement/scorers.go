@@ -119,6 +119,7 @@ var (
 	_ ClassScorer = (*FGD)(nil)
 	_ Preparer    = (*FGD)(nil)
 	_ Committer   = (*FGD)(nil)
+	_ Cloner      = (*FGD)(nil)
 )
 
 // Name implements Scorer.
@@ -126,6 +127,9 @@ func (*FGD) Name() string { return "fgd" }
 
 // Prepare implements Preparer.
 func (s *FGD) Prepare(v *View) { s.frag.prepare(v) }
+
+// Clone implements Cloner.
+func (s *FGD) Clone() Scorer { return &FGD{Exact: s.Exact} }
 
 // Changed implements Committer.
 func (s *FGD) Changed(_ *View, node int) { s.frag.invalidate(node) }
@@ -320,6 +324,7 @@ var (
 	_ Preparer    = (*Gangway)(nil)
 	_ Committer   = (*Gangway)(nil)
 	_ Versioned   = (*Gangway)(nil)
+	_ Cloner      = (*Gangway)(nil)
 )
 
 // Name implements Scorer.
@@ -332,6 +337,9 @@ func (s *Gangway) Prepare(v *View) {
 	s.models.prepare(v)
 	s.cpuPerGPU, s.memPerGPU = demandPerGPU(v.workload)
 }
+
+// Clone implements Cloner: every field is what Prepare derives.
+func (*Gangway) Clone() Scorer { return &Gangway{} }
 
 // Changed implements Committer.
 func (s *Gangway) Changed(v *View, node int) {

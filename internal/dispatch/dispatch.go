@@ -623,7 +623,9 @@ func (l *Loop) estimate(ctx context.Context, ps placement.Snapshot, queue []gang
 		return
 	}
 	// The forecast takes the lock over: nothing the cycle goes on with
-	// (ps, queue, o) changes them.
+	// (ps, queue, o) changes them. It places beside the cycles, so with a
+	// scorer of its own (a scorer keeps what it prepared for one Place).
+	in.Options.Scorer = placement.Independent(o.Scorer)
 	locked = false
 	l.side.Go(func() {
 		defer l.etaMu.Unlock()

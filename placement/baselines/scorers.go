@@ -45,7 +45,11 @@ type Random struct{ ties nodeDraw }
 var (
 	_ placement.Scorer    = (*Random)(nil)
 	_ placement.Committer = (*Random)(nil)
+	_ placement.Cloner    = (*Random)(nil)
 )
+
+// Clone implements placement.Cloner.
+func (*Random) Clone() placement.Scorer { return &Random{} }
 
 // Name implements placement.Scorer.
 func (*Random) Name() string { return "random" }
@@ -147,7 +151,11 @@ var (
 	_ placement.Scorer    = (*GPUClustering)(nil)
 	_ placement.Preparer  = (*GPUClustering)(nil)
 	_ placement.Committer = (*GPUClustering)(nil)
+	_ placement.Cloner    = (*GPUClustering)(nil)
 )
+
+// Clone implements placement.Cloner.
+func (*GPUClustering) Clone() placement.Scorer { return &GPUClustering{} }
 
 // Name implements placement.Scorer.
 func (*GPUClustering) Name() string { return "gpu-clustering" }
