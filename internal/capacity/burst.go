@@ -23,7 +23,7 @@ var (
 // that attempt. The record goes when the job is queued pinned to its
 // instances, queued for a later attempt, or dequeued.
 func (v *View) StartBurst(ctx context.Context, holder string, jobID gangway.JobID, attempt int, request []byte) error {
-	keys := []string{v.k.lease, v.k.queue, v.k.bursting, v.k.queueRevs}
+	keys := []string{v.k.lease, v.k.queue, v.k.bursting, v.k.queueChanges, v.k.rev}
 	n, err := burstScript.Run(ctx, v.rdb, keys, holder, jobID, attempt, request).Int()
 	switch {
 	case err != nil:

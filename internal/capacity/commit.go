@@ -19,8 +19,12 @@ import (
 // dispatch loop plans from. Now is the Redis server's clock, so every
 // dispatcher agrees on it.
 type Snapshot struct {
-	Now   time.Time
-	Nodes []gangway.NodeStatus // sorted by ID
+	Now time.Time
+	// Nodes are sorted by ID. Their GPU slices are shared with the view's
+	// read cache and with other snapshots: read them, never write to them
+	// (copy a node's GPUs to change them). Allocated is nil on a node
+	// with no whole GPU held.
+	Nodes []gangway.NodeStatus
 	Queue []gangway.QueueEntry // in queue order
 	// Allocations are the committed assignments, sorted by job ID (what
 	// preemption may choose victims from).
@@ -157,7 +161,7 @@ func (v *View) CommitIn(ctx context.Context, holder, gen string, plan []gangway.
 		return fmt.Errorf("commit: encode plan: %w", err)
 	}
 	keys := []string{v.k.queue, v.k.allocs, v.k.gpus, v.k.nodes, v.k.nodeState, v.k.lease, v.k.reasons, v.k.shares, v.k.epoch,
-		v.k.queueRevs}
+		v.k.queueChanges, v.k.rev}
 	res, err := commitScript.Run(ctx, v.rdb, keys, holder, arg, gen).Slice()
 	if err != nil {
 		return fmt.Errorf("commit: %w", err)
@@ -298,13 +302,11 @@ func (v *View) readOnce(ctx context.Context, withQueue bool) (Snapshot, error) {
 	if withQueue {
 		flag = "1"
 	}
-	keys := []string{v.k.nodes, v.k.nodeState, v.k.heartbeat, v.k.gpus, v.k.queue, v.k.allocs, v.k.nodeRevs, v.k.rev, v.k.epoch, v.k.shares,
-		v.k.rebuilt, v.k.nodeTasks, v.k.checkpoints, v.k.queueRevs}
-	res, err := readScript.Run(ctx, v.rdb, keys, flag, c.epoch, c.rev, c.queueSince()).Slice()
+	res, err := readScript.Run(ctx, v.rdb, v.readKeys(), flag, c.epoch, c.rev, c.queueSince(), c.beatMark).Slice()
 	if err != nil {
 		return Snapshot{}, err
 	}
-	if len(res) != 16 {
+	if len(res) != 17 {
 		return Snapshot{}, fmt.Errorf("unexpected script reply of %d items", len(res))
 	}
 	var s Snapshot
@@ -313,36 +315,39 @@ func (v *View) readOnce(ctx context.Context, withQueue bool) (Snapshot, error) {
 	}
 	epoch, _ := res[1].(string)
 	rev, _ := res[2].(int64)
-	rebuilt, _ := res[12].(string)
+	rebuilt, _ := res[15].(string)
 	s.Generation, s.Rebuilt = epoch, epoch != "" && rebuilt == epoch
-	tasks, err := flatHash(res[13])
-	if err != nil {
-		return Snapshot{}, err
+	lists := make([][]entryChange, 0, 5)
+	for _, r := range []any{res[5], res[6], res[7], res[8], res[12]} {
+		l, err := changeList(r)
+		if err != nil {
+			return Snapshot{}, err
+		}
+		lists = append(lists, l)
 	}
-	ids, err := stringList(res[3])
-	if err != nil {
-		return Snapshot{}, err
-	}
-	hashes := make([]map[string]string, 0, 8)
-	for _, r := range []any{res[5], res[6], res[7], res[8], res[15], res[10], res[11], res[14]} {
+	changed, states, beats, tasks, queueChanged := lists[0], lists[1], lists[2], lists[3], lists[4]
+	hashes := make([]map[string]string, 0, 4)
+	for _, r := range []any{res[9], res[13], res[14], res[16]} {
 		h, err := flatHash(r)
 		if err != nil {
 			return Snapshot{}, err
 		}
 		hashes = append(hashes, h)
 	}
-	changed, states, beats, gpus, queueChanged, allocs, shares := hashes[0], hashes[1], hashes[2], hashes[3], hashes[4], hashes[5], hashes[6]
-	saved := hashes[7]
-	nodes, err := c.mergeNodes(epoch, rev, ids, changed, len(changed) == len(ids))
+	gpus, allocs, shares, saved := hashes[0], hashes[1], hashes[2], hashes[3]
+	nodeWhole, _ := res[3].(int64)
+	nodeCount, _ := res[4].(int64)
+	nodes, err := c.mergeNodes(epoch, rev, changed, nodeWhole == 1, int(nodeCount))
 	if err != nil {
 		return Snapshot{}, err
 	}
+	c.mergeNodeStatus(nodeWhole == 1, changed, states, beats, tasks, s.Now)
 
 	byID := make(map[string]*gangway.NodeStatus, len(nodes))
 	s.Nodes = make([]gangway.NodeStatus, len(nodes))
 	for i, n := range nodes {
-		st := gangway.NodeStatus{Node: n, State: states[n.ID], Allocated: map[int]gangway.JobID{}}
-		if ms, err := strconv.ParseInt(beats[n.ID], 10, 64); err == nil {
+		st := gangway.NodeStatus{Node: n, State: c.states[n.ID]}
+		if ms, ok := c.beats[n.ID]; ok {
 			st.LastHeartbeat = time.UnixMilli(ms)
 			st.HeartbeatAge.Duration = max(s.Now.Sub(st.LastHeartbeat), 0)
 		} else {
@@ -359,6 +364,9 @@ func (v *View) readOnce(ctx context.Context, withQueue bool) (Snapshot, error) {
 			return Snapshot{}, err
 		}
 		if n := byID[nodeID]; n != nil {
+			if n.Allocated == nil {
+				n.Allocated = map[int]gangway.JobID{}
+			}
 			n.Allocated[idx] = job
 		}
 	}
@@ -379,7 +387,7 @@ func (v *View) readOnce(ctx context.Context, withQueue bool) (Snapshot, error) {
 		}
 	}
 
-	if err := reported(byID, tasks); err != nil {
+	if err := reported(byID, c.tasks); err != nil {
 		return Snapshot{}, err
 	}
 
@@ -403,11 +411,9 @@ func (v *View) readOnce(ctx context.Context, withQueue bool) (Snapshot, error) {
 	}
 
 	if withQueue {
-		qids, err := stringList(res[9])
-		if err != nil {
-			return Snapshot{}, err
-		}
-		if s.Queue, err = c.mergeQueue(epoch, rev, qids, queueChanged, len(queueChanged) == len(qids)); err != nil {
+		queueWhole, _ := res[10].(int64)
+		queueCount, _ := res[11].(int64)
+		if s.Queue, err = c.mergeQueue(epoch, rev, queueChanged, queueWhole == 1, int(queueCount)); err != nil {
 			return Snapshot{}, err
 		}
 	}
@@ -445,6 +451,43 @@ func parseTime(v any) (time.Time, error) {
 		n[i] = x
 	}
 	return time.UnixMicro(n[0]*1_000_000 + n[1]), nil
+}
+
+// readKeys is read.lua's KEYS.
+func (v *View) readKeys() []string {
+	return []string{v.k.nodes, v.k.nodeState, v.k.heartbeat, v.k.gpus, v.k.queue, v.k.allocs, v.k.nodeChanges, v.k.rev,
+		v.k.epoch, v.k.shares, v.k.rebuilt, v.k.nodeTasks, v.k.checkpoints, v.k.queueChanges, v.k.changesFloor}
+}
+
+// entryChange is one entry of a read's flat ID, value list of changes:
+// the entry's new value, or its removal.
+type entryChange struct {
+	ID, Raw string
+	Removed bool
+}
+
+// changeList decodes such a list: a nil value marks a removal.
+func changeList(v any) ([]entryChange, error) {
+	list, ok := v.([]any)
+	if !ok || len(list)%2 != 0 {
+		return nil, fmt.Errorf("unexpected changes reply %T", v)
+	}
+	out := make([]entryChange, 0, len(list)/2)
+	for i := 0; i < len(list); i += 2 {
+		id, ok := list[i].(string)
+		if !ok {
+			return nil, fmt.Errorf("unexpected changes reply item %T", list[i])
+		}
+		switch val := list[i+1].(type) {
+		case nil:
+			out = append(out, entryChange{ID: id, Removed: true})
+		case string:
+			out = append(out, entryChange{ID: id, Raw: val})
+		default:
+			return nil, fmt.Errorf("unexpected changes reply value %T of %s", val, id)
+		}
+	}
+	return out, nil
 }
 
 // flatHash turns an HGETALL reply inside a script result into a map.

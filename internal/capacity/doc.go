@@ -21,9 +21,10 @@
 //
 //	key               type    field → value
 //	P:nodes           hash    node ID → gangway.Node JSON (inventory)
-//	P:node-revs       hash    node ID → revision of its P:nodes record (from P:rev)
-//	P:rev             string  the last revision given to a node record or queue entry (INCR)
-//	P:queue-revs      hash    job ID → revision of its P:queue entry (from P:rev)
+//	P:node-changes    zset    node ID by the revision (from P:rev) of the last write or removal of its P:nodes record or P:node-state
+//	P:rev             string  the last revision given to a change of a node or a queue entry (INCR)
+//	P:queue-changes   zset    job ID by the revision (from P:rev) of the last write or removal of its P:queue entry
+//	P:changes-floor   string  the revision below which the two changes logs have forgotten removals (a reader behind it reads whole; nodecache.go)
 //	P:epoch           string  the view's generation: written (TIME) by the first read of a new or flushed view
 //	P:rebuilt         string  the generation the view was last rebuilt for (rebuild.go; the dispatch loop places nothing until it is P:epoch)
 //	P:node-tasks      hash    node ID → JSON list of the tasks its agent reports running (each heartbeat)

@@ -43,8 +43,9 @@ func TestFleetCacheStaysTrue(t *testing.T) {
 	must(t, v.RegisterNode(ctx, node("a", 2)))
 	check("first read", "a", "b")
 
-	fleet(v)[0].GPUs[0].Healthy = false
-	check("after a caller changed its copy", "a", "b")
+	grown := append(fleet(v)[0].GPUs, gangway.GPU{Index: 99})
+	grown[0].Healthy = false
+	check("after a caller appended to its GPUs", "a", "b")
 
 	must(t, v.RegisterNode(ctx, node("a", 4)))
 	must(t, v.RemoveNode(ctx, "b"))

@@ -236,7 +236,7 @@ func (v *View) tryUpdateGPUs(ctx context.Context, nodeID string, gpus []int, eve
 		}
 		args[4] = string(data)
 	}
-	res, err := gpuHealthScript.Run(ctx, v.rdb, []string{v.k.nodes, records, events, v.k.nodeRevs, v.k.rev}, args...).Int()
+	res, err := gpuHealthScript.Run(ctx, v.rdb, []string{v.k.nodes, records, events, v.k.nodeChanges, v.k.rev}, args...).Int()
 	if err != nil {
 		return nil, fmt.Errorf("gpu health %s: %w", nodeID, err)
 	}

@@ -30,7 +30,7 @@ var (
 // RegisterNodes registers every node as RegisterNode does, pipelined in
 // batches.
 func (v *View) RegisterNodes(ctx context.Context, nodes []gangway.Node) error {
-	keys := []string{v.k.nodes, v.k.nodeState, v.k.heartbeat, v.k.nodeRevs, v.k.rev}
+	keys := []string{v.k.nodes, v.k.nodeState, v.k.heartbeat, v.k.nodeChanges, v.k.rev}
 	// Loaded first, so the pipelines' EVALSHAs find it.
 	if err := registerScript.Load(ctx, v.rdb).Err(); err != nil {
 		return fmt.Errorf("register nodes: %w", err)

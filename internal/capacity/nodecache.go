@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"sync"
+	"time"
 
 	"github.com/gangwayhq/gangway"
 )
@@ -14,21 +16,32 @@ import (
 // one. At ten thousand nodes a whole read moves megabytes of node records
 // that almost never change, and decoding them is most of a snapshot's cost.
 //
-// Node records carry revisions: every script that writes one (register,
-// gpu_health) takes a new revision from P:rev and records it in
-// P:node-revs, and read.lua sends only the records whose revision is above
-// the one the cache is at. P:epoch names the view's lifetime: it is
-// written by the first read of a new or flushed view, so a cache from
-// before a FLUSHALL or a failover to an empty replica never matches it and
-// the next read is whole.
+// Every script that writes or removes a node's record or state (register,
+// set_state, gpu_health, remove_node, restore) takes a new revision from
+// P:rev and records it in the node changes log, P:node-changes, a sorted
+// set of node IDs by revision; read.lua sends the nodes whose revision is
+// above the one the cache is at — their records, states, heartbeats and
+// tasks, or that they are gone — and the heartbeats and tasks of the nodes
+// that beat since the cache's last read (the heartbeat hash is walked
+// inside Redis; only those travel). Queue entries are logged the same way
+// (P:queue-changes: enqueue writes one, commit, burst and dequeue remove
+// one), so a read sends only the entries written or removed since the
+// cache's queue revision, and the cache keeps the queue sorted: a read
+// that finds no change sorts nothing. A read's reply grows with what
+// changed, not with the fleet or the queue.
 //
-// Queue entries take revisions from P:rev too (P:queue-revs, written by
-// enqueue.lua), so a read sends only the entries written since the cache's
-// queue revision, and the cache keeps the queue sorted: a read that finds
-// no change sorts nothing. A queue entry overwritten by a version that
-// kept no revisions would stay stale in the cache; Commit, which checks
-// every entry it places against Redis, then finds the plan stale and the
-// queue is read whole again (forgetQueue).
+// A removal stays in its log until the log holds 8,192 more IDs than its
+// hash; read.lua then forgets removals older than 8,192 revisions and
+// raises P:changes-floor above them, and a cache at a revision below the
+// floor reads whole. P:epoch names the view's lifetime: it is written by
+// the first read of a new or flushed view, so a cache from before a
+// FLUSHALL or a failover to an empty replica never matches it and the next
+// read is whole. Each read also checks the cache holds as many nodes and
+// queue entries as Redis: an entry written or removed without its log (by
+// an earlier version) makes the next read whole. An entry overwritten in
+// place without its log would stay stale in the cache; for the queue,
+// Commit, which checks every entry it places against Redis, then finds the
+// plan stale and the queue is read whole again (forgetQueue).
 //
 // Allocations are read whole, but each is decoded only when its JSON
 // differs from the one decoded last time.
@@ -39,13 +52,19 @@ type readCache struct {
 	nodes map[string]gangway.Node
 	// order is the IDs of nodes, sorted.
 	order []string
+	// states, beats (Unix ms) and tasks (JSON) are the nodes' as last
+	// sent; beatMark is the server's time (Unix ms) at the read that sent
+	// them.
+	states   map[string]string
+	beats    map[string]int64
+	tasks    map[string]string
+	beatMark int64
 	// queueEpoch and queueRev are the epoch and revision queued is at;
 	// sorted is its entries in queue order.
 	queueEpoch string
 	queueRev   int64
 	queued     map[string]*queuedEntry
 	sorted     []*queuedEntry
-	mark       uint64
 	alloc      memo[allocRecord]
 }
 
@@ -65,62 +84,56 @@ func (c *readCache) forgetQueue() {
 	c.queueEpoch, c.queued, c.sorted = "", nil, nil
 }
 
-// queuedEntry is one cached queue entry; seen is the mark of the last
-// read that listed it.
+// queuedEntry is one cached queue entry; gone marks one that left the
+// queue or was replaced.
 type queuedEntry struct {
 	e    gangway.QueueEntry
-	seen uint64
+	gone bool
 }
 
 // insertAtMost: a read with more changed entries than this sorts the
 // queue again instead of inserting each in place.
 const insertAtMost = 32
 
-// mergeQueue brings the queue cache to rev from the changed entries (ID →
-// JSON), keeping exactly the jobs in ids, and returns the queue in queue
-// order, a slice of the caller's own. whole says whether changed holds
-// every entry. Its work beyond one lookup per queued job is proportional
-// to what changed.
-func (c *readCache) mergeQueue(epoch string, rev int64, ids []string, changed map[string]string, whole bool) ([]gangway.QueueEntry, error) {
+// mergeQueue brings the queue cache to rev from the changed entries,
+// which must leave it holding count entries, and returns the queue in
+// queue order, a slice of the caller's own. whole says whether changed
+// holds every entry. Its work beyond copying the queue out is
+// proportional to what changed.
+func (c *readCache) mergeQueue(epoch string, rev int64, changed []entryChange, whole bool, count int) ([]gangway.QueueEntry, error) {
 	if whole || c.queueEpoch != epoch || c.queued == nil {
 		c.queued, c.sorted = map[string]*queuedEntry{}, nil
 	}
-	c.mark++
 	var fresh []*queuedEntry
-	for _, id := range ids {
-		if raw, ok := changed[id]; ok {
-			p := &queuedEntry{seen: c.mark}
-			if err := json.Unmarshal([]byte(raw), &p.e); err != nil {
-				c.queueEpoch = "" // read whole next time
-				return nil, fmt.Errorf("decode queue entry %s: %w", id, err)
-			}
-			c.queued[id] = p // an older entry of the job is no longer seen
-			fresh = append(fresh, p)
+	removed := false
+	for _, ch := range changed {
+		if old, ok := c.queued[ch.ID]; ok {
+			old.gone, removed = true, true
+			delete(c.queued, ch.ID)
+		}
+		if ch.Removed {
 			continue
 		}
-		p, ok := c.queued[id]
-		if !ok {
-			// An entry the cache never saw, with no newer revision:
-			// written by a version that kept none. Read whole again.
-			c.queueEpoch, c.epoch = "", ""
-			return nil, fmt.Errorf("queue entry %s: %w", id, errCacheMiss)
+		p := &queuedEntry{}
+		if err := json.Unmarshal([]byte(ch.Raw), &p.e); err != nil {
+			c.queueEpoch = "" // read whole next time
+			return nil, fmt.Errorf("decode queue entry %s: %w", ch.ID, err)
 		}
-		p.seen = c.mark
+		c.queued[ch.ID] = p
+		fresh = append(fresh, p)
 	}
-	removed := len(c.queued) != len(ids)
-	if removed {
-		for id, p := range c.queued {
-			if p.seen != c.mark {
-				delete(c.queued, id)
-			}
-		}
+	if len(c.queued) != count {
+		// Redis holds entries the log did not name, or lacks some it
+		// did not say were removed. Read whole again.
+		c.queueEpoch, c.epoch = "", ""
+		return nil, fmt.Errorf("%d queue entries cached, %d queued: %w", len(c.queued), count, errCacheMiss)
 	}
 	if len(fresh) > 0 || removed || c.sorted == nil {
 		// The entries kept stay in order; the changed ones are put in
 		// place among them.
 		kept := c.sorted[:0]
 		for _, p := range c.sorted {
-			if p.seen == c.mark {
+			if !p.gone {
 				kept = append(kept, p)
 			}
 		}
@@ -145,65 +158,88 @@ func (c *readCache) mergeQueue(epoch string, rev int64, ids []string, changed ma
 	return out, nil
 }
 
-// mergeNodes brings the cache to rev from the changed records (ID → JSON),
-// keeping exactly the nodes in ids, and returns the nodes sorted by ID.
-// whole says whether changed holds every node (the read ignored the
-// cache).
-func (c *readCache) mergeNodes(epoch string, rev int64, ids []string, changed map[string]string, whole bool) ([]gangway.Node, error) {
+// mergeNodes brings the cache to rev from the changed records, which must
+// leave it holding count nodes, and returns the nodes sorted by ID. whole
+// says whether changed holds every node (the read ignored the cache).
+// The nodes' GPU slices are the cache's: callers only read them.
+func (c *readCache) mergeNodes(epoch string, rev int64, changed []entryChange, whole bool, count int) ([]gangway.Node, error) {
 	if whole || c.epoch != epoch || c.nodes == nil {
 		c.nodes, c.order = map[string]gangway.Node{}, nil
 	}
-	// Most reads change nothing: the same nodes, no record newer.
-	same := len(changed) == 0 && len(ids) == len(c.nodes)
-	for i := 0; same && i < len(ids); i++ {
-		_, same = c.nodes[ids[i]]
-	}
-	if !same {
-		next := make(map[string]gangway.Node, len(ids))
-		for _, id := range ids {
-			if raw, ok := changed[id]; ok {
-				var n gangway.Node
-				if err := json.Unmarshal([]byte(raw), &n); err != nil {
-					c.epoch = "" // read whole next time
-					return nil, fmt.Errorf("decode node %s: %w", id, err)
-				}
-				next[id] = n
-				continue
+	for _, ch := range changed {
+		_, known := c.nodes[ch.ID]
+		if ch.Removed {
+			if known {
+				delete(c.nodes, ch.ID)
+				c.order = nil
 			}
-			n, ok := c.nodes[id]
-			if !ok {
-				// A node the cache never saw, with no newer revision:
-				// written before revisions were kept. Read whole next
-				// time.
-				c.epoch = ""
-				return nil, fmt.Errorf("node %s: %w", id, errCacheMiss)
-			}
-			next[id] = n
+			continue
 		}
-		c.nodes, c.order = next, nil
+		var n gangway.Node
+		if err := json.Unmarshal([]byte(ch.Raw), &n); err != nil {
+			c.epoch = "" // read whole next time
+			return nil, fmt.Errorf("decode node %s: %w", ch.ID, err)
+		}
+		// Clipped, so that a caller appending to it copies it.
+		n.GPUs = slices.Clip(n.GPUs)
+		c.nodes[ch.ID] = n
+		if !known {
+			c.order = nil
+		}
+	}
+	if len(c.nodes) != count {
+		// Redis holds nodes the log did not name (registered by a
+		// version that kept no log), or lacks some it did not say were
+		// removed. Read whole next time.
+		c.epoch = ""
+		return nil, fmt.Errorf("%d nodes cached, %d registered: %w", len(c.nodes), count, errCacheMiss)
 	}
 	if c.order == nil {
 		c.order = slices.Sorted(maps.Keys(c.nodes))
 	}
 	c.epoch, c.rev = epoch, rev
-	// Callers get their own GPU slices, so none can change the cache: one
-	// backing array for all of them.
-	total := 0
-	for _, n := range c.nodes {
-		total += len(n.GPUs)
-	}
-	gpus := make([]gangway.GPU, 0, total)
 	out := make([]gangway.Node, len(c.order))
 	for i, id := range c.order {
-		n := c.nodes[id]
-		if n.GPUs != nil {
-			first := len(gpus)
-			gpus = append(gpus, n.GPUs...)
-			n.GPUs = gpus[first:len(gpus):len(gpus)]
-		}
-		out[i] = n
+		out[i] = c.nodes[id]
 	}
 	return out, nil
+}
+
+// mergeNodeStatus brings the nodes' states, heartbeats and tasks up to
+// the read made at now (after mergeNodes took its nodes).
+func (c *readCache) mergeNodeStatus(whole bool, nodes, states, beats, tasks []entryChange, now time.Time) {
+	if whole || c.states == nil {
+		c.states, c.beats, c.tasks = map[string]string{}, map[string]int64{}, map[string]string{}
+	}
+	for _, ch := range states {
+		if ch.Removed {
+			delete(c.states, ch.ID)
+		} else {
+			c.states[ch.ID] = ch.Raw
+		}
+	}
+	for _, ch := range beats {
+		if ms, err := strconv.ParseInt(ch.Raw, 10, 64); err == nil && !ch.Removed {
+			c.beats[ch.ID] = ms
+		} else {
+			delete(c.beats, ch.ID)
+		}
+	}
+	for _, ch := range tasks {
+		if ch.Removed {
+			delete(c.tasks, ch.ID)
+		} else {
+			c.tasks[ch.ID] = ch.Raw
+		}
+	}
+	for _, ch := range nodes {
+		if ch.Removed {
+			delete(c.states, ch.ID)
+			delete(c.beats, ch.ID)
+			delete(c.tasks, ch.ID)
+		}
+	}
+	c.beatMark = now.UnixMilli()
 }
 
 // memo remembers the value decoded from each key's last JSON.

@@ -2,6 +2,7 @@ package capacity
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"pgregory.net/rapid"
 
 	"github.com/gangwayhq/gangway"
@@ -28,8 +30,8 @@ func snapshotNodes(t *testing.T, v *View) map[string]gangway.Node {
 
 // TestSnapshotCacheStaysTrue checks that the read cache never shows a node
 // record other than the one in Redis: through changes, removals, a flush
-// and records written without a revision, and whatever a caller does to a
-// snapshot it was given.
+// and records written without a revision, and a caller appending to a
+// snapshot's GPUs.
 func TestSnapshotCacheStaysTrue(t *testing.T) {
 	ctx := t.Context()
 	rdb := startRedis(t)
@@ -52,11 +54,13 @@ func TestSnapshotCacheStaysTrue(t *testing.T) {
 	check("first read")
 	revBefore := v.cache.rev
 
-	// A caller changing its snapshot does not change the next one.
+	// A snapshot's GPU slices are shared with the cache (read-only), but a
+	// caller appending to one gets a copy: the next snapshot is unchanged.
 	s, err := v.Snapshot(ctx)
 	must(t, err)
-	s.Nodes[0].Node.GPUs[0].Healthy = false
-	check("after a caller changed its snapshot")
+	grown := append(s.Nodes[0].Node.GPUs, gangway.GPU{Index: 99})
+	grown[0].Healthy = false
+	check("after a caller appended to its snapshot's GPUs")
 
 	// An unchanged re-registration sends nothing new; a changed one does.
 	must(t, v.RegisterNode(ctx, node("a", 2)))
@@ -192,4 +196,124 @@ func TestQueueCacheStaysTrue(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestNodeStatusCacheStaysTrue checks that a snapshot's nodes, read
+// through the cache — records, states, heartbeats and the GPUs the agents'
+// tasks hold — are always what a whole read gives, and the fleet's records
+// too: through registrations, cordons, heartbeats with and without tasks
+// (one node at a time and many at once), made-silent nodes, removals,
+// fences, a flush and records written without a log.
+func TestNodeStatusCacheStaysTrue(t *testing.T) {
+	rdb := startRedis(t)
+	ctx := t.Context()
+	ids := []string{"a", "b", "c", "d"}
+	ignoreAge := cmpopts.IgnoreFields(gangway.NodeStatus{}, "HeartbeatAge")
+	rapid.Check(t, func(rt *rapid.T) {
+		v := newView(rdb, Options{})
+		prefix := strings.TrimSuffix(v.k.nodes, ":nodes")
+		must(rt, rdb.FlushAll(ctx).Err())
+		for step := range rapid.IntRange(1, 40).Draw(rt, "steps") {
+			id := rapid.SampledFrom(ids).Draw(rt, "node")
+			op := rapid.SampledFrom([]string{"register", "register", "resize", "state", "beat", "beat", "beat-many",
+				"forget", "remove", "fence", "flush", "legacy"}).Draw(rt, "op")
+			tasks := func() []Task {
+				if !rapid.Bool().Draw(rt, "has tasks") {
+					return nil
+				}
+				return []Task{{JobID: "job-" + id, Attempt: 1, GPUs: []int{rapid.IntRange(0, 1).Draw(rt, "gpu")}}}
+			}
+			var err error
+			switch op {
+			case "register":
+				err = v.RegisterNode(ctx, node(id, 2))
+			case "resize":
+				err = v.RegisterNode(ctx, node(id, rapid.IntRange(2, 4).Draw(rt, "gpus")))
+			case "state":
+				err = v.SetNodeState(ctx, id, rapid.SampledFrom([]string{gangway.NodeReady, gangway.NodeCordoned, gangway.NodeLost}).Draw(rt, "state"))
+			case "beat":
+				err = v.Heartbeat(ctx, id, tasks())
+			case "beat-many":
+				_, err = v.HeartbeatNodes(ctx, []NodeBeat{{ID: id, Tasks: tasks()}, {ID: rapid.SampledFrom(ids).Draw(rt, "other"), Tasks: tasks()}})
+			case "forget":
+				err = v.ForgetHeartbeat(ctx, id)
+			case "remove":
+				err = v.RemoveNode(ctx, id)
+			case "fence":
+				_, err = v.FenceGPUs(ctx, gangway.GPUEvent{Node: id, GPUs: []int{0}, Kind: "xid", Xid: 79, At: t0})
+			case "flush":
+				err = rdb.FlushAll(ctx).Err()
+			case "legacy": // a record and state written with no log entry
+				raw, _ := json.Marshal(node("legacy-"+strconv.Itoa(step), 1))
+				must(rt, rdb.HSet(ctx, v.k.nodes, "legacy-"+strconv.Itoa(step), string(raw)).Err())
+				err = rdb.HSet(ctx, v.k.nodeState, "legacy-"+strconv.Itoa(step), gangway.NodeReady).Err()
+			}
+			if err != nil && !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrNodeBusy) {
+				rt.Fatalf("step %d (%s %s): %v", step, op, id, err)
+			}
+			got, err := v.Snapshot(ctx)
+			must(rt, err)
+			fresh := New(rdb, Options{Prefix: prefix})
+			whole, err := fresh.Snapshot(ctx)
+			must(rt, err)
+			if diff := cmp.Diff(whole.Nodes, got.Nodes, ignoreAge); diff != "" {
+				rt.Fatalf("step %d (%s %s): cached nodes differ from a whole read (-whole +cached):\n%s", step, op, id, diff)
+			}
+			gotFleet, err := v.FleetNodes(ctx)
+			must(rt, err)
+			wholeFleet, err := fresh.FleetNodes(ctx)
+			must(rt, err)
+			if diff := cmp.Diff(wholeFleet, gotFleet); diff != "" {
+				rt.Fatalf("step %d (%s %s): cached fleet differs from a whole read (-whole +cached):\n%s", step, op, id, diff)
+			}
+		}
+	})
+}
+
+// TestChangesLogForgetsOldRemovals: removals beyond the log's allowance
+// are forgotten, the log stays bounded, a cache that kept up stays
+// incremental and one that fell behind the floor reads whole, right.
+func TestChangesLogForgetsOldRemovals(t *testing.T) {
+	rdb := startRedis(t)
+	ctx := t.Context()
+	v := newView(rdb, Options{})
+	prefix := strings.TrimSuffix(v.k.nodes, ":nodes")
+	behind := New(rdb, Options{Prefix: prefix})
+	for i := range 3 {
+		_, err := v.Enqueue(ctx, entry(fmt.Sprintf("kept-%d", i), 1, 1, 1))
+		must(t, err)
+	}
+	_, err := behind.Snapshot(ctx)
+	must(t, err)
+	const removals = 10000
+	for i := range removals {
+		id := fmt.Sprintf("gone-%05d", i)
+		_, err := v.Enqueue(ctx, entry(id, 1, 1, 1))
+		must(t, err)
+		must(t, v.Dequeue(ctx, id))
+		if i%1000 == 0 {
+			_, err := v.Snapshot(ctx) // keeps up
+			must(t, err)
+		}
+	}
+	s, err := v.Snapshot(ctx)
+	must(t, err)
+	logged, err := rdb.ZCard(ctx, v.k.queueChanges).Result()
+	must(t, err)
+	floor, err := rdb.Get(ctx, v.k.changesFloor).Int64()
+	must(t, err)
+	if logged > 3+8192+1 || floor == 0 {
+		t.Errorf("after %d removals the queue log holds %d IDs, floor %d; want at most %d and a floor", removals, logged, floor, 3+8192+1)
+	}
+	if v.cache.queueRev < floor {
+		t.Errorf("the cache that kept up is at revision %d, below the floor %d", v.cache.queueRev, floor)
+	}
+	if behind.cache.queueSince() >= floor {
+		t.Fatalf("the cache behind is at %d, not below the floor %d", behind.cache.queueSince(), floor)
+	}
+	late, err := behind.Snapshot(ctx)
+	must(t, err)
+	if diff := cmp.Diff(s.Queue, late.Queue); diff != "" || len(late.Queue) != 3 {
+		t.Errorf("the cache behind the floor: %d queued, differs from the one that kept up:\n%s", len(late.Queue), diff)
+	}
 }

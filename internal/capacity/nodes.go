@@ -33,7 +33,7 @@ func (v *View) RegisterNode(ctx context.Context, n gangway.Node) error {
 	if err != nil {
 		return fmt.Errorf("register node %s: %w", n.ID, err)
 	}
-	keys := []string{v.k.nodes, v.k.nodeState, v.k.heartbeat, v.k.nodeRevs, v.k.rev}
+	keys := []string{v.k.nodes, v.k.nodeState, v.k.heartbeat, v.k.nodeChanges, v.k.rev}
 	if err := registerScript.Run(ctx, v.rdb, keys, n.ID, inv).Err(); err != nil {
 		return fmt.Errorf("register node %s: %w", n.ID, err)
 	}
@@ -92,7 +92,7 @@ func (v *View) SetNodeState(ctx context.Context, nodeID, state string) error {
 		return fmt.Errorf("set node %s state: invalid state %q (want %s, %s or %s)",
 			nodeID, state, gangway.NodeReady, gangway.NodeCordoned, gangway.NodeLost)
 	}
-	keys := []string{v.k.nodes, v.k.nodeState}
+	keys := []string{v.k.nodes, v.k.nodeState, v.k.nodeChanges, v.k.rev}
 	ok, err := setStateScript.Run(ctx, v.rdb, keys, nodeID, state).Int()
 	if err != nil {
 		return fmt.Errorf("set node %s state: %w", nodeID, err)
@@ -119,7 +119,7 @@ func (v *View) ForgetHeartbeat(ctx context.Context, nodeID string) error {
 // returns ErrNodeBusy while a job still holds one of its GPUs, and
 // ErrNotFound if the node is unknown.
 func (v *View) RemoveNode(ctx context.Context, nodeID string) error {
-	keys := []string{v.k.nodes, v.k.nodeState, v.k.heartbeat, v.k.gpus, v.k.nodeRevs, v.k.shares}
+	keys := []string{v.k.nodes, v.k.nodeState, v.k.heartbeat, v.k.gpus, v.k.nodeChanges, v.k.shares, v.k.rev}
 	res, err := removeNodeScript.Run(ctx, v.rdb, keys, nodeID).Int()
 	if err != nil {
 		return fmt.Errorf("remove node %s: %w", nodeID, err)
@@ -158,7 +158,8 @@ func (v *View) Nodes(ctx context.Context) ([]gangway.NodeStatus, error) {
 // state, sorted by ID: what submit checks a job could ever fit on. Like a
 // snapshot it fetches and decodes only the records that changed since the
 // last call (its own read cache, nodecache.go): every submit asks, and at a
-// thousand nodes decoding them all was most of a submit's cost.
+// thousand nodes decoding them all was most of a submit's cost. As in a
+// snapshot, the GPU slices are shared with the cache: read-only.
 func (v *View) FleetNodes(ctx context.Context) ([]gangway.Node, error) {
 	v.fleet.mu.Lock()
 	defer v.fleet.mu.Unlock()
@@ -174,8 +175,7 @@ func (v *View) FleetNodes(ctx context.Context) ([]gangway.Node, error) {
 
 func (v *View) fleetOnce(ctx context.Context) ([]gangway.Node, error) {
 	c := &v.fleet
-	keys := []string{v.k.nodes, v.k.nodeState, v.k.heartbeat, v.k.gpus, v.k.queue, v.k.allocs, v.k.nodeRevs, v.k.rev, v.k.epoch}
-	res, err := readScript.Run(ctx, v.rdb, keys, "nodes", c.epoch, c.rev).Slice()
+	res, err := readScript.Run(ctx, v.rdb, v.readKeys(), "nodes", c.epoch, c.rev, "", "").Slice()
 	if err != nil {
 		return nil, err
 	}
@@ -184,13 +184,11 @@ func (v *View) fleetOnce(ctx context.Context) ([]gangway.Node, error) {
 	}
 	epoch, _ := res[1].(string)
 	rev, _ := res[2].(int64)
-	ids, err := stringList(res[3])
+	whole, _ := res[3].(int64)
+	count, _ := res[4].(int64)
+	changed, err := changeList(res[5])
 	if err != nil {
 		return nil, err
 	}
-	changed, err := flatHash(res[5])
-	if err != nil {
-		return nil, err
-	}
-	return c.mergeNodes(epoch, rev, ids, changed, len(changed) == len(ids))
+	return c.mergeNodes(epoch, rev, changed, whole == 1, int(count))
 }

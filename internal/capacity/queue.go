@@ -9,8 +9,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/gangwayhq/gangway"
 )
 
@@ -34,7 +32,7 @@ func (v *View) Enqueue(ctx context.Context, e gangway.QueueEntry) (bool, error) 
 	if len(e.Nodes) > 0 {
 		pinned = "1"
 	}
-	keys := []string{v.k.queue, v.k.allocs, v.k.bursting, v.k.queueRevs, v.k.rev}
+	keys := []string{v.k.queue, v.k.allocs, v.k.bursting, v.k.queueChanges, v.k.rev}
 	n, err := enqueueScript.Run(ctx, v.rdb, keys, e.JobID, e.Attempt, b, pinned).Int()
 	if err != nil {
 		return false, fmt.Errorf("enqueue %s: %w", e.JobID, err)
@@ -48,13 +46,8 @@ func (v *View) Enqueue(ctx context.Context, e gangway.QueueEntry) (bool, error) 
 // Dequeue removes the job from the queue and forgets a burst sent to it (a
 // cancelled job). It is a no-op if the job is neither.
 func (v *View) Dequeue(ctx context.Context, jobID gangway.JobID) error {
-	_, err := v.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.HDel(ctx, v.k.queue, jobID)
-		p.HDel(ctx, v.k.queueRevs, jobID)
-		p.HDel(ctx, v.k.bursting, jobID)
-		return nil
-	})
-	if err != nil {
+	keys := []string{v.k.queue, v.k.bursting, v.k.queueChanges, v.k.rev}
+	if err := dequeueScript.Run(ctx, v.rdb, keys, jobID).Err(); err != nil {
 		return fmt.Errorf("dequeue %s: %w", jobID, err)
 	}
 	return nil

@@ -134,7 +134,7 @@ func (v *View) Restore(ctx context.Context, holder, gen string, held []Held, sta
 	if err != nil {
 		return 0, nil, fmt.Errorf("restore: %w", err)
 	}
-	keys := []string{v.k.allocs, v.k.gpus, v.k.shares, v.k.lease, v.k.epoch, v.k.nodeState}
+	keys := []string{v.k.allocs, v.k.gpus, v.k.shares, v.k.lease, v.k.epoch, v.k.nodeState, v.k.nodeChanges, v.k.rev}
 	res, err := restoreScript.Run(ctx, v.rdb, keys, holder, gen, rawItems, rawStates).Slice()
 	if err != nil {
 		return 0, nil, fmt.Errorf("restore: %w", err)
@@ -217,6 +217,9 @@ func reported(byID map[string]*gangway.NodeStatus, tasks map[string]string) erro
 				}
 				if _, held := n.Allocated[g]; held || len(n.Shared[g]) > 0 {
 					continue
+				}
+				if n.Allocated == nil {
+					n.Allocated = map[int]gangway.JobID{}
 				}
 				n.Allocated[g] = t.JobID
 			}

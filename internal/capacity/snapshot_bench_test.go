@@ -13,8 +13,15 @@ func BenchmarkSnapshot(b *testing.B) {
 		b.Run(fmt.Sprintf("nodes=%d/jobs=%d", size.nodes, size.jobs), func(b *testing.B) {
 			ctx := b.Context()
 			v := newView(startRedis(b), Options{})
+			// Every node registered and heartbeating, as a server's
+			// agents keep them.
+			beats := make([]NodeBeat, size.nodes)
 			for i := range size.nodes {
 				must(b, v.RegisterNode(ctx, node(fmt.Sprintf("n%05d", i), 8)))
+				beats[i] = NodeBeat{ID: fmt.Sprintf("n%05d", i)}
+			}
+			if _, err := v.HeartbeatNodes(ctx, beats); err != nil {
+				b.Fatal(err)
 			}
 			for i := range size.jobs {
 				if _, err := v.Enqueue(ctx, entry(fmt.Sprintf("j%05d", i), 1, 1, 1)); err != nil {

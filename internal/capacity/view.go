@@ -72,12 +72,13 @@ type keySet struct {
 	nodes, nodeState, heartbeat, gpus, queue, allocs, lease, reasons string
 	bursting, offers                                                 string
 	logPrefix                                                        string
-	// nodeRevs (node → revision), rev (the last revision given) and epoch
-	// (when the view was first read) let Snapshot fetch only changed nodes.
-	nodeRevs, rev, epoch string
-	// queueRevs (job → revision of its queue entry, from rev too) lets
-	// Snapshot fetch only changed queue entries.
-	queueRevs string
+	// nodeChanges and queueChanges are the changes logs (sorted sets of
+	// node and job IDs by the revision, from rev, of their last write or
+	// removal), rev the last revision given, changesFloor the revision
+	// below which the logs have forgotten removals, and epoch names the
+	// view's lifetime: together they let a read fetch only what changed
+	// (nodecache.go).
+	nodeChanges, queueChanges, rev, changesFloor, epoch string
 	// rebuilt is the epoch the view was last rebuilt for (rebuild.go);
 	// nodeTasks (node → the tasks its agent reports running) is what the
 	// agents' heartbeats carry.
@@ -107,9 +108,12 @@ func newKeys(prefix string) keySet {
 		bursting:  prefix + ":bursting",
 		offers:    prefix + ":cloud-offers",
 		logPrefix: prefix + ":log:",
-		nodeRevs:  prefix + ":node-revs",
-		queueRevs: prefix + ":queue-revs",
-		rev:       prefix + ":rev",
+		// The changes logs: sorted sets (the hashes node-revs and
+		// queue-revs of earlier versions are not read).
+		nodeChanges:  prefix + ":node-changes",
+		queueChanges: prefix + ":queue-changes",
+		changesFloor: prefix + ":changes-floor",
+		rev:          prefix + ":rev",
 		epoch:     prefix + ":epoch",
 		rebuilt:   prefix + ":rebuilt",
 		nodeTasks: prefix + ":node-tasks",
@@ -152,6 +156,8 @@ var (
 	removeNodeLua string
 	//go:embed scripts/enqueue.lua
 	enqueueLua string
+	//go:embed scripts/dequeue.lua
+	dequeueLua string
 	//go:embed scripts/read.lua
 	readLua string
 	//go:embed scripts/commit.lua
@@ -173,6 +179,7 @@ var (
 	setStateScript        = redis.NewScript(setStateLua)
 	removeNodeScript      = redis.NewScript(removeNodeLua)
 	enqueueScript         = redis.NewScript(enqueueLua)
+	dequeueScript         = redis.NewScript(dequeueLua)
 	readScript            = redis.NewScript(readLua)
 	commitScript          = redis.NewScript(commitLua)
 	releaseScript         = redis.NewScript(releaseLua)

@@ -14,7 +14,8 @@
 -- replaced since the caller's snapshot takes no plan made from the old one.
 --
 -- KEYS: queue, allocs, gpus, nodes, node-state, lease, reasons, shares, epoch,
---       queue-revs
+--       queue-changes, rev (each job leaving the queue takes a revision of
+--       its own in the queue changes log, read.lua)
 -- ARGV: lease holder, plan JSON, the generation (epoch) of the caller's
 --   snapshot ("" to skip the check):
 --   [{"job": ID, "attempt": N, "members": [{"node": ID, "gpus": [i, ...], "milli": M}],
@@ -153,7 +154,7 @@ local n = 0
 for i, a in ipairs(plan) do
   local e = entries[i]
   redis.call('HDEL', KEYS[1], a.job)
-  redis.call('HDEL', KEYS[10], a.job)
+  redis.call('ZADD', KEYS[10], redis.call('INCR', KEYS[11]), a.job)
   redis.call('HDEL', KEYS[7], a.job)
   for _, m in ipairs(a.members) do
     local isShare, milli = shared(m)

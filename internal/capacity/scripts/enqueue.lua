@@ -5,7 +5,7 @@
 -- instances: a retried plain enqueue of that attempt must not put it back;
 -- the enqueue pinned to its instances (ARGV[4] = "1") replaces the burst
 -- record, and so does any later attempt.
--- KEYS: queue, allocs, bursting, queue-revs, rev
+-- KEYS: queue, allocs, bursting, queue-changes, rev
 -- ARGV: job ID, attempt, gangway.QueueEntry JSON, "1" if pinned to nodes
 -- Returns 1 if the entry was written, 0 if it was ignored.
 local attempt = tonumber(ARGV[2])
@@ -30,6 +30,6 @@ if queued then
   end
 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
-redis.call('HSET', KEYS[4], ARGV[1], redis.call('INCR', KEYS[5]))
+redis.call('ZADD', KEYS[4], redis.call('INCR', KEYS[5]), ARGV[1])
 redis.call('HDEL', KEYS[3], ARGV[1])
 return 1

@@ -2,7 +2,7 @@
 -- flakiness), the per-GPU health records, and the GPU event stream, all at
 -- once, if nothing changed since the caller read them (compare and set).
 -- A changed inventory gets a new revision, so readers fetch it again.
--- KEYS: nodes, gpu-health, gpu-events, node-revs, rev
+-- KEYS: nodes, gpu-health, gpu-events, node-changes, rev
 -- ARGV: node ID, expected node JSON, new node JSON, event stream max length,
 --       event JSON ("" for none), then triples: record field, expected
 --       record JSON ("" when absent), new record JSON
@@ -17,7 +17,7 @@ for i = 6, #ARGV, 3 do
 end
 if ARGV[3] ~= ARGV[2] then
   redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
-  redis.call('HSET', KEYS[4], ARGV[1], redis.call('INCR', KEYS[5]))
+  redis.call('ZADD', KEYS[4], redis.call('INCR', KEYS[5]), ARGV[1])
 end
 for i = 6, #ARGV, 3 do
   redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 2])

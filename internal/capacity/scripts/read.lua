@@ -1,18 +1,25 @@
 -- Read nodes, GPU owners, allocations and (optionally) the queue at one
--- instant, together with the server's clock. Node records and queue entries
--- are sent only when they changed since the caller's last read (see
--- nodecache.go).
--- KEYS: nodes, node-state, heartbeat, gpus, queue, allocs, node-revs, rev,
---       epoch, shares, rebuilt, node-tasks, checkpoints, queue-revs
--- ARGV: "1" to include the queue, "nodes" for the node records alone; the
---       caller's epoch ("" for none), the revision its node records are at
---       and the one its queue entries are at
--- Returns {TIME, epoch, rev, node IDs, their revisions, changed nodes,
--- node-state, heartbeat, gpus, queued job IDs, allocs, shares, rebuilt,
--- node-tasks, checkpoints, changed queue entries}; changed nodes, changed
--- queue entries and every hash are flat HGETALL-style lists; rebuilt is
--- the epoch the view was last rebuilt for (false if none). With "nodes"
--- the reply ends after the changed nodes.
+-- instant, together with the server's clock. Node records, their states,
+-- heartbeats and tasks, and queue entries are sent only when they changed
+-- since the caller's last read (see nodecache.go): a read's work and reply
+-- grow with what changed, not with the fleet or the queue.
+-- KEYS: nodes, node-state, heartbeat, gpus, queue, allocs, node-changes,
+--       rev, epoch, shares, rebuilt, node-tasks, checkpoints,
+--       queue-changes, changes-floor
+-- ARGV: "1" to include the queue, "0" not to, "nodes" for the node
+--       records alone; the caller's epoch ("" for none), the revision its
+--       nodes are at, the one its queue entries are at, and its heartbeat
+--       mark (the TIME in ms of its last read; "" for none)
+-- Returns {TIME, epoch, rev, nodes whole (1 or 0), node count, changed
+-- nodes, their states, heartbeats, tasks, gpus, queue whole, queue count,
+-- changed queue entries, allocs, shares, rebuilt, checkpoints}. Changed
+-- nodes, states, tasks and queue entries are flat ID, value lists in which
+-- a removed one's value is nil; a whole read sends every one (and no nil).
+-- Heartbeats are those of the changed nodes and of every node that beat
+-- since the mark (or was made silent: 0). gpus, allocs, shares and
+-- checkpoints are whole HGETALL-style lists; rebuilt is the epoch the view
+-- was last rebuilt for (false if none). With "nodes" the reply ends after
+-- the changed nodes.
 local now = redis.call('TIME')
 local epoch = redis.call('GET', KEYS[9])
 if not epoch then
@@ -21,63 +28,121 @@ if not epoch then
   redis.call('SET', KEYS[9], epoch)
 end
 local rev = tonumber(redis.call('GET', KEYS[8]) or '0')
+local floor = tonumber(redis.call('GET', KEYS[15]) or '0')
+-- since is the revision a caller's cache is at, or -1 when it must read
+-- whole: another epoch, a revision from the future, or one older than the
+-- removals the changes logs have forgotten.
 local function since(arg)
-  local s = tonumber(arg) or 0
-  if epoch ~= ARGV[2] or s > rev then
+  local s = tonumber(arg)
+  if not s or epoch ~= ARGV[2] or s > rev or s < floor then
     return -1
   end
   return s
 end
 
--- The IDs of hash h, their revisions in revs, and the values of those
--- newer than after.
-local function newer(h, revs, after)
-  local ids = redis.call('HKEYS', h)
-  local rs = {}
-  local changed = {}
-  -- HMGET in chunks: Lua's unpack takes a few thousand values at most.
-  for first = 1, #ids, 1000 do
-    local last = math.min(first + 999, #ids)
-    local part = redis.call('HMGET', revs, unpack(ids, first, last))
-    for j = 1, #part do
-      rs[first + j - 1] = part[j]
-    end
+-- The entries of hash h changed since revision s by its changes log (a
+-- sorted set of IDs by the revision of their last write or removal): a
+-- flat ID, value list, the value false (nil to the caller) for a removed
+-- one; every entry when s is -1.
+local function changes(h, log, s)
+  if s < 0 then
+    return redis.call('HGETALL', h)
   end
-  for i, id in ipairs(ids) do
-    local r = tonumber(rs[i]) or 0
-    rs[i] = r
-    if r > after then
-      changed[#changed + 1] = id
-      changed[#changed + 1] = redis.call('HGET', h, id)
-    end
+  local out = {}
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', log, '(' .. s, '+inf')) do
+    out[#out + 1] = id
+    out[#out + 1] = redis.call('HGET', h, id)
   end
-  return ids, rs, changed
+  return out
 end
 
-local ids, revs, changed = newer(KEYS[1], KEYS[7], since(ARGV[3]))
+-- compact forgets removals older than keep revisions once the log of h
+-- holds many more IDs than h (every removal takes a revision of its own,
+-- so afterwards at most keep are left), raising the floor below which a
+-- caller must read whole.
+local keep = 8192
+local function compact(h, log)
+  if redis.call('ZCARD', log) - redis.call('HLEN', h) <= keep then
+    return
+  end
+  local old = redis.call('ZRANGEBYSCORE', log, '-inf', rev - keep, 'WITHSCORES')
+  for i = 1, #old, 2 do
+    if redis.call('HEXISTS', h, old[i]) == 0 then
+      redis.call('ZREM', log, old[i])
+      floor = math.max(floor, tonumber(old[i + 1]))
+    end
+  end
+  redis.call('SET', KEYS[15], string.format('%d', floor))
+end
+
+local nodeSince = since(ARGV[3])
+local nodes = changes(KEYS[1], KEYS[7], nodeSince)
+local nodeWhole = nodeSince < 0 and 1 or 0
+local nodeCount = redis.call('HLEN', KEYS[1])
 if ARGV[1] == 'nodes' then
-  return {now, epoch, rev, ids, revs, changed}
+  compact(KEYS[1], KEYS[7])
+  return {now, epoch, rev, nodeWhole, nodeCount, nodes}
 end
-local qids, qchanged = {}, {}
+
+local states, beats, tasks = {}, {}, {}
+if nodeWhole == 1 then
+  states = redis.call('HGETALL', KEYS[2])
+  beats = redis.call('HGETALL', KEYS[3])
+  tasks = redis.call('HGETALL', KEYS[12])
+else
+  local function add(id, withState)
+    if withState then
+      states[#states + 1] = id
+      states[#states + 1] = redis.call('HGET', KEYS[2], id)
+    end
+    beats[#beats + 1] = id
+    beats[#beats + 1] = redis.call('HGET', KEYS[3], id) or '0'
+    tasks[#tasks + 1] = id
+    tasks[#tasks + 1] = redis.call('HGET', KEYS[12], id)
+  end
+  local sent = {}
+  for i = 1, #nodes, 2 do
+    sent[nodes[i]] = true
+    add(nodes[i], true)
+  end
+  -- A heartbeat carries the node's tasks: both are sent for every node
+  -- that beat at or after the mark (heartbeat.lua writes them together,
+  -- at the server's time, which only moves forward).
+  local mark = tonumber(ARGV[5])
+  local all = redis.call('HGETALL', KEYS[3])
+  for i = 1, #all, 2 do
+    local ms = tonumber(all[i + 1]) or 0
+    if not sent[all[i]] and (not mark or ms >= mark or ms == 0) then
+      add(all[i], false)
+    end
+  end
+end
+
+local queueWhole, queueCount, queue = 0, 0, {}
 if ARGV[1] == '1' then
-  local _
-  qids, _, qchanged = newer(KEYS[5], KEYS[14], since(ARGV[4]))
+  local s = since(ARGV[4])
+  queue = changes(KEYS[5], KEYS[14], s)
+  queueWhole = s < 0 and 1 or 0
+  queueCount = redis.call('HLEN', KEYS[5])
 end
+compact(KEYS[1], KEYS[7])
+compact(KEYS[5], KEYS[14])
 return {
   now,
   epoch,
   rev,
-  ids,
-  revs,
-  changed,
-  redis.call('HGETALL', KEYS[2]),
-  redis.call('HGETALL', KEYS[3]),
+  nodeWhole,
+  nodeCount,
+  nodes,
+  states,
+  beats,
+  tasks,
   redis.call('HGETALL', KEYS[4]),
-  qids,
+  queueWhole,
+  queueCount,
+  queue,
   redis.call('HGETALL', KEYS[6]),
   redis.call('HGETALL', KEYS[10]),
   redis.call('GET', KEYS[11]),
-  redis.call('HGETALL', KEYS[12]),
   redis.call('HGETALL', KEYS[13]),
-  qchanged,
 }

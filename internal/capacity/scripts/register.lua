@@ -2,13 +2,15 @@
 -- server's time (see heartbeat.lua).
 -- A cordoned node stays cordoned; any other state (new, lost) becomes ready,
 -- because the agent that registers it is alive.
--- A changed inventory gets a new revision, so readers fetch it again.
--- KEYS: nodes, node-state, heartbeat, node-revs, rev
+-- A changed inventory or state gets a new revision in the node changes
+-- log, so readers fetch the node again.
+-- KEYS: nodes, node-state, heartbeat, node-changes, rev
 -- ARGV: node ID, gangway.Node JSON
 -- Returns the node's state after registration.
+local changed = false
 if redis.call('HGET', KEYS[1], ARGV[1]) ~= ARGV[2] then
   redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-  redis.call('HSET', KEYS[4], ARGV[1], redis.call('INCR', KEYS[5]))
+  changed = true
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -18,7 +20,11 @@ if now > prev then
 end
 local state = redis.call('HGET', KEYS[2], ARGV[1])
 if state ~= 'cordoned' then
+  changed = changed or state ~= 'ready'
   state = 'ready'
   redis.call('HSET', KEYS[2], ARGV[1], state)
+end
+if changed then
+  redis.call('ZADD', KEYS[4], redis.call('INCR', KEYS[5]), ARGV[1])
 end
 return state

@@ -6,7 +6,7 @@
 -- an assignment a GPU of which another job holds is refused (returned),
 -- never written over.
 --
--- KEYS: allocs, gpus, shares, lease, epoch, node-state
+-- KEYS: allocs, gpus, shares, lease, epoch, node-state, node-changes, rev
 -- ARGV: lease holder, generation (epoch), allocations JSON:
 --   [{"job", "attempt", "cpuMilli", "memMiB", "members": [{"node", "gpus", "milli"}],
 --     "assignment": "<gangway.Assignment JSON>"}],
@@ -69,6 +69,9 @@ for _, a in ipairs(cjson.decode(ARGV[3])) do
   end
 end
 for node, state in pairs(cjson.decode(ARGV[4])) do
-  redis.call('HSET', KEYS[6], node, state)
+  if redis.call('HGET', KEYS[6], node) ~= state then
+    redis.call('HSET', KEYS[6], node, state)
+    redis.call('ZADD', KEYS[7], redis.call('INCR', KEYS[8]), node)
+  end
 end
 return out
