@@ -17,7 +17,8 @@
 //     5-second window (what the stack delivers with a backlog);
 //   - dispatch cycle p50/p99, from the server's own histogram
 //     (gangway_dispatch_cycle_duration_seconds) read before and after the
-//     step, interpolated within its factor-2 buckets;
+//     step, interpolated within its buckets (25–50 ms wide between 64 ms
+//     and 500 ms);
 //   - CPU seconds of redis-server, the Temporal dev server and this process
 //     (server, agent host, load generator) from /proc, and of the tasks
 //     (reaped children).

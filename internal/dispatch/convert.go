@@ -22,7 +22,8 @@ func placementSnapshot(s capacity.Snapshot, nodeTTL time.Duration, onPremPrices 
 	// One backing array for every node's GPUs: a fleet of thousands of
 	// nodes is converted every cycle.
 	gpus := make([]placement.GPU, 0, total)
-	for _, n := range s.Nodes {
+	for i := range s.Nodes {
+		n := &s.Nodes[i]
 		pn := placement.Node{
 			ID: n.Node.ID, Addr: n.Node.Addr, Pool: n.Node.Pool, Model: n.Node.Model(),
 			CapacityType: gangway.CapacityOnPrem, PricePerGPUHour: onPremPrices[n.Node.Pool], Owner: n.Node.Owner,
@@ -35,7 +36,8 @@ func placementSnapshot(s capacity.Snapshot, nodeTTL time.Duration, onPremPrices 
 			pn.CapacityType, pn.PricePerGPUHour = n.Node.CapacityType, 0
 		}
 		first := len(gpus)
-		for _, g := range n.Node.GPUs {
+		for gi := range n.Node.GPUs {
+			g := &n.Node.GPUs[gi]
 			pg := placement.GPU{Index: g.Index, Model: g.Model, Healthy: g.Healthy, Domain: g.NVLinkDomain, NUMA: g.NUMA, Flakiness: g.Flakiness,
 				MIG: g.MIGProfile}
 			if _, used := n.Allocated[g.Index]; used {
