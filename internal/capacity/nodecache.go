@@ -211,25 +211,13 @@ func (c *readCache) mergeNodeStatus(whole bool, nodes, states, beats, tasks []en
 	if whole || c.states == nil {
 		c.states, c.beats, c.tasks = map[string]string{}, map[string]int64{}, map[string]string{}
 	}
-	for _, ch := range states {
-		if ch.Removed {
-			delete(c.states, ch.ID)
-		} else {
-			c.states[ch.ID] = ch.Raw
-		}
-	}
+	apply(c.states, states)
+	apply(c.tasks, tasks)
 	for _, ch := range beats {
 		if ms, err := strconv.ParseInt(ch.Raw, 10, 64); err == nil && !ch.Removed {
 			c.beats[ch.ID] = ms
 		} else {
 			delete(c.beats, ch.ID)
-		}
-	}
-	for _, ch := range tasks {
-		if ch.Removed {
-			delete(c.tasks, ch.ID)
-		} else {
-			c.tasks[ch.ID] = ch.Raw
 		}
 	}
 	for _, ch := range nodes {
@@ -240,6 +228,17 @@ func (c *readCache) mergeNodeStatus(whole bool, nodes, states, beats, tasks []en
 		}
 	}
 	c.beatMark = now.UnixMilli()
+}
+
+// apply sets or removes each changed entry of m.
+func apply(m map[string]string, changes []entryChange) {
+	for _, ch := range changes {
+		if ch.Removed {
+			delete(m, ch.ID)
+		} else {
+			m[ch.ID] = ch.Raw
+		}
+	}
 }
 
 // memo remembers the value decoded from each key's last JSON.
