@@ -161,7 +161,7 @@ func (v *View) CommitIn(ctx context.Context, holder, gen string, plan []gangway.
 		return fmt.Errorf("commit: encode plan: %w", err)
 	}
 	keys := []string{v.k.queue, v.k.allocs, v.k.gpus, v.k.nodes, v.k.nodeState, v.k.lease, v.k.reasons, v.k.shares, v.k.epoch,
-		v.k.queueChanges, v.k.rev}
+		v.k.queueChanges, v.k.rev, v.k.allocChanges}
 	res, err := commitScript.Run(ctx, v.rdb, keys, holder, arg, gen).Slice()
 	if err != nil {
 		return fmt.Errorf("commit: %w", err)
@@ -224,7 +224,7 @@ func parseCommitError(res []any) (*CommitError, error) {
 // attempt never frees a newer attempt's GPUs. It is idempotent and returns
 // the number of GPUs freed (0 when there was nothing to free).
 func (v *View) Release(ctx context.Context, jobID gangway.JobID, attempt int) (int, error) {
-	n, err := releaseScript.Run(ctx, v.rdb, []string{v.k.allocs, v.k.gpus, v.k.shares, v.k.checkpoints}, jobID, attempt).Int()
+	n, err := releaseScript.Run(ctx, v.rdb, []string{v.k.allocs, v.k.gpus, v.k.shares, v.k.checkpoints, v.k.allocChanges, v.k.rev}, jobID, attempt).Int()
 	if err != nil {
 		return 0, fmt.Errorf("release %s: %w", jobID, err)
 	}
@@ -302,7 +302,7 @@ func (v *View) readOnce(ctx context.Context, withQueue bool) (Snapshot, error) {
 	if withQueue {
 		flag = "1"
 	}
-	res, err := readScript.Run(ctx, v.rdb, v.readKeys(), flag, c.epoch, c.rev, c.queueSince(), c.beatMark).Slice()
+	res, err := readScript.Run(ctx, v.rdb, v.readKeys(), flag, c.epoch, c.rev, c.queueSince(), c.beatMark, c.allocSince()).Slice()
 	if err != nil {
 		return Snapshot{}, err
 	}
@@ -317,31 +317,30 @@ func (v *View) readOnce(ctx context.Context, withQueue bool) (Snapshot, error) {
 	rev, _ := res[2].(int64)
 	rebuilt, _ := res[15].(string)
 	s.Generation, s.Rebuilt = epoch, epoch != "" && rebuilt == epoch
-	lists := make([][]entryChange, 0, 5)
-	for _, r := range []any{res[5], res[6], res[7], res[8], res[12]} {
+	lists := make([][]entryChange, 0, 6)
+	for _, r := range []any{res[5], res[6], res[7], res[8], res[11], res[14]} {
 		l, err := changeList(r)
 		if err != nil {
 			return Snapshot{}, err
 		}
 		lists = append(lists, l)
 	}
-	changed, states, beats, tasks, queueChanged := lists[0], lists[1], lists[2], lists[3], lists[4]
-	hashes := make([]map[string]string, 0, 4)
-	for _, r := range []any{res[9], res[13], res[14], res[16]} {
-		h, err := flatHash(r)
-		if err != nil {
-			return Snapshot{}, err
-		}
-		hashes = append(hashes, h)
-	}
-	gpus, allocs, shares, saved := hashes[0], hashes[1], hashes[2], hashes[3]
-	nodeWhole, _ := res[3].(int64)
-	nodeCount, _ := res[4].(int64)
-	nodes, err := c.mergeNodes(epoch, rev, changed, nodeWhole == 1, int(nodeCount))
+	changed, states, beats, tasks, queueChanged, allocChanged := lists[0], lists[1], lists[2], lists[3], lists[4], lists[5]
+	saved, err := flatHash(res[16])
 	if err != nil {
 		return Snapshot{}, err
 	}
-	c.mergeNodeStatus(nodeWhole == 1, changed, states, beats, tasks, s.Now)
+	whole := func(i int) bool { w, _ := res[i].(int64); return w == 1 }
+	count := func(i int) int { n, _ := res[i].(int64); return int(n) }
+	nodes, err := c.mergeNodes(epoch, rev, changed, whole(3), count(4))
+	if err != nil {
+		return Snapshot{}, err
+	}
+	c.mergeNodeStatus(whole(3), changed, states, beats, tasks, s.Now)
+	recs, err := c.mergeAllocs(epoch, rev, allocChanged, whole(12), count(13))
+	if err != nil {
+		return Snapshot{}, err
+	}
 
 	byID := make(map[string]*gangway.NodeStatus, len(nodes))
 	s.Nodes = make([]gangway.NodeStatus, len(nodes))
@@ -358,62 +357,49 @@ func (v *View) readOnce(ctx context.Context, withQueue bool) (Snapshot, error) {
 		s.Nodes[i] = st
 		byID[n.ID] = &s.Nodes[i]
 	}
-	for f, job := range gpus {
-		nodeID, idx, err := parseGPUField(f)
-		if err != nil {
-			return Snapshot{}, err
+	// The GPUs held are the allocations' members, as commit.lua records
+	// them in P:gpus and P:shares: a member with 0 < milli < 1000 holds
+	// that share of each of its GPUs, any other its GPUs whole.
+	s.Allocations = make([]gangway.Assignment, len(recs))
+	for i, r := range recs {
+		a := r.Assignment
+		s.Allocations[i] = a
+		if at, ok := checkpointOf(saved[a.JobID], a.Attempt); ok && at.After(a.At) {
+			s.Allocations[i].LastCheckpoint = at
 		}
-		if n := byID[nodeID]; n != nil {
+		for _, m := range a.Members {
+			n := byID[m.NodeID]
+			if n == nil {
+				continue
+			}
+			n.UsedCPUMilli += r.CPUMilli
+			n.UsedMemMiB += r.MemMiB
+			if m.Milli > 0 && m.Milli < gangway.MilliPerGPU {
+				if n.Shared == nil {
+					n.Shared = map[int]map[gangway.JobID]int{}
+				}
+				for _, g := range m.GPUs {
+					if n.Shared[g] == nil {
+						n.Shared[g] = map[gangway.JobID]int{}
+					}
+					n.Shared[g][a.JobID] += m.Milli
+				}
+				continue
+			}
 			if n.Allocated == nil {
-				n.Allocated = map[int]gangway.JobID{}
+				n.Allocated = make(map[int]gangway.JobID, len(m.GPUs))
 			}
-			n.Allocated[idx] = job
+			for _, g := range m.GPUs {
+				n.Allocated[g] = a.JobID
+			}
 		}
 	}
-	for f, raw := range shares {
-		nodeID, idx, err := parseGPUField(f)
-		if err != nil {
-			return Snapshot{}, err
-		}
-		var held map[gangway.JobID]int
-		if err := json.Unmarshal([]byte(raw), &held); err != nil {
-			return Snapshot{}, fmt.Errorf("decode shares of %s: %w", f, err)
-		}
-		if n := byID[nodeID]; n != nil && len(held) > 0 {
-			if n.Shared == nil {
-				n.Shared = map[int]map[gangway.JobID]int{}
-			}
-			n.Shared[idx] = held
-		}
-	}
-
 	if err := reported(byID, c.tasks); err != nil {
 		return Snapshot{}, err
 	}
 
-	recs, err := c.alloc.decodeAll(allocs, "allocation")
-	if err != nil {
-		return Snapshot{}, err
-	}
-	slices.SortFunc(recs, func(a, b allocRecord) int { return strings.Compare(a.Assignment.JobID, b.Assignment.JobID) })
-	s.Allocations = make([]gangway.Assignment, len(recs))
-	for i, r := range recs {
-		s.Allocations[i] = r.Assignment
-		if at, ok := checkpointOf(saved[r.Assignment.JobID], r.Assignment.Attempt); ok && at.After(r.Assignment.At) {
-			s.Allocations[i].LastCheckpoint = at
-		}
-		for _, m := range r.Assignment.Members {
-			if n := byID[m.NodeID]; n != nil {
-				n.UsedCPUMilli += r.CPUMilli
-				n.UsedMemMiB += r.MemMiB
-			}
-		}
-	}
-
 	if withQueue {
-		queueWhole, _ := res[10].(int64)
-		queueCount, _ := res[11].(int64)
-		if s.Queue, err = c.mergeQueue(epoch, rev, queueChanged, queueWhole == 1, int(queueCount)); err != nil {
+		if s.Queue, err = c.mergeQueue(epoch, rev, queueChanged, whole(9), count(10)); err != nil {
 			return Snapshot{}, err
 		}
 	}
@@ -456,7 +442,7 @@ func parseTime(v any) (time.Time, error) {
 // readKeys is read.lua's KEYS.
 func (v *View) readKeys() []string {
 	return []string{v.k.nodes, v.k.nodeState, v.k.heartbeat, v.k.gpus, v.k.queue, v.k.allocs, v.k.nodeChanges, v.k.rev,
-		v.k.epoch, v.k.shares, v.k.rebuilt, v.k.nodeTasks, v.k.checkpoints, v.k.queueChanges, v.k.changesFloor}
+		v.k.epoch, v.k.shares, v.k.rebuilt, v.k.nodeTasks, v.k.checkpoints, v.k.queueChanges, v.k.changesFloor, v.k.allocChanges}
 }
 
 // entryChange is one entry of a read's flat ID, value list of changes:

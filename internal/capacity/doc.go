@@ -24,7 +24,8 @@
 //	P:node-changes    zset    node ID by the revision (from P:rev) of the last write or removal of its P:nodes record or P:node-state
 //	P:rev             string  the last revision given to a change of a node or a queue entry (INCR)
 //	P:queue-changes   zset    job ID by the revision (from P:rev) of the last write or removal of its P:queue entry
-//	P:changes-floor   string  the revision below which the two changes logs have forgotten removals (a reader behind it reads whole; nodecache.go)
+//	P:alloc-changes   zset    job ID by the revision (from P:rev) of the last write or removal of its P:allocs record (commit, release, restore)
+//	P:changes-floor   string  the revision below which the changes logs have forgotten removals (a reader behind it reads whole; nodecache.go)
 //	P:epoch           string  the view's generation: written (TIME) by the first read of a new or flushed view
 //	P:rebuilt         string  the generation the view was last rebuilt for (rebuild.go; the dispatch loop places nothing until it is P:epoch)
 //	P:node-tasks      hash    node ID → JSON list of the tasks its agent reports running (each heartbeat)

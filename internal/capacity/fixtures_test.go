@@ -3,6 +3,8 @@ package capacity
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -119,4 +121,18 @@ func dumpView(t tb, ctx context.Context, v *View) dump {
 	must(t, err)
 	d[v.k.lease] = h
 	return d
+}
+
+// parseGPUField splits a P:gpus field at its last slash, so node IDs may
+// themselves contain slashes.
+func parseGPUField(f string) (nodeID string, index int, err error) {
+	i := strings.LastIndexByte(f, '/')
+	if i < 0 {
+		return "", 0, fmt.Errorf("bad gpu field %q", f)
+	}
+	index, err = strconv.Atoi(f[i+1:])
+	if err != nil {
+		return "", 0, fmt.Errorf("bad gpu field %q: %w", f, err)
+	}
+	return f[:i], index, nil
 }

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -43,8 +44,12 @@ import (
 // Commit, which checks every entry it places against Redis, then finds the
 // plan stale and the queue is read whole again (forgetQueue).
 //
-// Allocations are read whole, but each is decoded only when its JSON
-// differs from the one decoded last time.
+// Allocations are logged the same way (P:alloc-changes: commit and
+// restore write one, release removes one), and the GPUs held, whole or in
+// shares, are not read at all: they are the cached allocations' members,
+// which the scripts that write P:gpus and P:shares write together with
+// them (TestViewProperties checks the two agree, through the cache and
+// whole). Checkpoints, which agents record, are still read whole.
 type readCache struct {
 	mu    sync.Mutex
 	epoch string
@@ -65,7 +70,57 @@ type readCache struct {
 	queueRev   int64
 	queued     map[string]*queuedEntry
 	sorted     []*queuedEntry
-	alloc      memo[allocRecord]
+	// allocEpoch and allocRev are the epoch and revision allocs is at;
+	// allocList is its records sorted by job ID.
+	allocEpoch string
+	allocRev   int64
+	allocs     map[string]allocRecord
+	allocList  []allocRecord
+}
+
+// allocSince is the revision a read asks for allocation changes after: -1
+// (everything) unless the allocation cache is of the epoch the nodes are
+// at.
+func (c *readCache) allocSince() int64 {
+	if c.allocs == nil || c.allocEpoch == "" || c.allocEpoch != c.epoch {
+		return -1
+	}
+	return c.allocRev
+}
+
+// mergeAllocs brings the allocation cache to rev from the changed records,
+// which must leave it holding count, and returns them sorted by job ID:
+// the cache's own, which callers only read.
+func (c *readCache) mergeAllocs(epoch string, rev int64, changed []entryChange, whole bool, count int) ([]allocRecord, error) {
+	if whole || c.allocEpoch != epoch || c.allocs == nil {
+		c.allocs, c.allocList = map[string]allocRecord{}, nil
+	}
+	for _, ch := range changed {
+		if ch.Removed {
+			delete(c.allocs, ch.ID)
+			c.allocList = nil
+			continue
+		}
+		var r allocRecord
+		if err := json.Unmarshal([]byte(ch.Raw), &r); err != nil {
+			c.allocEpoch = "" // read whole next time
+			return nil, fmt.Errorf("decode allocation %s: %w", ch.ID, err)
+		}
+		c.allocs[ch.ID] = r
+		c.allocList = nil
+	}
+	if len(c.allocs) != count {
+		// Allocations written or removed without their log. Read whole.
+		c.allocEpoch, c.epoch = "", ""
+		return nil, fmt.Errorf("%d allocations cached, %d held: %w", len(c.allocs), count, errCacheMiss)
+	}
+	if c.allocList == nil {
+		c.allocList = slices.SortedFunc(maps.Values(c.allocs), func(a, b allocRecord) int {
+			return strings.Compare(a.Assignment.JobID, b.Assignment.JobID)
+		})
+	}
+	c.allocEpoch, c.allocRev = epoch, rev
+	return c.allocList, nil
 }
 
 // queueSince is the queue revision a read asks for changes after: -1
@@ -239,33 +294,4 @@ func apply(m map[string]string, changes []entryChange) {
 			m[ch.ID] = ch.Raw
 		}
 	}
-}
-
-// memo remembers the value decoded from each key's last JSON.
-type memo[T any] map[string]memoEntry[T]
-
-type memoEntry[T any] struct {
-	raw string
-	v   T
-}
-
-// decodeAll decodes every key's JSON in raw, reusing the value of any
-// whose JSON is unchanged, and forgets keys no longer present. Values are
-// returned as they were decoded: callers copy what they change.
-func (m *memo[T]) decodeAll(raw map[string]string, what string) ([]T, error) {
-	next := make(memo[T], len(raw))
-	out := make([]T, 0, len(raw))
-	for k, s := range raw {
-		e, ok := (*m)[k]
-		if !ok || e.raw != s {
-			e = memoEntry[T]{raw: s}
-			if err := json.Unmarshal([]byte(s), &e.v); err != nil {
-				return nil, fmt.Errorf("decode %s %s: %w", what, k, err)
-			}
-		}
-		next[k] = e
-		out = append(out, e.v)
-	}
-	*m = next
-	return out, nil
 }

@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"pgregory.net/rapid"
 
 	"github.com/gangwayhq/gangway"
@@ -432,5 +434,24 @@ func checkInvariants(rt *rapid.T, ctx context.Context, v *View, nodes []gangway.
 	}
 	if diff := cmp.Diff(r.shares, shared); diff != "" {
 		rt.Fatalf("snapshot shares differ from the view's (-view +snapshot):\n%s", diff)
+	}
+	owners := map[string]string{}
+	for _, n := range snap.Nodes {
+		for idx, job := range n.Allocated {
+			owners[gpuField(n.Node.ID, idx)] = job
+		}
+	}
+	if diff := cmp.Diff(r.gpus, owners, cmpopts.EquateEmpty()); diff != "" {
+		rt.Fatalf("snapshot GPU owners differ from the view's (-view +snapshot):\n%s", diff)
+	}
+	// The snapshot, read through v's cache, is what a whole read gives.
+	whole, err := New(v.rdb, Options{Prefix: strings.TrimSuffix(v.k.nodes, ":nodes")}).Snapshot(ctx)
+	must(rt, err)
+	ignoreAge := cmpopts.IgnoreFields(gangway.NodeStatus{}, "HeartbeatAge")
+	if diff := cmp.Diff(whole.Nodes, snap.Nodes, ignoreAge); diff != "" {
+		rt.Fatalf("cached snapshot's nodes differ from a whole read (-whole +cached):\n%s", diff)
+	}
+	if diff := cmp.Diff(whole.Allocations, snap.Allocations, cmpopts.EquateEmpty()); diff != "" {
+		rt.Fatalf("cached snapshot's allocations differ from a whole read (-whole +cached):\n%s", diff)
 	}
 }

@@ -134,7 +134,7 @@ func (v *View) Restore(ctx context.Context, holder, gen string, held []Held, sta
 	if err != nil {
 		return 0, nil, fmt.Errorf("restore: %w", err)
 	}
-	keys := []string{v.k.allocs, v.k.gpus, v.k.shares, v.k.lease, v.k.epoch, v.k.nodeState, v.k.nodeChanges, v.k.rev}
+	keys := []string{v.k.allocs, v.k.gpus, v.k.shares, v.k.lease, v.k.epoch, v.k.nodeState, v.k.nodeChanges, v.k.rev, v.k.allocChanges}
 	res, err := restoreScript.Run(ctx, v.rdb, keys, holder, gen, rawItems, rawStates).Slice()
 	if err != nil {
 		return 0, nil, fmt.Errorf("restore: %w", err)

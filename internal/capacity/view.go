@@ -3,9 +3,7 @@ package capacity
 import (
 	_ "embed"
 	"errors"
-	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -79,6 +77,9 @@ type keySet struct {
 	// view's lifetime: together they let a read fetch only what changed
 	// (nodecache.go).
 	nodeChanges, queueChanges, rev, changesFloor, epoch string
+	// allocChanges logs allocations the same way (commit, release,
+	// restore).
+	allocChanges string
 	// rebuilt is the epoch the view was last rebuilt for (rebuild.go);
 	// nodeTasks (node → the tasks its agent reports running) is what the
 	// agents' heartbeats carry.
@@ -113,6 +114,7 @@ func newKeys(prefix string) keySet {
 		nodeChanges:  prefix + ":node-changes",
 		queueChanges: prefix + ":queue-changes",
 		changesFloor: prefix + ":changes-floor",
+		allocChanges: prefix + ":alloc-changes",
 		rev:          prefix + ":rev",
 		epoch:        prefix + ":epoch",
 		rebuilt:      prefix + ":rebuilt",
@@ -192,18 +194,4 @@ var (
 // gpuField is the P:gpus field for one GPU.
 func gpuField(nodeID string, index int) string {
 	return nodeID + "/" + strconv.Itoa(index)
-}
-
-// parseGPUField splits a P:gpus field at its last slash, so node IDs may
-// themselves contain slashes.
-func parseGPUField(f string) (nodeID string, index int, err error) {
-	i := strings.LastIndexByte(f, '/')
-	if i < 0 {
-		return "", 0, fmt.Errorf("bad gpu field %q", f)
-	}
-	index, err = strconv.Atoi(f[i+1:])
-	if err != nil {
-		return "", 0, fmt.Errorf("bad gpu field %q: %w", f, err)
-	}
-	return f[:i], index, nil
 }

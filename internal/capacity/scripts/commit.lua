@@ -14,8 +14,9 @@
 -- replaced since the caller's snapshot takes no plan made from the old one.
 --
 -- KEYS: queue, allocs, gpus, nodes, node-state, lease, reasons, shares, epoch,
---       queue-changes, rev (each job leaving the queue takes a revision of
---       its own in the queue changes log, read.lua)
+--       queue-changes, rev, alloc-changes (each job placed takes a revision
+--       of its own, logged in the queue and the allocation changes logs:
+--       read.lua)
 -- ARGV: lease holder, plan JSON, the generation (epoch) of the caller's
 --   snapshot ("" to skip the check):
 --   [{"job": ID, "attempt": N, "members": [{"node": ID, "gpus": [i, ...], "milli": M}],
@@ -154,7 +155,9 @@ local n = 0
 for i, a in ipairs(plan) do
   local e = entries[i]
   redis.call('HDEL', KEYS[1], a.job)
-  redis.call('ZADD', KEYS[10], redis.call('INCR', KEYS[11]), a.job)
+  local r = redis.call('INCR', KEYS[11])
+  redis.call('ZADD', KEYS[10], r, a.job)
+  redis.call('ZADD', KEYS[12], r, a.job)
   redis.call('HDEL', KEYS[7], a.job)
   for _, m in ipairs(a.members) do
     local isShare, milli = shared(m)

@@ -5,21 +5,24 @@
 -- grow with what changed, not with the fleet or the queue.
 -- KEYS: nodes, node-state, heartbeat, gpus, queue, allocs, node-changes,
 --       rev, epoch, shares, rebuilt, node-tasks, checkpoints,
---       queue-changes, changes-floor
+--       queue-changes, changes-floor, alloc-changes
 -- ARGV: "1" to include the queue, "0" not to, "nodes" for the node
 --       records alone; the caller's epoch ("" for none), the revision its
---       nodes are at, the one its queue entries are at, and its heartbeat
---       mark (the TIME in ms of its last read; "" for none)
+--       nodes are at, the one its queue entries are at, its heartbeat
+--       mark (the TIME in ms of its last read; "" for none), and the
+--       revision its allocations are at
 -- Returns {TIME, epoch, rev, nodes whole (1 or 0), node count, changed
--- nodes, their states, heartbeats, tasks, gpus, queue whole, queue count,
--- changed queue entries, allocs, shares, rebuilt, checkpoints}. Changed
--- nodes, states, tasks and queue entries are flat ID, value lists in which
--- a removed one's value is nil; a whole read sends every one (and no nil).
--- Heartbeats are those of the changed nodes and of every node that beat
--- since the mark (or was made silent: 0). gpus, allocs, shares and
--- checkpoints are whole HGETALL-style lists; rebuilt is the epoch the view
--- was last rebuilt for (false if none). With "nodes" the reply ends after
--- the changed nodes.
+-- nodes, their states, heartbeats, tasks, queue whole, queue count,
+-- changed queue entries, allocs whole, alloc count, changed allocs,
+-- rebuilt, checkpoints}. Changed nodes, states, tasks, queue entries and
+-- allocations are flat ID, value lists in which a removed one's value is
+-- nil; a whole read sends every one (and no nil). Heartbeats are those of
+-- the changed nodes and of every node that beat since the mark (or was
+-- made silent: 0). The GPUs held, whole or in shares (gpus, shares), are
+-- not sent: they are the allocations' members, which commit, release and
+-- restore write together with them. checkpoints is a whole HGETALL-style
+-- list; rebuilt is the epoch the view was last rebuilt for (false if
+-- none). With "nodes" the reply ends after the changed nodes.
 local now = redis.call('TIME')
 local epoch = redis.call('GET', KEYS[9])
 if not epoch then
@@ -125,8 +128,13 @@ if ARGV[1] == '1' then
   queueWhole = s < 0 and 1 or 0
   queueCount = redis.call('HLEN', KEYS[5])
 end
+local allocSince = since(ARGV[6])
+local allocs = changes(KEYS[6], KEYS[16], allocSince)
+local allocWhole = allocSince < 0 and 1 or 0
+local allocCount = redis.call('HLEN', KEYS[6])
 compact(KEYS[1], KEYS[7])
 compact(KEYS[5], KEYS[14])
+compact(KEYS[6], KEYS[16])
 return {
   now,
   epoch,
@@ -137,12 +145,12 @@ return {
   states,
   beats,
   tasks,
-  redis.call('HGETALL', KEYS[4]),
   queueWhole,
   queueCount,
   queue,
-  redis.call('HGETALL', KEYS[6]),
-  redis.call('HGETALL', KEYS[10]),
+  allocWhole,
+  allocCount,
+  allocs,
   redis.call('GET', KEYS[11]),
   redis.call('HGETALL', KEYS[13]),
 }

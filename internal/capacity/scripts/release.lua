@@ -2,7 +2,8 @@
 -- unless the allocation belongs to a newer attempt than the caller's: a late
 -- release from an old attempt must never free the GPUs of the attempt that
 -- replaced it. The job's checkpoint record goes with its allocation.
--- KEYS: allocs, gpus, shares, checkpoints
+-- The removal takes a new revision in the allocation changes log (read.lua).
+-- KEYS: allocs, gpus, shares, checkpoints, alloc-changes, rev
 -- ARGV: job ID, attempt
 -- Returns the number of GPUs freed: each member's GPUs, whole or shared.
 local raw = redis.call('HGET', KEYS[1], ARGV[1])
@@ -55,4 +56,5 @@ for f, members in pairs(shares) do
 end
 redis.call('HDEL', KEYS[1], ARGV[1])
 redis.call('HDEL', KEYS[4], ARGV[1])
+redis.call('ZADD', KEYS[5], redis.call('INCR', KEYS[6]), ARGV[1])
 return freed

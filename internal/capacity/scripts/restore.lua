@@ -6,7 +6,8 @@
 -- an assignment a GPU of which another job holds is refused (returned),
 -- never written over.
 --
--- KEYS: allocs, gpus, shares, lease, epoch, node-state, node-changes, rev
+-- KEYS: allocs, gpus, shares, lease, epoch, node-state, node-changes, rev,
+--       alloc-changes (a restored allocation is logged there: read.lua)
 -- ARGV: lease holder, generation (epoch), allocations JSON:
 --   [{"job", "attempt", "cpuMilli", "memMiB", "members": [{"node", "gpus", "milli"}],
 --     "assignment": "<gangway.Assignment JSON>"}],
@@ -62,6 +63,7 @@ for _, a in ipairs(cjson.decode(ARGV[3])) do
           end
         end
       end
+      redis.call('ZADD', KEYS[9], redis.call('INCR', KEYS[8]), a.job)
       redis.call('HSET', KEYS[1], a.job, string.format('{"cpuMilli":%d,"memMiB":%d,"assignment":%s}',
         num(a.cpuMilli), num(a.memMiB), a.assignment))
       out[2] = out[2] + 1
