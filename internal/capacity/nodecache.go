@@ -76,6 +76,9 @@ type readCache struct {
 	allocRev   int64
 	allocs     map[string]allocRecord
 	allocList  []allocRecord
+	// wholeReads counts the nodes, queues and allocations a read sent
+	// whole (the first read, and any after a miss or a flush).
+	wholeReads int
 }
 
 // allocSince is the revision a read asks for allocation changes after: -1
@@ -94,6 +97,9 @@ func (c *readCache) allocSince() int64 {
 func (c *readCache) mergeAllocs(epoch string, rev int64, changed []entryChange, whole bool, count int) ([]allocRecord, error) {
 	if whole || c.allocEpoch != epoch || c.allocs == nil {
 		c.allocs, c.allocList = map[string]allocRecord{}, nil
+	}
+	if whole {
+		c.wholeReads++
 	}
 	for _, ch := range changed {
 		if ch.Removed {
@@ -159,6 +165,9 @@ func (c *readCache) mergeQueue(epoch string, rev int64, changed []entryChange, w
 	if whole || c.queueEpoch != epoch || c.queued == nil {
 		c.queued, c.sorted = map[string]*queuedEntry{}, nil
 	}
+	if whole {
+		c.wholeReads++
+	}
 	var fresh []*queuedEntry
 	removed := false
 	for _, ch := range changed {
@@ -220,6 +229,9 @@ func (c *readCache) mergeQueue(epoch string, rev int64, changed []entryChange, w
 func (c *readCache) mergeNodes(epoch string, rev int64, changed []entryChange, whole bool, count int) ([]gangway.Node, error) {
 	if whole || c.epoch != epoch || c.nodes == nil {
 		c.nodes, c.order = map[string]gangway.Node{}, nil
+	}
+	if whole {
+		c.wholeReads++
 	}
 	for _, ch := range changed {
 		_, known := c.nodes[ch.ID]

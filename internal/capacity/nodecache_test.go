@@ -317,3 +317,70 @@ func TestChangesLogForgetsOldRemovals(t *testing.T) {
 		t.Errorf("the cache behind the floor: %d queued, differs from the one that kept up:\n%s", len(late.Queue), diff)
 	}
 }
+
+// TestWritesAreLogged: after the first read, nothing the scripts do to
+// nodes, the queue or allocations makes a read whole — every write and
+// removal is in its changes log (a script that forgot would still read
+// right, through the count check, but whole every time).
+func TestWritesAreLogged(t *testing.T) {
+	rdb := startRedis(t)
+	ctx := t.Context()
+	v := newView(rdb, Options{})
+	must(t, v.RegisterNode(ctx, node("a", 2)))
+	must(t, v.RegisterNode(ctx, node("b", 2)))
+	ok, err := v.AcquireLease(ctx, leader, time.Minute)
+	if err != nil || !ok {
+		t.Fatalf("lease: %v %v", ok, err)
+	}
+	read := func(step string) {
+		t.Helper()
+		if _, err := v.Snapshot(ctx); err != nil {
+			t.Fatalf("%s: %v", step, err)
+		}
+		if _, err := v.FleetNodes(ctx); err != nil {
+			t.Fatalf("%s: %v", step, err)
+		}
+	}
+	read("first read")
+	before, fleetBefore := v.cache.wholeReads, v.fleet.wholeReads
+	steps := []struct {
+		name string
+		do   func() error
+	}{
+		{"enqueue", func() error { _, err := v.Enqueue(ctx, entry("j1", 1, 1, 1)); return err }},
+		{"enqueue a newer attempt", func() error { _, err := v.Enqueue(ctx, entry("j1", 2, 1, 1)); return err }},
+		{"commit", func() error { return v.Commit(ctx, leader, []gangway.Assignment{assign("j1", 2, member(0, "a", 0))}) }},
+		{"release", func() error { _, err := v.Release(ctx, "j1", 2); return err }},
+		{"enqueue and burst", func() error {
+			if _, err := v.Enqueue(ctx, entry("j2", 1, 1, 1)); err != nil {
+				return err
+			}
+			return v.StartBurst(ctx, leader, "j2", 1, []byte(`{"attempt":1}`))
+		}},
+		{"enqueue and dequeue", func() error {
+			if _, err := v.Enqueue(ctx, entry("j3", 1, 1, 1)); err != nil {
+				return err
+			}
+			return v.Dequeue(ctx, "j3")
+		}},
+		{"heartbeat", func() error { return v.Heartbeat(ctx, "a", []Task{{JobID: "x", Attempt: 1, GPUs: []int{1}}}) }},
+		{"heartbeat many", func() error { _, err := v.HeartbeatNodes(ctx, []NodeBeat{{ID: "a"}, {ID: "b"}}); return err }},
+		{"cordon", func() error { return v.SetNodeState(ctx, "b", gangway.NodeCordoned) }},
+		{"fence", func() error {
+			_, err := v.FenceGPUs(ctx, gangway.GPUEvent{Node: "b", GPUs: []int{1}, Kind: "xid", Xid: 79, At: t0})
+			return err
+		}},
+		{"re-register bigger", func() error { return v.RegisterNode(ctx, node("b", 4)) }},
+		{"forget a heartbeat", func() error { return v.ForgetHeartbeat(ctx, "a") }},
+		{"register", func() error { return v.RegisterNode(ctx, node("c", 1)) }},
+		{"remove", func() error { return v.RemoveNode(ctx, "c") }},
+	}
+	for _, s := range steps {
+		must(t, s.do())
+		read(s.name)
+		if v.cache.wholeReads != before || v.fleet.wholeReads != fleetBefore {
+			t.Fatalf("after %s: %d parts of snapshots and %d fleets read whole since the first read",
+				s.name, v.cache.wholeReads-before, v.fleet.wholeReads-fleetBefore)
+		}
+	}
+}
