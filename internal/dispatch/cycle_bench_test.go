@@ -32,7 +32,9 @@ import (
 //
 //   - idle: nothing changes between cycles;
 //   - submit: one more one-GPU job for the ready pool is queued before
-//     each cycle, which places and commits it (what a submit does).
+//     each cycle, which places and commits it (what a submit does);
+//   - busy/submit: submit on a fleet whose every node runs a 7-GPU job
+//     (its allocation committed before the first cycle), one GPU free.
 //
 // Besides the mean (ns/op) it reports the median and 99th percentile
 // cycle (p50-ms, p99-ms): forecasts and whole rewrites of the reasons
@@ -49,12 +51,13 @@ func BenchmarkCycle(b *testing.B) {
 			if submit {
 				name = fmt.Sprintf("nodes=%d/pending=%d/submit", n, n)
 			}
-			b.Run(name, func(b *testing.B) { benchCycle(b, n, n, submit) })
+			b.Run(name, func(b *testing.B) { benchCycle(b, n, n, submit, false) })
 		}
+		b.Run(fmt.Sprintf("nodes=%d/pending=%d/busy/submit", n, n), func(b *testing.B) { benchCycle(b, n, n, true, true) })
 	}
 }
 
-func benchCycle(b *testing.B, nodes, pending int, submit bool) {
+func benchCycle(b *testing.B, nodes, pending int, submit, busy bool) {
 	ctx := b.Context()
 	r := devstacktest.Redis(b)
 	rdb := redis.NewClient(&redis.Options{Addr: r.Addr})
@@ -93,6 +96,24 @@ func benchCycle(b *testing.B, nodes, pending int, submit bool) {
 	}
 	if err := view.MarkRebuilt(ctx, "bench", snap.Generation); err != nil {
 		b.Fatal(err)
+	}
+	if busy {
+		var plan []gangway.Assignment
+		for i, n := range fleet[:nodes] {
+			e := spec(fmt.Sprintf("running-%06d", i), "bench")
+			e.GPUsPerReplica = 7
+			if _, err := view.Enqueue(ctx, e); err != nil {
+				b.Fatal(err)
+			}
+			plan = append(plan, gangway.Assignment{JobID: e.JobID, Attempt: e.Attempt, At: now,
+				Members: []gangway.Member{{NodeID: n.ID, Pool: n.Pool, GPUs: []int{0, 1, 2, 3, 4, 5, 6}}}})
+			if len(plan) == 500 || i == nodes-1 {
+				if err := view.Commit(ctx, "bench", plan); err != nil {
+					b.Fatal(err)
+				}
+				plan = nil
+			}
+		}
 	}
 	// The server's default placement options (internal/config, which
 	// imports this package).
