@@ -374,7 +374,7 @@ func (v *View) readOnce(ctx context.Context, withQueue bool) (Snapshot, error) {
 			}
 			n.UsedCPUMilli += r.CPUMilli
 			n.UsedMemMiB += r.MemMiB
-			if m.Milli > 0 && m.Milli < gangway.MilliPerGPU {
+			if m.Share() {
 				if n.Shared == nil {
 					n.Shared = map[int]map[gangway.JobID]int{}
 				}
@@ -406,21 +406,6 @@ func (v *View) readOnce(ctx context.Context, withQueue bool) (Snapshot, error) {
 	return s, nil
 }
 
-// stringList decodes a script's list of strings.
-func stringList(v any) ([]string, error) {
-	list, ok := v.([]any)
-	if !ok {
-		return nil, fmt.Errorf("unexpected list reply %T", v)
-	}
-	out := make([]string, len(list))
-	for i, x := range list {
-		if out[i], ok = x.(string); !ok {
-			return nil, fmt.Errorf("unexpected list item %T", x)
-		}
-	}
-	return out, nil
-}
-
 // parseTime decodes a TIME reply: seconds and microseconds, as strings.
 func parseTime(v any) (time.Time, error) {
 	parts, ok := v.([]any)
@@ -441,8 +426,8 @@ func parseTime(v any) (time.Time, error) {
 
 // readKeys is read.lua's KEYS.
 func (v *View) readKeys() []string {
-	return []string{v.k.nodes, v.k.nodeState, v.k.heartbeat, v.k.gpus, v.k.queue, v.k.allocs, v.k.nodeChanges, v.k.rev,
-		v.k.epoch, v.k.shares, v.k.rebuilt, v.k.nodeTasks, v.k.checkpoints, v.k.queueChanges, v.k.changesFloor, v.k.allocChanges}
+	return []string{v.k.nodes, v.k.nodeState, v.k.heartbeat, v.k.queue, v.k.allocs, v.k.nodeChanges, v.k.rev,
+		v.k.epoch, v.k.rebuilt, v.k.nodeTasks, v.k.checkpoints, v.k.queueChanges, v.k.changesFloor, v.k.allocChanges}
 }
 
 // entryChange is one entry of a read's flat ID, value list of changes:

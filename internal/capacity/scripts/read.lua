@@ -3,9 +3,9 @@
 -- heartbeats and tasks, and queue entries are sent only when they changed
 -- since the caller's last read (see nodecache.go): a read's work and reply
 -- grow with what changed, not with the fleet or the queue.
--- KEYS: nodes, node-state, heartbeat, gpus, queue, allocs, node-changes,
---       rev, epoch, shares, rebuilt, node-tasks, checkpoints,
---       queue-changes, changes-floor, alloc-changes
+-- KEYS: nodes, node-state, heartbeat, queue, allocs, node-changes, rev,
+--       epoch, rebuilt, node-tasks, checkpoints, queue-changes,
+--       changes-floor, alloc-changes
 -- ARGV: "1" to include the queue, "0" not to, "nodes" for the node
 --       records alone; the caller's epoch ("" for none), the revision its
 --       nodes are at, the one its queue entries are at, its heartbeat
@@ -24,14 +24,14 @@
 -- list; rebuilt is the epoch the view was last rebuilt for (false if
 -- none). With "nodes" the reply ends after the changed nodes.
 local now = redis.call('TIME')
-local epoch = redis.call('GET', KEYS[9])
+local epoch = redis.call('GET', KEYS[8])
 if not epoch then
   -- A view with no epoch is new, or was flushed: every caller reads it whole.
   epoch = now[1] .. '.' .. now[2]
-  redis.call('SET', KEYS[9], epoch)
+  redis.call('SET', KEYS[8], epoch)
 end
-local rev = tonumber(redis.call('GET', KEYS[8]) or '0')
-local floor = tonumber(redis.call('GET', KEYS[15]) or '0')
+local rev = tonumber(redis.call('GET', KEYS[7]) or '0')
+local floor = tonumber(redis.call('GET', KEYS[13]) or '0')
 -- since is the revision a caller's cache is at, or -1 when it must read
 -- whole: another epoch, a revision from the future, or one older than the
 -- removals the changes logs have forgotten.
@@ -75,15 +75,15 @@ local function compact(h, log)
       floor = math.max(floor, tonumber(old[i + 1]))
     end
   end
-  redis.call('SET', KEYS[15], string.format('%d', floor))
+  redis.call('SET', KEYS[13], string.format('%d', floor))
 end
 
 local nodeSince = since(ARGV[3])
-local nodes = changes(KEYS[1], KEYS[7], nodeSince)
+local nodes = changes(KEYS[1], KEYS[6], nodeSince)
 local nodeWhole = nodeSince < 0 and 1 or 0
 local nodeCount = redis.call('HLEN', KEYS[1])
 if ARGV[1] == 'nodes' then
-  compact(KEYS[1], KEYS[7])
+  compact(KEYS[1], KEYS[6])
   return {now, epoch, rev, nodeWhole, nodeCount, nodes}
 end
 
@@ -91,7 +91,7 @@ local states, beats, tasks = {}, {}, {}
 if nodeWhole == 1 then
   states = redis.call('HGETALL', KEYS[2])
   beats = redis.call('HGETALL', KEYS[3])
-  tasks = redis.call('HGETALL', KEYS[12])
+  tasks = redis.call('HGETALL', KEYS[10])
 else
   local function add(id, withState)
     if withState then
@@ -101,7 +101,7 @@ else
     beats[#beats + 1] = id
     beats[#beats + 1] = redis.call('HGET', KEYS[3], id) or '0'
     tasks[#tasks + 1] = id
-    tasks[#tasks + 1] = redis.call('HGET', KEYS[12], id)
+    tasks[#tasks + 1] = redis.call('HGET', KEYS[10], id)
   end
   local sent = {}
   for i = 1, #nodes, 2 do
@@ -124,17 +124,17 @@ end
 local queueWhole, queueCount, queue = 0, 0, {}
 if ARGV[1] == '1' then
   local s = since(ARGV[4])
-  queue = changes(KEYS[5], KEYS[14], s)
+  queue = changes(KEYS[4], KEYS[12], s)
   queueWhole = s < 0 and 1 or 0
-  queueCount = redis.call('HLEN', KEYS[5])
+  queueCount = redis.call('HLEN', KEYS[4])
 end
 local allocSince = since(ARGV[6])
-local allocs = changes(KEYS[6], KEYS[16], allocSince)
+local allocs = changes(KEYS[5], KEYS[14], allocSince)
 local allocWhole = allocSince < 0 and 1 or 0
-local allocCount = redis.call('HLEN', KEYS[6])
-compact(KEYS[1], KEYS[7])
+local allocCount = redis.call('HLEN', KEYS[5])
+compact(KEYS[1], KEYS[6])
+compact(KEYS[4], KEYS[12])
 compact(KEYS[5], KEYS[14])
-compact(KEYS[6], KEYS[16])
 return {
   now,
   epoch,
@@ -151,6 +151,6 @@ return {
   allocWhole,
   allocCount,
   allocs,
-  redis.call('GET', KEYS[11]),
-  redis.call('HGETALL', KEYS[13]),
+  redis.call('GET', KEYS[9]),
+  redis.call('HGETALL', KEYS[11]),
 }
