@@ -79,6 +79,10 @@ type Member struct {
 	PricePerGPUHour float64      `json:"pricePerGPUHour,omitempty"`
 }
 
+// Share reports whether the member holds a share (Milli) of each of its
+// GPUs rather than the GPUs whole.
+func (m Member) Share() bool { return m.Milli > 0 && m.Milli < MilliPerGPU }
+
 // MeteredMilli is what each of the member's GPUs counts for in milli-GPU,
 // in the ledger and against quotas: its share, a MIG device's share of its
 // parent GPU, or MilliPerGPU for a whole GPU.
@@ -86,7 +90,7 @@ func (m Member) MeteredMilli() int {
 	switch {
 	case m.MIG != "" && m.MIGMilli > 0:
 		return min(m.MIGMilli, MilliPerGPU)
-	case m.Milli > 0 && m.Milli < MilliPerGPU:
+	case m.Share():
 		return m.Milli
 	}
 	return MilliPerGPU

@@ -570,7 +570,7 @@ func (se *Session) moverEntry(r *gangway.Assignment) gangway.QueueEntry {
 	e := gangway.QueueEntry{JobID: r.JobID, Team: r.Team, Project: r.Project, Priority: r.Priority, Attempt: r.Attempt,
 		Replicas: 1, GPUsPerReplica: len(m.GPUs), CPUMilli: r.CPUMilli, MemMiB: r.MemMiB, MaxRuntime: r.MaxRuntime,
 		Preemptible: r.Preemptible, Checkpointable: r.Checkpointable, GPUModels: []string{n.Model}, Pools: []string{n.Pool}}
-	if m.Milli > 0 && m.Milli < Whole {
+	if m.Share() {
 		e.GPUMilli = m.Milli
 	}
 	return e

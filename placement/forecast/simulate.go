@@ -410,7 +410,7 @@ func (s *simulation) requeued(a gangway.Assignment, t time.Time) gangway.QueueEn
 	if len(a.Members) > 0 {
 		m := a.Members[0]
 		e.GPUsPerReplica = len(m.GPUs)
-		if m.Milli > 0 && m.Milli < placement.Whole {
+		if m.Share() {
 			e.GPUMilli = m.Milli
 		}
 		e.MIGProfile = m.MIG

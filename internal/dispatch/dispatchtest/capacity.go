@@ -363,7 +363,7 @@ func (c *Capacity) Commit(_ context.Context, holder string, plan []gangway.Assig
 			r := c.byID[m.NodeID]
 			for _, gi := range m.GPUs {
 				g := r.gpus[gi]
-				if m.Milli > 0 && m.Milli < placement.Whole {
+				if m.Share() {
 					if g.shares == nil {
 						g.shares = map[gangway.JobID]int{}
 					}
