@@ -336,8 +336,8 @@ func (v *View) readOnce(ctx context.Context, withQueue bool) (Snapshot, error) {
 	if err != nil {
 		return Snapshot{}, err
 	}
-	c.mergeNodeStatus(whole(3), changed, states, beats, tasks, s.Now)
-	recs, err := c.mergeAllocs(epoch, rev, allocChanged, whole(12), count(13))
+	c.mergeNodeStatus(whole(3), states, beats, tasks, s.Now)
+	recs, err := c.mergeAllocs(allocChanged, whole(12), count(13))
 	if err != nil {
 		return Snapshot{}, err
 	}

@@ -70,32 +70,30 @@ type readCache struct {
 	queueRev   int64
 	queued     map[string]*queuedEntry
 	sorted     []*queuedEntry
-	// allocEpoch and allocRev are the epoch and revision allocs is at;
-	// allocList is its records sorted by job ID.
-	allocEpoch string
-	allocRev   int64
-	allocs     map[string]allocRecord
-	allocList  []allocRecord
+	// allocs is the allocations, at the epoch and revision the nodes are
+	// at (every snapshot reads both); allocList is them sorted by job ID.
+	allocs    map[string]allocRecord
+	allocList []allocRecord
 	// wholeReads counts the nodes, queues and allocations a read sent
 	// whole (the first read, and any after a miss or a flush).
 	wholeReads int
 }
 
-// allocSince is the revision a read asks for allocation changes after: -1
-// (everything) unless the allocation cache is of the epoch the nodes are
-// at.
+// allocSince is the revision a read asks for allocation changes after:
+// the nodes' (read.lua reads the whole view when the epoch is not the
+// cache's), or -1 (everything) when there is no allocation cache.
 func (c *readCache) allocSince() int64 {
-	if c.allocs == nil || c.allocEpoch == "" || c.allocEpoch != c.epoch {
+	if c.allocs == nil {
 		return -1
 	}
-	return c.allocRev
+	return c.rev
 }
 
-// mergeAllocs brings the allocation cache to rev from the changed records,
-// which must leave it holding count, and returns them sorted by job ID:
-// the cache's own, which callers only read.
-func (c *readCache) mergeAllocs(epoch string, rev int64, changed []entryChange, whole bool, count int) ([]allocRecord, error) {
-	if whole || c.allocEpoch != epoch || c.allocs == nil {
+// mergeAllocs brings the allocation cache up to the read from the changed
+// records, which must leave it holding count, and returns them sorted by
+// job ID: the cache's own, which callers only read.
+func (c *readCache) mergeAllocs(changed []entryChange, whole bool, count int) ([]allocRecord, error) {
+	if whole || c.allocs == nil {
 		c.allocs, c.allocList = map[string]allocRecord{}, nil
 	}
 	if whole {
@@ -109,7 +107,7 @@ func (c *readCache) mergeAllocs(epoch string, rev int64, changed []entryChange, 
 		}
 		var r allocRecord
 		if err := json.Unmarshal([]byte(ch.Raw), &r); err != nil {
-			c.allocEpoch = "" // read whole next time
+			c.allocs, c.epoch = nil, "" // read whole next time
 			return nil, fmt.Errorf("decode allocation %s: %w", ch.ID, err)
 		}
 		c.allocs[ch.ID] = r
@@ -117,15 +115,15 @@ func (c *readCache) mergeAllocs(epoch string, rev int64, changed []entryChange, 
 	}
 	if len(c.allocs) != count {
 		// Allocations written or removed without their log. Read whole.
-		c.allocEpoch, c.epoch = "", ""
-		return nil, fmt.Errorf("%d allocations cached, %d held: %w", len(c.allocs), count, errCacheMiss)
+		err := fmt.Errorf("%d allocations cached, %d held: %w", len(c.allocs), count, errCacheMiss)
+		c.allocs, c.epoch = nil, ""
+		return nil, err
 	}
 	if c.allocList == nil {
 		c.allocList = slices.SortedFunc(maps.Values(c.allocs), func(a, b allocRecord) int {
 			return strings.Compare(a.Assignment.JobID, b.Assignment.JobID)
 		})
 	}
-	c.allocEpoch, c.allocRev = epoch, rev
 	return c.allocList, nil
 }
 
@@ -273,8 +271,8 @@ func (c *readCache) mergeNodes(epoch string, rev int64, changed []entryChange, w
 }
 
 // mergeNodeStatus brings the nodes' states, heartbeats and tasks up to
-// the read made at now (after mergeNodes took its nodes).
-func (c *readCache) mergeNodeStatus(whole bool, nodes, states, beats, tasks []entryChange, now time.Time) {
+// the read made at now; a removed node's come as removed.
+func (c *readCache) mergeNodeStatus(whole bool, states, beats, tasks []entryChange, now time.Time) {
 	if whole || c.states == nil {
 		c.states, c.beats, c.tasks = map[string]string{}, map[string]int64{}, map[string]string{}
 	}
@@ -285,13 +283,6 @@ func (c *readCache) mergeNodeStatus(whole bool, nodes, states, beats, tasks []en
 			c.beats[ch.ID] = ms
 		} else {
 			delete(c.beats, ch.ID)
-		}
-	}
-	for _, ch := range nodes {
-		if ch.Removed {
-			delete(c.states, ch.ID)
-			delete(c.beats, ch.ID)
-			delete(c.tasks, ch.ID)
 		}
 	}
 	c.beatMark = now.UnixMilli()

@@ -17,8 +17,8 @@
 -- rebuilt, checkpoints}. Changed nodes, states, tasks, queue entries and
 -- allocations are flat ID, value lists in which a removed one's value is
 -- nil; a whole read sends every one (and no nil). Heartbeats are those of
--- the changed nodes and of every node that beat since the mark (or was
--- made silent: 0). The GPUs held, whole or in shares (gpus, shares), are
+-- the changed nodes (nil for a removed one, or one never heard from) and
+-- of every node that beat since the mark (or was made silent: 0). The GPUs held, whole or in shares (gpus, shares), are
 -- not sent: they are the allocations' members, which commit, release and
 -- restore write together with them. checkpoints is a whole HGETALL-style
 -- list; rebuilt is the epoch the view was last rebuilt for (false if
@@ -99,7 +99,7 @@ else
       states[#states + 1] = redis.call('HGET', KEYS[2], id)
     end
     beats[#beats + 1] = id
-    beats[#beats + 1] = redis.call('HGET', KEYS[3], id) or '0'
+    beats[#beats + 1] = redis.call('HGET', KEYS[3], id)
     tasks[#tasks + 1] = id
     tasks[#tasks + 1] = redis.call('HGET', KEYS[10], id)
   end
