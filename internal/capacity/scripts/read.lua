@@ -1,6 +1,7 @@
 -- Read nodes, GPU owners, allocations and (optionally) the queue at one
 -- instant, together with the server's clock. Node records, their states,
--- heartbeats and tasks, and queue entries are sent only when they changed
+-- heartbeats and tasks, queue entries and allocations are sent only when
+-- they changed
 -- since the caller's last read (see nodecache.go): a read's work and reply
 -- grow with what changed, not with the fleet or the queue.
 -- KEYS: nodes, node-state, heartbeat, queue, allocs, node-changes, rev,
@@ -10,7 +11,7 @@
 --       records alone; the caller's epoch ("" for none), the revision its
 --       nodes are at, the one its queue entries are at, its heartbeat
 --       mark (the TIME in ms of its last read; "" for none), and the
---       revision its allocations are at
+--       revision its allocations are at (-1 for none cached)
 -- Returns {TIME, epoch, rev, nodes whole (1 or 0), node count, changed
 -- nodes, their states, heartbeats, tasks, queue whole, queue count,
 -- changed queue entries, allocs whole, alloc count, changed allocs,
@@ -18,9 +19,10 @@
 -- allocations are flat ID, value lists in which a removed one's value is
 -- nil; a whole read sends every one (and no nil). Heartbeats are those of
 -- the changed nodes (nil for a removed one, or one never heard from) and
--- of every node that beat since the mark (or was made silent: 0). The GPUs held, whole or in shares (gpus, shares), are
--- not sent: they are the allocations' members, which commit, release and
--- restore write together with them. checkpoints is a whole HGETALL-style
+-- of every node that beat since the mark (or was made silent: 0). The
+-- GPUs held, whole or in shares (P:gpus, P:shares), are not sent: they are
+-- the allocations' members, which commit, release and restore write
+-- together with them. checkpoints is a whole HGETALL-style
 -- list; rebuilt is the epoch the view was last rebuilt for (false if
 -- none). With "nodes" the reply ends after the changed nodes.
 local now = redis.call('TIME')
