@@ -1,9 +1,8 @@
--- Read nodes, GPU owners, allocations and (optionally) the queue at one
--- instant, together with the server's clock. Node records, their states,
+-- Read nodes, allocations and (optionally) the queue at one instant,
+-- together with the server's clock. Node records, their states,
 -- heartbeats and tasks, queue entries and allocations are sent only when
--- they changed
--- since the caller's last read (see nodecache.go): a read's work and reply
--- grow with what changed, not with the fleet or the queue.
+-- they changed since the caller's last read (see nodecache.go): a read's
+-- reply grows with what changed, not with the fleet or the queue.
 -- KEYS: nodes, node-state, heartbeat, queue, allocs, node-changes, rev,
 --       epoch, rebuilt, node-tasks, checkpoints, queue-changes,
 --       changes-floor, alloc-changes
