@@ -54,7 +54,6 @@ const (
 type packPrices struct {
 	price  map[int]float64 // y_s by share size (milli)
 	value  []float64       // V(g) for g = 0..Whole
-	bins   float64         // the optimum: GPUs the shares need, per share task
 	demand map[int]float64 // the share demand solved for (shareDemand)
 }
 
@@ -63,7 +62,7 @@ type packPrices struct {
 func shareDemand(mix []WorkloadClass) map[int]float64 {
 	demand, total := map[int]float64{}, 0.0
 	for _, w := range mix {
-		if w.GPUs == 1 && w.Milli > 0 && w.Milli < Whole && w.Weight > 0 {
+		if w.GPUs == 1 && classMilli(w) < Whole && w.Weight > 0 {
 			demand[w.Milli] += w.Weight
 			total += w.Weight
 		}
@@ -124,11 +123,7 @@ func newPackPrices(demand map[int]float64) *packPrices {
 	if !ok {
 		return nil
 	}
-	bins := 0.0
-	for k, sz := range sizes {
-		bins += demand[sz] * y[k]
-	}
-	p := &packPrices{price: make(map[int]float64, len(sizes)), bins: bins, demand: solvedFor}
+	p := &packPrices{price: make(map[int]float64, len(sizes)), demand: solvedFor}
 	for k, s := range sizes {
 		p.price[s] = y[k]
 	}
@@ -264,13 +259,4 @@ func cuttingStockDual(sizes []int, demand map[int]float64) ([]float64, bool) {
 		patterns = append(patterns, more...)
 	}
 	return nil, false
-}
-
-// packScore is the packing term of a share candidate: the shortfall in
-// milli-GPU, so that it is on the scale of FGD's −ΔF.
-func (p *packPrices) packScore(v *View, c Candidate) float64 {
-	if p == nil || len(c.GPUs) != 1 || c.Milli <= 0 || c.Milli >= Whole {
-		return 0
-	}
-	return Whole * p.shortfall(v.free[c.Node][c.GPUs[0]], c.Milli)
 }

@@ -73,6 +73,16 @@ func primalBins(t interface{ Fatalf(string, ...any) }, demand map[int]float64) f
 	return opt
 }
 
+// dualBins is the prices' worth of demand (task counts by size): the dual
+// program's objective, in GPUs.
+func dualBins(p *packPrices, demand map[int]float64) float64 {
+	bins := 0.0
+	for s, n := range demand {
+		bins += n * p.price[s]
+	}
+	return bins
+}
+
 func TestPackPricesOpenB(t *testing.T) {
 	p := packFor(nil, shareMix(openbShares))
 	if p == nil {
@@ -84,15 +94,14 @@ func TestPackPricesOpenB(t *testing.T) {
 		}
 	}
 	// Strong duality: the prices' worth of the mix is the fewest GPUs
-	// that hold it. Per GPU of share demand that is 1.134 GPUs, a floor
-	// of 11.85% unallocated for any packing of these shares.
-	var demand, count float64
+	// that hold it. Per GPU of share demand that is 1.134 GPUs: holding
+	// every one of these shares wastes at least 11.85% of the GPUs.
+	var demand float64
 	for s, n := range openbShares {
 		demand += float64(s) * n / Whole
-		count += n
 	}
 	primal := primalBins(t, openbShares)
-	if got := p.bins * count; math.Abs(got-primal) > 1e-6*primal {
+	if got := dualBins(p, openbShares); math.Abs(got-primal) > 1e-6*primal {
 		t.Errorf("dual optimum %.4f GPUs, primal %.4f", got, primal)
 	}
 	if got := primal / demand; math.Abs(got-1.1344) > 1e-4 {
@@ -146,11 +155,7 @@ func TestPackPricesProperties(t *testing.T) {
 		if p == nil {
 			t.Fatal("no prices")
 		}
-		var count float64
-		for _, c := range demand {
-			count += c
-		}
-		if got, want := p.bins*count, primalBins(t, demand); math.Abs(got-want) > 1e-6*want {
+		if got, want := dualBins(p, demand), primalBins(t, demand); math.Abs(got-want) > 1e-6*want {
 			t.Fatalf("dual optimum %.6f GPUs, primal %.6f", got, want)
 		}
 		if p.value[Whole] > 1+1e-9 {

@@ -391,7 +391,9 @@ func (s *Gangway) Score(v *View, c Candidate, j *gangway.QueueEntry) float64 {
 	if gpu > 0 && s.models.constrained {
 		x -= gwScarcity * s.models.shortfall(v, i, j, gpu)
 	}
-	x -= gwPack * s.pack.packScore(v, c)
+	if j.Share() {
+		x -= gwPack * Whole * s.pack.shortfall(v.free[i][c.GPUs[0]], c.Milli)
+	}
 	gang := j.GPUsPerReplica > 1 || (j.GPUsPerReplica == 1 && j.Replicas > 1)
 	if gang && !j.Share() && hasDomains(&v.nodes[i], c.GPUs) {
 		x += gwTopology * TopologyLocality{}.Score(v, c, j)
