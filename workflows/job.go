@@ -206,6 +206,12 @@ const versionLocal = "local-server-activities"
 // GangwayPhase first).
 const versionLean = "lean-history"
 
+// versionTaskDone is the change ID of reading, when a member's node is
+// lost, whether its agent recorded the task exiting 0 first
+// (TaskDone): such a member counts as done rather than lost. The marker
+// is written only when a node is lost.
+const versionTaskDone = "task-done-record"
+
 // oldVersions reads the changes of a run recorded before versionLean,
 // each from its own marker, in the order they were added.
 func (j *job) oldVersions(ctx workflow.Context) {
@@ -477,6 +483,13 @@ func (j *job) runGang(ctx workflow.Context, asg gangway.Assignment) attemptEnd {
 		}
 		rank := m.Rank
 		f := workflow.ExecuteActivity(workflow.WithActivityOptions(mctx, opts), ActivityRunTask, in)
+		finish := func(err error) {
+			done++
+			if err != nil && firstErr == nil && preempted == nil {
+				firstErr, firstRank = err, rank
+				cancelGang()
+			}
+		}
 		sel.AddFuture(f, func(f workflow.Future) {
 			err := f.Get(ctx, nil)
 			if j.v4 && adopts < maxAdopts && lostTrack(err) {
@@ -484,11 +497,22 @@ func (j *job) runGang(ctx workflow.Context, asg gangway.Assignment) attemptEnd {
 				run(m, adopts+1)
 				return
 			}
-			done++
-			if err != nil && firstErr == nil && preempted == nil {
-				firstErr, firstRank = err, rank
-				cancelGang()
+			if err == nil || classify(err, rank, asg).lostNode == "" ||
+				workflow.GetVersion(ctx, versionTaskDone, workflow.DefaultVersion, 1) < 1 {
+				finish(err)
+				return
 			}
+			// The node is lost: it may have gone after the task exited 0
+			// and before the agent could say so.
+			in := TaskDoneInput{JobID: j.spec.Name, Attempt: asg.Attempt, Rank: rank, NodeID: m.NodeID, Pool: m.Pool}
+			sel.AddFuture(j.server(ctx, ActivityTaskDone, in), func(df workflow.Future) {
+				var exited0 bool
+				if df.Get(ctx, &exited0) == nil && exited0 {
+					workflow.GetLogger(ctx).Info("node lost after the task exited 0; the member counts as done", "rank", rank, "node", m.NodeID)
+					err = nil
+				}
+				finish(err)
+			})
 		})
 	}
 	for _, m := range asg.Members {

@@ -41,6 +41,9 @@ type fakeActivities struct {
 	// (nil: every signal is).
 	forged  func(gangway.Assignment) bool
 	checked int
+	// taskDone answers TaskDone (nil: no task-done records).
+	taskDone func(TaskDoneInput) bool
+	asked    []TaskDoneInput
 }
 
 func (f *fakeActivities) register(env *testsuite.TestWorkflowEnvironment) {
@@ -117,6 +120,12 @@ func (f *fakeActivities) register(env *testsuite.TestWorkflowEnvironment) {
 		}
 		return CheckPlacementResult{Committed: true}, nil
 	}, activity.RegisterOptions{Name: ActivityCheckPlacement})
+	env.RegisterActivityWithOptions(func(_ context.Context, in TaskDoneInput) (bool, error) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.asked = append(f.asked, in)
+		return f.taskDone != nil && f.taskDone(in), nil
+	}, activity.RegisterOptions{Name: ActivityTaskDone})
 	env.RegisterActivityWithOptions(func(_ context.Context, in TerminateInput) (int, error) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
@@ -243,7 +252,9 @@ func TestJobWorkflow(t *testing.T) {
 		preemptAt      time.Duration
 		preemptAttempt int
 		run            func(ctx context.Context, in RunTaskInput) error
-		want           want
+		// taskDone answers TaskDone for a lost member's task.
+		taskDone func(TaskDoneInput) bool
+		want     want
 	}{
 		"happy path 2x8 gang": {
 			spec: testSpec(2, 8, 0), placed: 1,
@@ -300,6 +311,30 @@ func TestJobWorkflow(t *testing.T) {
 			want: want{phase: gangway.PhaseSucceeded, attempt: 2, infraRestarts: 1, enqueued: []int{1, 2}, released: []int{1, 2},
 				phases: []gangway.Phase{sub, q, pl, ru, rq, q, pl, ru, gangway.PhaseSucceeded}},
 		},
+		"node lost after its task exited 0: the job succeeds without running again": {
+			spec: testSpec(2, 8, 0), placed: 2,
+			run: func(_ context.Context, in RunTaskInput) error {
+				if in.Attempt == 1 && in.Rank == 1 {
+					return temporal.NewNonRetryableApplicationError("no such task", ErrTypeTaskUnknown, nil)
+				}
+				return nil
+			},
+			taskDone: func(in TaskDoneInput) bool { return in.Attempt == 1 && in.Rank == 1 && in.NodeID == "n1" },
+			want: want{phase: gangway.PhaseSucceeded, attempt: 1, enqueued: []int{1}, released: []int{1},
+				phases: []gangway.Phase{sub, q, pl, ru, gangway.PhaseSucceeded}},
+		},
+		"node lost and no record that its task exited 0: requeued": {
+			spec: testSpec(1, 8, 0), placed: 2,
+			run: func(_ context.Context, in RunTaskInput) error {
+				if in.Attempt == 1 {
+					return temporal.NewTimeoutError(0x2 /* SCHEDULE_TO_START */, nil)
+				}
+				return nil
+			},
+			taskDone: func(TaskDoneInput) bool { return false },
+			want: want{phase: gangway.PhaseSucceeded, attempt: 2, infraRestarts: 1, enqueued: []int{1, 2}, released: []int{1, 2},
+				phases: []gangway.Phase{sub, q, pl, ru, rq, q, pl, ru, gangway.PhaseSucceeded}},
+		},
 		"agent refuses a busy GPU: requeued without spending a retry": {
 			spec: testSpec(1, 2, 0), placed: 2,
 			run: func(_ context.Context, in RunTaskInput) error {
@@ -341,7 +376,7 @@ func TestJobWorkflow(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			var s testsuite.WorkflowTestSuite
 			env := s.NewTestWorkflowEnvironment()
-			f := &fakeActivities{run: tc.run}
+			f := &fakeActivities{run: tc.run, taskDone: tc.taskDone}
 			f.register(env)
 			placeEachAttempt(env, tc.placed, tc.spec.Gang.Replicas, tc.spec.Gang.GPUsPerReplica)
 			if tc.cancelAt > 0 {
@@ -357,6 +392,9 @@ func TestJobWorkflow(t *testing.T) {
 				infraRestarts: st.InfraRestarts, enqueued: f.enqueued, released: f.released, dequeued: f.dequeued, reason: tc.want.reason}
 			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(want{})); diff != "" {
 				t.Errorf("job (-want +got):\n%s\nreason: %s", diff, st.Reason)
+			}
+			if tc.taskDone != nil && len(f.asked) != 1 {
+				t.Errorf("TaskDone asked %d times (%v), want once for the lost member", len(f.asked), f.asked)
 			}
 			if tc.want.reason != "" && !contains(st.Reason, tc.want.reason) {
 				t.Errorf("reason = %q, want it to contain %q", st.Reason, tc.want.reason)

@@ -111,3 +111,37 @@ func NodeUpdateWorkflow(ctx workflow.Context, in NodeUpdateInput) (NodeUpdateRes
 	}
 	return res, nil
 }
+
+// ActivityTaskDone reads what a node's agent recorded when a task exited
+// 0 (TaskDoneInput → bool), for a workflow that lost the node before the
+// task's RunTask reported it.
+const ActivityTaskDone = "TaskDone"
+
+// TaskDone is an agent's record, written to the Redis view just before
+// RunTask returns, that a task's process exited 0. A node that dies in
+// between (the instance gone, the agent killed) leaves the workflow with
+// a lost node for a task that finished; the record tells it so, and the
+// job ends Succeeded instead of running again. It is signed with the
+// node's token, so an agent's Redis password alone vouches for no task.
+type TaskDone struct {
+	JobID   gangway.JobID `json:"jobId"`
+	Attempt int           `json:"attempt"`
+	Rank    int           `json:"rank"`
+	NodeID  string        `json:"nodeId"`
+	At      time.Time     `json:"at"`
+	Proof   NodeProof     `json:"proof"`
+}
+
+// Message is what the record's proof signs: the task and its node.
+func (d TaskDone) Message() []byte {
+	return fmt.Appendf(nil, "gangway task done\x00%s\x00%d\x00%d\x00%s", d.JobID, d.Attempt, d.Rank, d.NodeID)
+}
+
+// TaskDoneInput names the member whose node was lost.
+type TaskDoneInput struct {
+	JobID   gangway.JobID `json:"jobId"`
+	Attempt int           `json:"attempt"`
+	Rank    int           `json:"rank"`
+	NodeID  string        `json:"nodeId"`
+	Pool    string        `json:"pool"`
+}

@@ -34,6 +34,10 @@ type Capacity interface {
 	// RecordCheckpoint tells the dispatch loop the attempt saved a
 	// checkpoint at at: what moving or preempting it would lose.
 	RecordCheckpoint(ctx context.Context, jobID gangway.JobID, attempt int, at time.Time) error
+	// RecordTaskDone records that a task exited 0, before RunTask says
+	// so (workflows.TaskDone); the view signs it with the node's
+	// credential where it has one.
+	RecordTaskDone(ctx context.Context, d workflows.TaskDone) error
 }
 
 // Event is a task starting or stopping on GPUs, as the agent saw it. Tests

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -35,6 +36,7 @@ type fakeCapacity struct {
 	heartbeatErr error
 	logs         map[gangway.JobID][]gangway.LogLine
 	checkpoints  []string // "<job>/<attempt>", one per RecordCheckpoint
+	done         []string // "<job>/<attempt>/<rank>", one per RecordTaskDone
 }
 
 var _ Capacity = (*fakeCapacity)(nil)
@@ -67,6 +69,19 @@ func (c *fakeCapacity) RecordCheckpoint(_ context.Context, jobID gangway.JobID, 
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.checkpoints = append(c.checkpoints, fmt.Sprintf("%s/%d", jobID, attempt))
+	return nil
+}
+
+func (c *fakeCapacity) taskDone() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.done)
+}
+
+func (c *fakeCapacity) RecordTaskDone(_ context.Context, d workflows.TaskDone) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.done = append(c.done, fmt.Sprintf("%s/%d/%d", d.JobID, d.Attempt, d.Rank))
 	return nil
 }
 
@@ -349,6 +364,9 @@ func TestRunTaskSucceeds(t *testing.T) {
 	}
 	wantEvents(t, h.rec, []int{1, 3}, true, false)
 	requireIdle(t, h.a)
+	if got := h.cap.taskDone(); !slices.Equal(got, []string{"train-1/2/1"}) {
+		t.Errorf("task-done records %v, want train-1/2/1's before RunTask returned", got)
+	}
 }
 
 func TestRunTaskEnvironment(t *testing.T) {
@@ -463,6 +481,9 @@ func TestRunTaskFailures(t *testing.T) {
 			}
 			wantEvents(t, h.rec, []int{1, 3}, tc.wantEvents...)
 			requireIdle(t, h.a)
+			if got := h.cap.taskDone(); len(got) != 0 {
+				t.Errorf("a failed task left task-done records %v", got)
+			}
 		})
 	}
 }

@@ -43,7 +43,8 @@ type JoinConfig struct {
 // server, as `gangway agent` does: inventory changes (registration, GPU
 // fences and events) go to the server's NodeUpdate activity with a proof
 // of the agent's credential, where they are checked and written; only
-// heartbeats, checkpoint records and task output go straight to Redis,
+// heartbeats, checkpoint and task-done records and task output go
+// straight to Redis,
 // and only the node's GPU health records are read from it. It is the
 // agent's Capacity and GPUHealthView, for a Redis user that may do no more
 // than that (docs/security.md).
@@ -77,6 +78,24 @@ func NewServerView(view *capacity.View, tc client.Client, pool string, cfg JoinC
 	return v
 }
 
+// DirectView is the view of an agent in the server's own process (a fake
+// cloud's instances, the dev stack's nodes): everything goes straight to
+// Redis, and task-done records are signed with Token, the node token the
+// server's authority gives the node ("" signs nothing: right for a server
+// that checks no credentials).
+type DirectView struct {
+	*capacity.View
+	Token string
+}
+
+// RecordTaskDone signs the record with the node token and writes it.
+func (v DirectView) RecordTaskDone(ctx context.Context, d workflows.TaskDone) error {
+	if v.Token != "" {
+		d.Proof = nodeauth.Prove(v.Token, d.Message())
+	}
+	return v.View.RecordTaskDone(ctx, d)
+}
+
 // RegisterNode asks the server to register the node.
 func (v *ServerView) RegisterNode(ctx context.Context, n gangway.Node) error {
 	_, err := v.update(ctx, workflows.NodeUpdateInput{NodeID: n.ID, Register: &n, At: time.Now()})
@@ -91,6 +110,19 @@ func (v *ServerView) Heartbeat(ctx context.Context, nodeID string, tasks []capac
 // RecordCheckpoint goes straight to Redis.
 func (v *ServerView) RecordCheckpoint(ctx context.Context, jobID gangway.JobID, attempt int, at time.Time) error {
 	return v.view.RecordCheckpoint(ctx, jobID, attempt, at)
+}
+
+// RecordTaskDone goes straight to Redis, signed with the node token (the
+// join token before the first join returned one).
+func (v *ServerView) RecordTaskDone(ctx context.Context, d workflows.TaskDone) error {
+	v.mu.Lock()
+	credential := v.nodeToken
+	v.mu.Unlock()
+	if credential == "" {
+		credential = v.cfg.Token
+	}
+	d.Proof = nodeauth.Prove(credential, d.Message())
+	return v.view.RecordTaskDone(ctx, d)
 }
 
 // AppendLog goes straight to Redis.

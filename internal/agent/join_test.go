@@ -182,6 +182,57 @@ func TestJoinThroughTheServer(t *testing.T) {
 	t.Logf("join: refused=%d allowed=%d", w.refused, w.ok)
 }
 
+// TestTaskDoneRecords: an agent records a task's exit 0 straight to Redis
+// under its own user, signed with its node token; the server trusts a
+// record only for the member's node and signed with a credential of that
+// node alone.
+func TestTaskDoneRecords(t *testing.T) {
+	w := newJoinWorld(t)
+	ctx := t.Context()
+	nu := &activities.NodeUpdates{View: w.server, Auth: w.auth, Log: slog.New(slog.DiscardHandler)}
+	tokenFile := filepath.Join(w.dir, "n1", "node-token")
+	n1 := w.agentView("onprem", poolToken, tokenFile)
+	must(t, n1.RegisterNode(ctx, agent.FakeNode("n1", "onprem", "10.0.0.1", 4, "H100")))
+	done := func(job gangway.JobID, node string) workflows.TaskDone {
+		return workflows.TaskDone{JobID: job, Attempt: 1, NodeID: node, At: time.Now()}
+	}
+	must(t, n1.RecordTaskDone(ctx, done("job-1", "n1")))
+	must(t, w.agentView("onprem", n9Token, "").RecordTaskDone(ctx, done("job-9", "n9")))
+	// Before its first join an agent signs with the pool's token, which
+	// vouches for no one node.
+	must(t, w.agentView("onprem", poolToken, "").RecordTaskDone(ctx, done("job-2", "n2")))
+	// Unsigned, as a server's in-process agent without a node token writes.
+	must(t, agent.DirectView{View: w.server}.RecordTaskDone(ctx, done("job-3", "n3")))
+	must(t, agent.DirectView{View: w.server, Token: w.auth.NodeToken("n4", "onprem")}.RecordTaskDone(ctx, done("job-4", "n4")))
+
+	cases := []struct {
+		job  gangway.JobID
+		node string
+		want bool
+	}{
+		{"job-1", "n1", true},  // its node token
+		{"job-1", "n2", false}, // a record of another node
+		{"job-9", "n9", true},  // the node's own join token
+		{"job-2", "n2", false}, // the pool's join token
+		{"job-3", "n3", false}, // unsigned
+		{"job-4", "n4", true},  // an in-process agent's node token
+		{"job-5", "n1", false}, // no record
+	}
+	for _, c := range cases {
+		got, err := nu.TaskDone(ctx, workflows.TaskDoneInput{JobID: c.job, Attempt: 1, NodeID: c.node, Pool: "onprem"})
+		if err != nil || got != c.want {
+			t.Errorf("TaskDone(%s on %s) = %v, %v; want %v", c.job, c.node, got, err, c.want)
+		}
+	}
+	// Without credentials checked, a record of the member's node is enough.
+	open := &activities.NodeUpdates{View: w.server, Log: slog.New(slog.DiscardHandler)}
+	if got, err := open.TaskDone(ctx, workflows.TaskDoneInput{JobID: "job-3", Attempt: 1, NodeID: "n3", Pool: "onprem"}); err != nil || !got {
+		t.Errorf("TaskDone(job-3) with no credentials checked = %v, %v; want true", got, err)
+	}
+	// The agent's user may SET task-done records and no other key.
+	w.expect(t, "SET the lease as the agent", w.agentRedis.Set(ctx, prefix+":lease", "me", 0).Err(), "NOPERM")
+}
+
 func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -156,7 +157,21 @@ func (a *Agent) RunTask(ctx context.Context, in workflows.RunTaskInput) (_ workf
 		return res, temporal.NewNonRetryableApplicationError(msg, workflows.ErrTypeTaskFailed, nil, progress)
 	}
 	log.Info("task succeeded", "ran", res.FinishedAt.Sub(res.StartedAt))
+	a.recordDone(ctx, in, log)
 	return res, nil
+}
+
+// recordDone tells the view the task exited 0 before RunTask reports it:
+// if the node dies before Temporal has the report, the workflow finds the
+// record rather than running the task again (workflows.TaskDone). A
+// record that cannot be written only loses that.
+func (a *Agent) recordDone(ctx context.Context, in workflows.RunTaskInput, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	d := workflows.TaskDone{JobID: in.JobID, Attempt: in.Attempt, Rank: in.Rank, NodeID: a.cfg.Node.ID, At: time.Now()}
+	if err := a.cap.RecordTaskDone(ctx, d); err != nil {
+		log.Warn("cannot record in the view that the task exited 0", "error", err)
+	}
 }
 
 type stopReason int

@@ -12,8 +12,9 @@ import "strings"
 //
 // An agent may read the inventory (P:nodes) and GPU health records
 // (P:gpu-health), write heartbeats (P:heartbeat) and the tasks it runs
-// (P:node-tasks), record its tasks' checkpoints (P:checkpoints), and
-// append to log streams (P:log:*), with the commands that takes and no others: its
+// (P:node-tasks), record its tasks' checkpoints (P:checkpoints) and the
+// tasks that exited 0 (P:task-done:*, SET only), and append to log
+// streams (P:log:*), with the commands that takes and no others: its
 // node's inventory changes go through the server's NodeUpdate activity,
 // which checks who it is. Redis checks a script's commands and keys
 // against the user who runs it, so EVAL gives an agent nothing more.
@@ -32,5 +33,6 @@ func AgentACL(prefix string) string {
 		"~" + k.logPrefix + "*",
 		"-@all", "+ping", "+hello", "+auth",
 		"+hexists", "+hget", "+hgetall", "+hset", "+hdel", "+xadd", "+eval", "+evalsha", "+time",
+		"(~" + k.taskDone + "* +set)",
 	}, " ")
 }

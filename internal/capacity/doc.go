@@ -40,6 +40,7 @@
 //	P:reasons         hash    job ID → Waiting JSON: why it is still pending (typed reason, detail, retry, reservation)
 //	P:reasons-stamp   string  names the last write of P:reasons, so a View writes differences only onto its own (reasons.go)
 //	P:cloud-offers    hash    pool → gangway.Offer JSON the servers' providers make (PublishOffers; expires)
+//	P:task-done:<job ID>/<attempt>/<rank>  string  workflows.TaskDone JSON: the agent saw the task exit 0 (a day's TTL; read when its node is lost)
 //	P:log:<job ID>    stream  task output lines {t: unix ms, rank, attempt, text}, capped at Options.LogMaxLen
 //	P:gpu-health      hash    "<node ID>/<GPU index>" → GPUHealth JSON (fences, flakiness, last fault)
 //	P:events          pub/sub enqueued | released | node: a change that may let a job start (events.go)

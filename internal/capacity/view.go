@@ -94,6 +94,9 @@ type keySet struct {
 	checkpoints string
 	// reasonsStamp names the last write of reasons (reasons.go).
 	reasonsStamp string
+	// taskDone starts the keys of tasks their agents saw exit 0
+	// (taskdone.go).
+	taskDone string
 }
 
 func newKeys(prefix string) keySet {
@@ -125,6 +128,7 @@ func newKeys(prefix string) keySet {
 		// checkpoints: job → "<attempt>:<unix ms>" of its newest save.
 		checkpoints:  prefix + ":checkpoints",
 		reasonsStamp: prefix + ":reasons-stamp",
+		taskDone:     prefix + ":task-done:",
 	}
 }
 

@@ -206,6 +206,25 @@ func (a *Authority) Check(ctx context.Context, nodeID, pool string, p workflows.
 	return refuse("the join token is not in the server's token file")
 }
 
+// Vouches checks a record an agent signed for its node (a
+// workflows.TaskDone): the proof must be of a credential for that node
+// alone — its node token or a per-node join token. A pool's join token or
+// a launch token vouches for no node's record; the error, wrapping
+// ErrRefused, says why.
+func (a *Authority) Vouches(ctx context.Context, nodeID, pool string, p workflows.NodeProof, msg []byte) error {
+	if p.Kind == proofLaunch {
+		return fmt.Errorf("%w: node %s: a launch token signs no record", ErrRefused, nodeID)
+	}
+	g, err := a.Check(ctx, nodeID, pool, p, msg)
+	if err != nil {
+		return err
+	}
+	if !g.Bound {
+		return fmt.Errorf("%w: node %s: a pool's join token signs no record", ErrRefused, nodeID)
+	}
+	return nil
+}
+
 // NodeToken is the token the server hands a node that joined: signed with
 // the current secret for the node and its pool; "" without a secret.
 func (a *Authority) NodeToken(nodeID, pool string) string {

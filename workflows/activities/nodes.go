@@ -23,6 +23,8 @@ type NodeView interface {
 	FenceGPUs(ctx context.Context, e gangway.GPUEvent) ([]gangway.GPUHealth, error)
 	UnfenceGPUs(ctx context.Context, nodeID string, gpus []int, now time.Time) ([]gangway.GPUHealth, error)
 	RecordGPUEvent(ctx context.Context, e gangway.GPUEvent) error
+	// TaskDone is the record of a task its agent saw exit 0.
+	TaskDone(ctx context.Context, jobID gangway.JobID, attempt, rank int) (workflows.TaskDone, bool, error)
 }
 
 // NodeUpdates is the server's side of node identity: the one door through which
@@ -42,9 +44,36 @@ type NodeUpdates struct {
 	Now func() time.Time
 }
 
-// Register registers the node update activity.
+// Register registers the node update and task-done activities.
 func (n *NodeUpdates) Register(w worker.Registry) {
 	w.RegisterActivityWithOptions(n.Update, activity.RegisterOptions{Name: workflows.ActivityNodeUpdate})
+	w.RegisterActivityWithOptions(n.TaskDone, activity.RegisterOptions{Name: workflows.ActivityTaskDone})
+}
+
+// TaskDone reports whether the agent of a member's node recorded that the
+// member's task exited 0 (workflows.TaskDone), for a workflow that lost
+// the node. The record must name the member's node and, where the server
+// checks agents' credentials, be signed with that node's own; anything
+// else is logged and counts as no record.
+func (n *NodeUpdates) TaskDone(ctx context.Context, in workflows.TaskDoneInput) (bool, error) {
+	d, ok, err := n.View.TaskDone(ctx, in.JobID, in.Attempt, in.Rank)
+	if err != nil || !ok {
+		return false, err
+	}
+	why := ""
+	if d.NodeID != in.NodeID {
+		why = "it names node " + d.NodeID
+	} else if n.Auth.Enabled() {
+		if err := n.Auth.Vouches(ctx, in.NodeID, in.Pool, d.Proof, d.Message()); err != nil {
+			why = err.Error()
+		}
+	}
+	if why != "" {
+		n.Log.Warn("task-done record not trusted; the task counts as lost with its node",
+			"job_id", in.JobID, "attempt", in.Attempt, "rank", in.Rank, "node", in.NodeID, "reason", why)
+		return false, nil
+	}
+	return true, nil
 }
 
 // Update checks the credential behind in.Proof for in.NodeID, then applies

@@ -14,6 +14,7 @@ import (
 	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/internal/agent"
 	"github.com/gangwayhq/gangway/internal/capacity"
+	"github.com/gangwayhq/gangway/internal/nodeauth"
 	"github.com/gangwayhq/gangway/providers"
 	"github.com/gangwayhq/gangway/providers/fake"
 )
@@ -35,6 +36,9 @@ type FakeAgents struct {
 	// events, when set, receives a line per boot, notice and termination;
 	// a full channel drops lines.
 	events chan<- string
+	// Auth, when set, gives each instance's agent the node token it signs
+	// its task-done records with (agent.DirectView).
+	Auth *nodeauth.Authority
 
 	mu     sync.Mutex
 	closed bool
@@ -92,7 +96,7 @@ func (f *FakeAgents) running(in providers.Instance) {
 	ctx, cancel := context.WithCancel(context.Background())
 	a := &fakeAgent{cancel: cancel, done: make(chan struct{}), notices: notices}
 	f.agents[in.ID] = a
-	ag := agent.New(cfg, f.view)
+	ag := agent.New(cfg, agent.DirectView{View: f.view, Token: f.Auth.NodeToken(node.ID, node.Pool)})
 	f.wg.Go(func() {
 		defer close(a.done)
 		if err := ag.Run(ctx, f.temporal); err != nil && ctx.Err() == nil {

@@ -22,6 +22,7 @@ func RunServer(ctx context.Context, o server.Options, fakeAgent agent.Config,
 	var names []string
 	if cloud != nil {
 		agents := NewFakeAgents(o.View, o.Temporal, fakeAgent, log, nil)
+		agents.Auth = o.NodeAuth
 		defer agents.Close()
 		c, err := cloud(ctx, agents.Hooks())
 		if err != nil {

@@ -146,7 +146,10 @@ type Stack struct {
 	prefix     string
 	events     chan string
 	fakeAgents *FakeAgents
-	closers    []func() // clients, servers and files, closed in reverse by Close
+	// nodeAuth is the server's authority: in-process agents sign with
+	// the node tokens it gives (agent.DirectView).
+	nodeAuth *nodeauth.Authority
+	closers  []func() // clients, servers and files, closed in reverse by Close
 
 	stop     context.CancelFunc // ends the server and the fake clouds
 	done     chan struct{}      // closed when the server stops
@@ -199,6 +202,9 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		return nil, err
 	}
 
+	if opts.Server != nil {
+		s.nodeAuth = opts.Server.NodeAuth
+	}
 	// The server, the fake clouds' ticks and their agents run until Close.
 	runCtx, stop := context.WithCancel(context.Background())
 	s.stop = stop
@@ -283,6 +289,7 @@ func (s *Stack) startCloud(ctx, runCtx context.Context, opts Options) error {
 	base := s.agentDefaults(opts.CloudAgent, "cloud")
 	s.events = make(chan string, 64)
 	s.fakeAgents = NewFakeAgents(s.View, s.TemporalClient, base, s.log, s.events)
+	s.fakeAgents.Auth = s.nodeAuth
 	c, err := opts.Cloud(ctx, s.fakeAgents.Hooks())
 	if err != nil {
 		return fmt.Errorf("cloud: %w", err)
@@ -423,7 +430,7 @@ type Agent struct {
 // the stack's.
 func (s *Stack) StartAgent(cfg agent.Config) *Agent {
 	cfg = s.agentDefaults(cfg, filepath.Join("nodes", cfg.Node.ID))
-	ag := agent.New(cfg, s.View)
+	ag := agent.New(cfg, agent.DirectView{View: s.View, Token: s.nodeAuth.NodeToken(cfg.Node.ID, cfg.Node.Pool)})
 	return s.run(func(ctx context.Context) error { return ag.Run(ctx, s.TemporalClient) }, "node", cfg.Node.ID)
 }
 
