@@ -301,6 +301,14 @@ const (
 	// that is not 0 outweighs most differences in fragmentation on FGD's
 	// coarse integer scale, and fragmentation decides among equals.
 	gwPack = 4.0
+	// gwBig weighs the shortfall of the mix's multi-GPU classes
+	// (bigSupply.shortfall), milli-GPU for milli-GPU, as gwScarcity does
+	// the model-constrained classes'. On the workload sweep (full fleet,
+	// seeds 42–51) weights 0.5 to 4 left the same; most shortfalls are 0
+	// or whole replicas' worth, which outweigh fragmentation on FGD's
+	// integer scale.
+	gwBig = 1.0
+
 	// gwTopology weighs the TopologyLocality score (−10 per extra NVLink
 	// domain a replica spans, …) for whole-GPU gangs on nodes whose GPUs
 	// carry NVLink domains.
@@ -318,6 +326,9 @@ const (
 //     modelShortfall);
 //   - share packing: a GPU share pays for the capacity its placement
 //     loses to the best packings of the mix's shares (gwPack, packPrices);
+//   - room for multi-GPU work: a placement that takes a node's room for
+//     replicas of a multi-GPU class of the mix pays for what the class
+//     then misses beyond its slack (gwBig, bigSupply);
 //   - topology locality for whole-GPU gangs (gwTopology).
 //
 // The sum is put on FGD's coarse integer scale, int(100·sigmoid(x/1000)),
@@ -372,10 +383,26 @@ func (s *Gangway) ScoreVersion(v *View, j *gangway.QueueEntry, node int) uint64 
 		s.Prepare(v)
 	}
 	gpu := ReplicaGPUMilli(j)
-	if gpu <= 0 || !s.models.constrained {
-		return 0
+	ver := uint64(0)
+	if s.models.big.active() {
+		s.models.sync(v)
+		ver = s.models.big.version(v, node, s.models.total)
 	}
-	return math.Float64bits(s.models.shortfall(v, node, j, gpu))
+	if gpu <= 0 || !s.models.constrained {
+		return ver
+	}
+	return ver*31 ^ math.Float64bits(s.models.shortfall(v, node, j, gpu))
+}
+
+// takesWhole is how many wholly free GPUs of its node candidate c takes.
+func takesWhole(v *View, c Candidate, j *gangway.QueueEntry) int {
+	n := 0
+	for _, g := range c.GPUs {
+		if v.free[c.Node][g] == Whole {
+			n++
+		}
+	}
+	return n
 }
 
 // Score implements Scorer.
@@ -390,6 +417,10 @@ func (s *Gangway) Score(v *View, c Candidate, j *gangway.QueueEntry) float64 {
 		s.stranded(v.FreeMilli(i), v.cpu[i], v.mem[i]))
 	if gpu > 0 && s.models.constrained {
 		x -= gwScarcity * s.models.shortfall(v, i, j, gpu)
+	}
+	if s.models.big.active() {
+		s.models.sync(v)
+		x -= gwBig * s.models.big.shortfall(v, i, j, takesWhole(v, c, j), s.models.total)
 	}
 	if j.Share() {
 		x -= gwPack * Whole * s.pack.shortfall(v.free[i][c.GPUs[0]], c.Milli)
@@ -483,15 +514,17 @@ type modelSupply struct {
 	total       float64            // free milli-GPU of the fleet
 	nodeFree    []int              // per node, as last counted
 	rev         uint64             // bumped whenever free or total changes
+	big         bigSupply          // the multi-GPU classes' room (bigsupply.go)
 }
 
 func (ms *modelSupply) prepare(v *View) {
 	*ms = modelSupply{share: modelDemandShare(v), free: map[string]float64{}, nodeFree: make([]int, len(v.nodes))}
 	ms.constrained = len(ms.share) > 0
+	ms.big.prepare(v)
 	// The counts follow every change of the view (its supply feed), not
 	// only the nodes scored: the scores must not depend on which nodes a
 	// scan happened to look at.
-	v.supplyOn, v.supply = ms.constrained, v.supply[:0]
+	v.supplyOn, v.supply = ms.constrained || ms.big.active(), v.supply[:0]
 	for i := range v.nodes {
 		f := v.FreeMilli(i)
 		ms.nodeFree[i] = f
@@ -505,6 +538,7 @@ func (ms *modelSupply) refresh(v *View, i int) {
 	if i < 0 || i >= len(ms.nodeFree) {
 		return
 	}
+	ms.big.refresh(v, i)
 	if f := v.FreeMilli(i); f != ms.nodeFree[i] {
 		d := float64(f - ms.nodeFree[i])
 		ms.free[v.nodes[i].Model] += d
