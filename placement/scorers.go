@@ -304,8 +304,9 @@ const (
 	// gwBig weighs the shortfall of the mix's multi-GPU classes
 	// (bigSupply.shortfall), milli-GPU for milli-GPU, as gwScarcity does
 	// the model-constrained classes'. On the workload sweep (full fleet,
-	// seeds 42–51) weights 0.5 to 4 left the same; most shortfalls are 0
-	// or whole replicas' worth, which outweigh fragmentation on FGD's
+	// seeds 42–51) weights 0.5 and 4 left the multi-GPU and spec=20–33%
+	// points within 0.001 of weight 1's ratios to FGD: most shortfalls are
+	// 0 or whole replicas' worth, which outweigh fragmentation on FGD's
 	// integer scale.
 	gwBig = 1.0
 
