@@ -504,7 +504,7 @@ func (j *job) runGang(ctx workflow.Context, asg gangway.Assignment) attemptEnd {
 			}
 			// The node is lost: it may have gone after the task exited 0
 			// and before the agent could say so.
-			in := TaskDoneInput{JobID: j.spec.Name, Attempt: asg.Attempt, Rank: rank, NodeID: m.NodeID, Pool: m.Pool}
+			in := TaskDoneInput{TaskRef: TaskRef{JobID: j.spec.Name, Attempt: asg.Attempt, Rank: rank, NodeID: m.NodeID}, Pool: m.Pool}
 			sel.AddFuture(j.server(ctx, ActivityTaskDone, in), func(df workflow.Future) {
 				var exited0 bool
 				if df.Get(ctx, &exited0) == nil && exited0 {

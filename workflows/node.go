@@ -124,12 +124,17 @@ const ActivityTaskDone = "TaskDone"
 // job ends Succeeded instead of running again. It is signed with the
 // node's token, so an agent's Redis password alone vouches for no task.
 type TaskDone struct {
+	TaskRef
+	At    time.Time `json:"at"`
+	Proof NodeProof `json:"proof"`
+}
+
+// TaskRef names one member's task of one attempt and the node it ran on.
+type TaskRef struct {
 	JobID   gangway.JobID `json:"jobId"`
 	Attempt int           `json:"attempt"`
 	Rank    int           `json:"rank"`
 	NodeID  string        `json:"nodeId"`
-	At      time.Time     `json:"at"`
-	Proof   NodeProof     `json:"proof"`
 }
 
 // Message is what the record's proof signs: the task and its node.
@@ -137,11 +142,9 @@ func (d TaskDone) Message() []byte {
 	return fmt.Appendf(nil, "gangway task done\x00%s\x00%d\x00%d\x00%s", d.JobID, d.Attempt, d.Rank, d.NodeID)
 }
 
-// TaskDoneInput names the member whose node was lost.
+// TaskDoneInput names the member whose node was lost, and the node's pool
+// (its token is signed for node and pool).
 type TaskDoneInput struct {
-	JobID   gangway.JobID `json:"jobId"`
-	Attempt int           `json:"attempt"`
-	Rank    int           `json:"rank"`
-	NodeID  string        `json:"nodeId"`
-	Pool    string        `json:"pool"`
+	TaskRef
+	Pool string `json:"pool"`
 }

@@ -194,7 +194,7 @@ func TestTaskDoneRecords(t *testing.T) {
 	n1 := w.agentView("onprem", poolToken, tokenFile)
 	must(t, n1.RegisterNode(ctx, agent.FakeNode("n1", "onprem", "10.0.0.1", 4, "H100")))
 	done := func(job gangway.JobID, node string) workflows.TaskDone {
-		return workflows.TaskDone{JobID: job, Attempt: 1, NodeID: node, At: time.Now()}
+		return workflows.TaskDone{TaskRef: workflows.TaskRef{JobID: job, Attempt: 1, NodeID: node}, At: time.Now()}
 	}
 	must(t, n1.RecordTaskDone(ctx, done("job-1", "n1")))
 	must(t, w.agentView("onprem", n9Token, "").RecordTaskDone(ctx, done("job-9", "n9")))
@@ -219,14 +219,14 @@ func TestTaskDoneRecords(t *testing.T) {
 		{"job-5", "n1", false}, // no record
 	}
 	for _, c := range cases {
-		got, err := nu.TaskDone(ctx, workflows.TaskDoneInput{JobID: c.job, Attempt: 1, NodeID: c.node, Pool: "onprem"})
+		got, err := nu.TaskDone(ctx, workflows.TaskDoneInput{TaskRef: workflows.TaskRef{JobID: c.job, Attempt: 1, NodeID: c.node}, Pool: "onprem"})
 		if err != nil || got != c.want {
 			t.Errorf("TaskDone(%s on %s) = %v, %v; want %v", c.job, c.node, got, err, c.want)
 		}
 	}
 	// Without credentials checked, a record of the member's node is enough.
 	open := &activities.NodeUpdates{View: w.server, Log: slog.New(slog.DiscardHandler)}
-	if got, err := open.TaskDone(ctx, workflows.TaskDoneInput{JobID: "job-3", Attempt: 1, NodeID: "n3", Pool: "onprem"}); err != nil || !got {
+	if got, err := open.TaskDone(ctx, workflows.TaskDoneInput{TaskRef: workflows.TaskRef{JobID: "job-3", Attempt: 1, NodeID: "n3"}, Pool: "onprem"}); err != nil || !got {
 		t.Errorf("TaskDone(job-3) with no credentials checked = %v, %v; want true", got, err)
 	}
 	// The agent's user may SET task-done records and no other key.

@@ -168,7 +168,7 @@ func (a *Agent) RunTask(ctx context.Context, in workflows.RunTaskInput) (_ workf
 func (a *Agent) recordDone(ctx context.Context, in workflows.RunTaskInput, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	d := workflows.TaskDone{JobID: in.JobID, Attempt: in.Attempt, Rank: in.Rank, NodeID: a.cfg.Node.ID, At: time.Now()}
+	d := workflows.TaskDone{TaskRef: workflows.TaskRef{JobID: in.JobID, Attempt: in.Attempt, Rank: in.Rank, NodeID: a.cfg.Node.ID}, At: time.Now()}
 	if err := a.cap.RecordTaskDone(ctx, d); err != nil {
 		log.Warn("cannot record in the view that the task exited 0", "error", err)
 	}
