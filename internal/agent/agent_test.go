@@ -578,7 +578,11 @@ func TestRunTaskCancelSendsStopSignal(t *testing.T) {
 	h := newHarness(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	in := h.task(`trap 'echo checkpoint saved; exit 0' USR1; ` + writePID + `sleep 300`)
+	// The shell waits with the wait builtin, which a trapped signal
+	// interrupts: a signal that lands while the shell forks a foreground
+	// sleep can reach the child before it resets the shell's handlers, and
+	// the shell would then wait out the sleep and miss the grace period.
+	in := h.task(`trap 'echo checkpoint saved; exit 0' USR1; ` + writePID + `sleep 300 & wait`)
 	in.StopSignal, in.GracePeriod = "SIGUSR1", 5*time.Second
 	done := h.start(in, withContext(ctx))
 	pgid := h.waitPGID(t)
