@@ -25,19 +25,18 @@ type bigSupply struct {
 	room    []int32   // per node, per class (node×classes+class): replicas of it the node hosts
 }
 
-// bigKey is a bigClass's shape.
-type bigKey struct {
+// bigShape is a multi-GPU class's shape, its models joined by NUL.
+type bigShape struct {
 	gpus     int
 	cpu, mem int64
-	models   string
+	modelSet string
 }
 
 // bigClass is a multi-GPU whole-GPU class of the mix.
 type bigClass struct {
-	gpus     int
-	cpu, mem int64
-	models   []string
-	share    float64 // of the mix's GPU demand
+	bigShape
+	models []string
+	share  float64 // of the mix's GPU demand
 }
 
 func (b *bigSupply) prepare(v *View) {
@@ -49,20 +48,19 @@ func (b *bigSupply) prepare(v *View) {
 	if all == 0 {
 		return
 	}
-	index := map[bigKey]int{}
+	index := map[bigShape]int{}
 	for _, w := range v.demand {
 		if w.GPUs < 2 || classMilli(w) != Whole || w.Weight <= 0 {
 			continue
 		}
-		c := bigClass{gpus: w.GPUs, cpu: max(w.CPUMilli, 0), mem: max(w.MemMiB, 0), models: w.Models,
-			share: w.Weight * float64(w.GPUs*Whole) / all}
-		key := bigKey{c.gpus, c.cpu, c.mem, strings.Join(c.models, "\x00")}
-		if k, ok := index[key]; ok {
-			b.classes[k].share += c.share
+		shape := bigShape{w.GPUs, max(w.CPUMilli, 0), max(w.MemMiB, 0), strings.Join(w.Models, "\x00")}
+		share := w.Weight * float64(w.GPUs*Whole) / all
+		if k, ok := index[shape]; ok {
+			b.classes[k].share += share
 			continue
 		}
-		index[key] = len(b.classes)
-		b.classes = append(b.classes, c)
+		index[shape] = len(b.classes)
+		b.classes = append(b.classes, bigClass{bigShape: shape, models: w.Models, share: share})
 	}
 	if len(b.classes) == 0 {
 		return
@@ -71,7 +69,7 @@ func (b *bigSupply) prepare(v *View) {
 	b.supply = make([]float64, len(b.classes))
 	b.room = make([]int32, len(v.nodes)*len(b.classes))
 	for i := range v.nodes {
-		b.count(v, i, 1)
+		b.recount(v, i)
 	}
 }
 
@@ -91,15 +89,18 @@ func mergeBig(classes []bigClass) []bigClass {
 	slices.SortStableFunc(classes, func(a, b bigClass) int { return cmp.Compare(b.share, a.share) })
 	kept, rest := slices.Clone(classes[:bigMaxClasses]), classes[bigMaxClasses:]
 	for _, c := range rest {
+		covers := func(o bigClass) bool { return o.cpu >= c.cpu && o.mem >= c.mem }
+		// better: a class that covers c beats one that does not; of two
+		// that do, the one asking less CPU; of two that do not, more.
+		better := func(o, h bigClass) bool {
+			if covers(o) != covers(h) {
+				return covers(o)
+			}
+			return covers(o) && o.cpu < h.cpu || !covers(o) && o.cpu > h.cpu
+		}
 		home := -1
 		for k, o := range kept {
-			if o.gpus != c.gpus || !slices.Equal(o.models, c.models) {
-				continue
-			}
-			covers, best := o.cpu >= c.cpu && o.mem >= c.mem, home >= 0 && kept[home].cpu >= c.cpu && kept[home].mem >= c.mem
-			switch {
-			case home < 0, covers && !best, covers == best && covers && o.cpu < kept[home].cpu,
-				covers == best && !covers && o.cpu > kept[home].cpu:
+			if o.gpus == c.gpus && o.modelSet == c.modelSet && (home < 0 || better(o, kept[home])) {
 				home = k
 			}
 		}
@@ -128,18 +129,18 @@ func (c *bigClass) roomFor(whole int, cpu, mem int64, model string) int {
 	return k
 }
 
-// count records node i's room per class, adding sign × it to the supply.
-func (b *bigSupply) count(v *View, i int, sign float64) {
-	if !v.nodes[i].Schedulable {
-		return
-	}
+// recount replaces node i's room per class, and its part of the supply,
+// with what the node holds now (none when it is not schedulable).
+func (b *bigSupply) recount(v *View, i int) {
 	room := b.roomOf(i)
 	for k := range b.classes {
 		c := &b.classes[k]
-		if sign > 0 {
+		b.supply[k] -= float64(int(room[k]) * c.gpus * Whole)
+		room[k] = 0
+		if v.nodes[i].Schedulable {
 			room[k] = int32(c.roomFor(v.whole[i], v.cpu[i], v.mem[i], v.nodes[i].Model))
 		}
-		b.supply[k] += sign * float64(int(room[k])*c.gpus*Whole)
+		b.supply[k] += float64(int(room[k]) * c.gpus * Whole)
 	}
 }
 
@@ -154,8 +155,13 @@ func (b *bigSupply) refresh(v *View, i int) {
 	if !b.active() || i < 0 || i >= len(v.nodes) {
 		return
 	}
-	b.count(v, i, -1)
-	b.count(v, i, 1)
+	b.recount(v, i)
+}
+
+// slack is class k's supply beyond its need when the fleet has total
+// milli-GPU free.
+func (b *bigSupply) slack(k int, total float64) float64 {
+	return b.supply[k] - b.classes[k].share*total
 }
 
 // shortfall is the milli-GPU of multi-GPU classes the mix will miss if
@@ -166,8 +172,8 @@ func (b *bigSupply) refresh(v *View, i int) {
 // sum counts a node twice for two classes short of room: it is worse for
 // both. (The largest over the classes instead left the same at
 // multi-GPU 40%, 0.906 × FGD on the full fleet, and was not kept for
-// want of a reason to prefer it.) A replica of the class's own shape serves that class and is not charged
-// for it.
+// want of a reason to prefer it.) A replica of the class's own shape
+// serves that class and is not charged for it.
 func (b *bigSupply) shortfall(v *View, i int, j *gangway.QueueEntry, takeWhole int, total float64) float64 {
 	sum := 0.0
 	whole, cpu, mem := v.whole[i]-takeWhole, v.cpu[i]-j.CPUMilli, v.mem[i]-j.MemMiB
@@ -185,8 +191,7 @@ func (b *bigSupply) shortfall(v *View, i int, j *gangway.QueueEntry, takeWhole i
 		if lost <= 0 {
 			continue
 		}
-		slack := b.supply[k] - c.share*total
-		sum += min(max(lost-slack, 0), lost)
+		sum += min(max(lost-b.slack(k, total), 0), lost)
 	}
 	return sum
 }
@@ -204,7 +209,7 @@ func (b *bigSupply) version(v *View, i int, total float64) uint64 {
 		if room == 0 {
 			continue
 		}
-		slack := b.supply[k] - c.share*total
+		slack := b.slack(k, total)
 		if slack >= float64(room*c.gpus*Whole) {
 			continue // no placement here can take more than the slack
 		}

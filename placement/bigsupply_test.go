@@ -72,12 +72,12 @@ func TestBigSupplyShortfall(t *testing.T) {
 func TestMergeBig(t *testing.T) {
 	var cs []bigClass
 	for k := range bigMaxClasses {
-		cs = append(cs, bigClass{gpus: 2, cpu: int64(k+1) * 10000, share: 0.05})
+		cs = append(cs, bigClass{bigShape: bigShape{gpus: 2, cpu: int64(k+1) * 10000}, share: 0.05})
 	}
 	cs = append(cs,
-		bigClass{gpus: 2, cpu: 25000, share: 0.01},  // to the 30-core class
-		bigClass{gpus: 2, cpu: 900000, share: 0.01}, // above all: to the largest
-		bigClass{gpus: 4, cpu: 1000, share: 0.01},   // no 4-GPU class kept: dropped
+		bigClass{bigShape: bigShape{gpus: 2, cpu: 25000}, share: 0.01},  // to the 30-core class
+		bigClass{bigShape: bigShape{gpus: 2, cpu: 900000}, share: 0.01}, // above all: to the largest
+		bigClass{bigShape: bigShape{gpus: 4, cpu: 1000}, share: 0.01},   // no 4-GPU class kept: dropped
 	)
 	got := mergeBig(cs)
 	if len(got) != bigMaxClasses {

@@ -384,11 +384,7 @@ func (s *Gangway) ScoreVersion(v *View, j *gangway.QueueEntry, node int) uint64 
 		s.Prepare(v)
 	}
 	gpu := ReplicaGPUMilli(j)
-	ver := uint64(0)
-	if s.models.big.active() {
-		s.models.sync(v)
-		ver = s.models.big.version(v, node, s.models.total)
-	}
+	ver := s.models.roomVersion(v, node)
 	if gpu <= 0 || !s.models.constrained {
 		return ver
 	}
@@ -396,7 +392,7 @@ func (s *Gangway) ScoreVersion(v *View, j *gangway.QueueEntry, node int) uint64 
 }
 
 // takesWhole is how many wholly free GPUs of its node candidate c takes.
-func takesWhole(v *View, c Candidate, j *gangway.QueueEntry) int {
+func takesWhole(v *View, c Candidate) int {
 	n := 0
 	for _, g := range c.GPUs {
 		if v.free[c.Node][g] == Whole {
@@ -420,8 +416,7 @@ func (s *Gangway) Score(v *View, c Candidate, j *gangway.QueueEntry) float64 {
 		x -= gwScarcity * s.models.shortfall(v, i, j, gpu)
 	}
 	if s.models.big.active() {
-		s.models.sync(v)
-		x -= gwBig * s.models.big.shortfall(v, i, j, takesWhole(v, c, j), s.models.total)
+		x -= gwBig * s.models.roomShortfall(v, c, j)
 	}
 	if j.Share() {
 		x -= gwPack * Whole * s.pack.shortfall(v.free[i][c.GPUs[0]], c.Milli)
@@ -573,6 +568,23 @@ func (ms *modelSupply) shortfall(v *View, i int, j *gangway.QueueEntry, gpu int)
 	ms.sync(v)
 	slack := ms.free[m] - sh*ms.total
 	return min(max(float64(gpu)-slack, 0), float64(gpu))
+}
+
+// roomShortfall is bigSupply.shortfall for candidate c, on the counts as
+// the view now is.
+func (ms *modelSupply) roomShortfall(v *View, c Candidate, j *gangway.QueueEntry) float64 {
+	ms.sync(v)
+	return ms.big.shortfall(v, c.Node, j, takesWhole(v, c), ms.total)
+}
+
+// roomVersion is bigSupply.version on the counts as the view now is; 0
+// without multi-GPU classes.
+func (ms *modelSupply) roomVersion(v *View, node int) uint64 {
+	if !ms.big.active() {
+		return 0
+	}
+	ms.sync(v)
+	return ms.big.version(v, node, ms.total)
 }
 
 // modelDemandShare is, per GPU model, the share of the job mix's GPU
