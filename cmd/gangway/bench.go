@@ -23,8 +23,9 @@ func newBenchCmd(a *app) *cobra.Command {
 		Short: "Benchmark the whole path: submit → running on a real Temporal and Redis",
 		Long: `Start a Temporal dev server and a redis-server as child processes (as
 'gangway dev' does), the server in-process with the configured dispatch
-settings, and --nodes simulated nodes run by one agent host; then submit
-one-GPU jobs running --command through the client 'gangway submit' uses, at
+settings and its user API, and --nodes simulated nodes run by one agent
+host; then submit one-GPU jobs running --command through the user API, as
+'gangway submit' does (--via temporal: straight to Temporal), at
 each --rate (jobs/s, open loop) for --duration, and report per rate: submit
 → task started latency p50/p95/p99, job starts per second (sustained, and
 the most in any 5 s), dispatch cycle p50/p99 from the server's histogram,
@@ -72,7 +73,8 @@ and see docs/benchmarks.md for the commands behind the published ones.`,
 	f.BoolVar(&o.Sweep, "sweep", false, "step the rate up until the stack saturates")
 	f.DurationVar(&o.Duration, "duration", 30*time.Second, "how long each step submits")
 	f.StringVar(&command, "command", "sleep 0.1", "every job's task")
-	f.BoolVar(&o.FleetCheck, "fleet-check", true, "check every submit against the registered fleet, as 'gangway submit' does")
+	f.StringVar(&o.Via, "via", bench.ViaAPI, "how jobs are submitted: api (the user API, as 'gangway submit' does) or temporal (a client inside the trust boundary)")
+	f.BoolVar(&o.FleetCheck, "fleet-check", true, "with --via temporal: check every submit against the registered fleet, as the user API does")
 	f.IntVar(&o.Pending, "pending", 0, "jobs kept waiting in the queue through the run")
 	f.DurationVar(&o.LatencyLimit, "latency-limit", time.Second, "p99 submit → started past which a step is saturated")
 	f.DurationVar(&o.Drain, "drain", 30*time.Second, "how long after a step to wait for its jobs to start")

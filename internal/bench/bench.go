@@ -1,11 +1,14 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math"
+	"net/http"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -21,17 +24,24 @@ import (
 	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/client"
 	"github.com/gangwayhq/gangway/internal/agent"
+	"github.com/gangwayhq/gangway/internal/api"
 	"github.com/gangwayhq/gangway/internal/capacity"
 	"github.com/gangwayhq/gangway/internal/devstack/fullstack"
 	"github.com/gangwayhq/gangway/internal/dispatch"
 	"github.com/gangwayhq/gangway/workflows/jobs"
 )
 
-// idleWindow is how long the idle CPU is measured before the first step.
-const idleWindow = 10 * time.Second
+// defaultIdle is how long the idle CPU is measured before the first step.
+const defaultIdle = 10 * time.Second
 
 // maxInFlight bounds the submits a step has waiting for an answer.
 const maxInFlight = 200
+
+// The paths a submit can take (Options.Via).
+const (
+	ViaAPI      = "api"
+	ViaTemporal = "temporal"
+)
 
 // Pools of the simulated fleet.
 const (
@@ -62,9 +72,17 @@ type Options struct {
 	// Drain bounds how long after a step the run waits for its jobs to
 	// start; a job not started by then counts as submitted, not started.
 	Drain time.Duration
-	// FleetCheck makes every submit check the job against the registered
-	// fleet, as `gangway submit` does (it reads every node).
+	// Via is the path submits take: ViaAPI (what `gangway submit` runs)
+	// or ViaTemporal (a client inside the trust boundary, on a Temporal
+	// connection of its own).
+	Via string
+	// FleetCheck makes every ViaTemporal submit check the job against the
+	// registered fleet, as the user API does for every submit (it reads
+	// the nodes that changed).
 	FleetCheck bool
+	// Idle is how long the idle CPU is measured before the first step
+	// (default 10 s).
+	Idle time.Duration
 	// Dispatch configures the server's loop, as `gangway server` would.
 	Dispatch dispatch.Config
 	// Log is the components' log; nil discards it.
@@ -98,6 +116,15 @@ func (o Options) Validate() error {
 	}
 	if len(o.Command) == 0 || o.Command[0] == "" {
 		bad = append(bad, "--command is empty")
+	}
+	switch o.Via {
+	case ViaAPI:
+		if !o.FleetCheck {
+			bad = append(bad, "--fleet-check=false needs --via temporal: the user API checks every submit against the fleet")
+		}
+	case ViaTemporal:
+	default:
+		bad = append(bad, fmt.Sprintf("--via must be %s or %s, got %q", ViaAPI, ViaTemporal, o.Via))
 	}
 	if o.Pending < 0 {
 		bad = append(bad, fmt.Sprintf("--pending must not be negative, got %d", o.Pending))
@@ -177,6 +204,7 @@ type Result struct {
 	// SaturationRate is the rate of the first saturated step (0: none).
 	SaturationRate float64   `json:"saturation_rate"`
 	StartsPerSPeak float64   `json:"starts_per_s_peak"` // highest starts_per_s of any step
+	Via            string    `json:"via"`               // the submits' path (Options.Via)
 	Cores          int       `json:"cores"`
 	At             time.Time `json:"at"`
 	// IdleCPU is each component's CPU use with nothing submitted, in
@@ -201,7 +229,7 @@ func Run(ctx context.Context, o Options) (res Result, _ error) {
 			o.Progress(fmt.Sprintf(format, args...))
 		}
 	}
-	res = Result{Cores: runtime.NumCPU(), At: time.Now().UTC()}
+	res = Result{Via: o.Via, Cores: runtime.NumCPU(), At: time.Now().UTC()}
 	res.LoadAvg[0] = loadAvg()
 	defer func() { res.LoadAvg[1] = loadAvg() }()
 	rec := newRecorder()
@@ -212,12 +240,22 @@ func Run(ctx context.Context, o Options) (res Result, _ error) {
 	}
 	say("starting redis, temporal, the server and %d simulated nodes", o.Nodes+len(held))
 	started := time.Now()
-	st, err := fullstack.Start(ctx, fullstack.Options{
+	fo := fullstack.Options{
 		Dir: o.Dir, Headless: true, Log: o.Log,
 		HostedNodes: append(nodes, held...),
 		Agent:       agent.Config{Recorder: rec, Log: o.Log},
 		Server:      &fullstack.ServerOptions{Dispatch: o.Dispatch},
-	})
+	}
+	var token string
+	if o.Via == ViaAPI {
+		tokens := filepath.Join(o.Dir, "api-tokens")
+		var err error
+		if token, err = api.CreateToken(tokens, "bench", []string{"bench"}, false, time.Now()); err != nil {
+			return res, fmt.Errorf("bench: API token: %w", err)
+		}
+		fo.Server.API = &api.Config{TokenFile: tokens}
+	}
+	st, err := fullstack.Start(ctx, fo)
 	if err != nil {
 		return res, err
 	}
@@ -228,7 +266,7 @@ func Run(ctx context.Context, o Options) (res Result, _ error) {
 			return res, fmt.Errorf("cordon %s: %w", n.ID, err)
 		}
 	}
-	c, closeClient, err := dialClient(ctx, st, o.FleetCheck)
+	c, closeClient, err := dialClient(ctx, st, o, token)
 	if err != nil {
 		return res, err
 	}
@@ -242,7 +280,7 @@ func Run(ctx context.Context, o Options) (res Result, _ error) {
 	select {
 	case <-ctx.Done():
 		return res, ctx.Err()
-	case <-time.After(idleWindow):
+	case <-time.After(cmp.Or(o.Idle, defaultIdle)):
 	}
 	res.IdleCPU = r.pids.read().minus(idleBefore)
 	for k, v := range res.IdleCPU {
@@ -315,10 +353,25 @@ func (r *runner) spec(name, pool string) gangway.JobSpec {
 }
 
 // dialClient connects the load generator to the stack on connections of
-// its own, as `gangway submit` processes would have: sharing the server's
-// Redis pool would make submits and dispatch cycles wait for each other's
-// connections, which no real deployment does.
-func dialClient(ctx context.Context, st *fullstack.Stack, fleetCheck bool) (*client.Client, func(), error) {
+// its own, as `gangway submit` processes would have: through the user API
+// with the bench user's token, or (ViaTemporal) to Temporal and Redis —
+// sharing the server's Redis pool would make submits and dispatch cycles
+// wait for each other's connections, which no real deployment does.
+func dialClient(ctx context.Context, st *fullstack.Stack, o Options, token string) (*client.Client, func(), error) {
+	if o.Via == ViaAPI {
+		// One keep-alive connection per submit in flight, as that many
+		// CLI processes would hold; the default pool keeps two and would
+		// measure TCP set-up instead.
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConnsPerHost = maxInFlight
+		hc := &http.Client{Transport: tr}
+		c, err := client.NewAPI(client.APIOptions{URL: st.APIURL, Token: token, HTTP: hc})
+		if err != nil {
+			return nil, nil, fmt.Errorf("load generator: %w", err)
+		}
+		return c, tr.CloseIdleConnections, nil
+	}
+	fleetCheck := o.FleetCheck
 	tc, err := tclient.DialContext(ctx, tclient.Options{HostPort: st.Temporal.Addr, Namespace: st.Temporal.Namespace,
 		Logger: tlog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
 	if err != nil {
@@ -363,7 +416,7 @@ func (r *runner) fillPending(ctx context.Context) error {
 				spec.Default()
 				if _, err := r.st.View.Enqueue(ctx, spec.QueueEntry(1, now, now)); err != nil {
 					mu.Lock()
-					firstErr = cmpOr(firstErr, fmt.Errorf("queue pending job %d: %w", i, err))
+					firstErr = cmp.Or(firstErr, fmt.Errorf("queue pending job %d: %w", i, err))
 					mu.Unlock()
 					return
 				}
@@ -372,13 +425,6 @@ func (r *runner) fillPending(ctx context.Context) error {
 	}
 	wg.Wait()
 	return firstErr
-}
-
-func cmpOr(a, b error) error {
-	if a != nil {
-		return a
-	}
-	return b
 }
 
 // step submits at rate for the step's duration, open loop, and measures.

@@ -3,9 +3,10 @@
 // (package fullstack, as `gangway dev` does), with the server in-process
 // and thousands of simulated nodes run by one agent host (agent.Host).
 //
-// Each step submits one-GPU jobs of a short command through the public
-// client (client.Submit, the path `gangway submit` takes, fleet check
-// included) at a fixed rate, open loop — every submit on its own
+// Each step submits one-GPU jobs of a short command through the user API
+// (client.NewAPI with a bench user's token: the path `gangway submit`
+// takes, the server's fleet check included; Options.Via = ViaTemporal
+// submits straight to Temporal instead) at a fixed rate, open loop — every submit on its own
 // goroutine at its scheduled time, whatever the earlier ones are doing —
 // for a fixed duration. It measures:
 //
@@ -33,9 +34,10 @@
 // workflows: they never run, and 10,000 workflow starts would outlast the
 // measurement.
 //
-// The load generator has its own Temporal and Redis connections, as
-// `gangway submit` processes would; Options.FleetCheck turns the
-// submit's fleet check (which reads every node) on, as the CLI has it.
+// The load generator has connections of its own, as `gangway submit`
+// processes would: HTTP to the user API or, ViaTemporal, Temporal and
+// Redis, where Options.FleetCheck turns the fleet check on as the API has
+// it.
 // Each step also reports CPU milliseconds per job by component and the
 // history length of one finished job: on a busy machine those move far
 // less than latencies do.

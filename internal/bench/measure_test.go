@@ -116,7 +116,7 @@ func TestParseRatesAndValidate(t *testing.T) {
 		t.Errorf("ParseRates of a bad list: err = %v, want one naming the bad part", err)
 	}
 	good := Options{Nodes: 10, GPUsPerNode: 8, Rates: []float64{5, 10}, Sweep: true, Duration: 10 * time.Second,
-		Command: []string{"true"}, LatencyLimit: time.Second}
+		Command: []string{"true"}, LatencyLimit: time.Second, Via: ViaAPI, FleetCheck: true}
 	if err := good.Validate(); err != nil {
 		t.Errorf("good options: %v", err)
 	}

@@ -68,6 +68,7 @@ func (j *Jobs) Start(ctx context.Context, spec gangway.JobSpec, o StartOptions) 
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
 		// Without this the SDK quietly returns the existing run.
 		WorkflowExecutionErrorWhenAlreadyStarted: true,
+		EnableEagerStart:                         true,
 		Memo: map[string]any{
 			workflows.MemoPhase: string(gangway.PhaseSubmitted),
 			workflows.MemoTeam:  spec.Team,
