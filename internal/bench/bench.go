@@ -371,13 +371,12 @@ func dialClient(ctx context.Context, st *fullstack.Stack, o Options, token strin
 		}
 		return c, tr.CloseIdleConnections, nil
 	}
-	fleetCheck := o.FleetCheck
 	tc, err := tclient.DialContext(ctx, tclient.Options{HostPort: st.Temporal.Addr, Namespace: st.Temporal.Namespace,
 		Logger: tlog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
 	if err != nil {
 		return nil, nil, fmt.Errorf("load generator: temporal: %w", err)
 	}
-	if !fleetCheck {
+	if !o.FleetCheck {
 		return client.New(jobs.New(tc), nil), tc.Close, nil
 	}
 	ropts, err := redis.ParseURL(st.Redis.URL)

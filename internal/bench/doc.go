@@ -6,8 +6,8 @@
 // Each step submits one-GPU jobs of a short command through the user API
 // (client.NewAPI with a bench user's token: the path `gangway submit`
 // takes, the server's fleet check included; Options.Via = ViaTemporal
-// submits straight to Temporal instead) at a fixed rate, open loop — every submit on its own
-// goroutine at its scheduled time, whatever the earlier ones are doing —
+// submits straight to Temporal instead) at a fixed rate, open loop —
+// every submit on its own goroutine at its scheduled time, whatever the earlier ones are doing —
 // for a fixed duration. It measures:
 //
 //   - submit → started: from the start of the Submit call to the moment the

@@ -68,7 +68,11 @@ func (j *Jobs) Start(ctx context.Context, spec gangway.JobSpec, o StartOptions) 
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
 		// Without this the SDK quietly returns the existing run.
 		WorkflowExecutionErrorWhenAlreadyStarted: true,
-		EnableEagerStart:                         true,
+		// Where this door's client also runs the job worker (the
+		// server's user API), the first workflow task comes back with
+		// the start instead of through matching; elsewhere the SDK
+		// starts as usual.
+		EnableEagerStart: true,
 		Memo: map[string]any{
 			workflows.MemoPhase: string(gangway.PhaseSubmitted),
 			workflows.MemoTeam:  spec.Team,
