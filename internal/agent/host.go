@@ -45,9 +45,15 @@ type HostConfig struct {
 	// (default: two per GPU, at most 4,096).
 	MaxConcurrentTasks int
 	// Pollers is how many long polls the host keeps on its task queue
-	// (default 4).
+	// (default DefaultHostPollers).
 	Pollers int
 }
+
+// DefaultHostPollers is HostConfig.Pollers by default. Each poll brings
+// one RunTask; with a host's thousands of nodes starting tasks at tens a
+// second, 4 pollers held `gangway bench` below 50 starts/s on two cores
+// (docs/benchmarks.md, "Pollers"), and idle polls cost next to nothing.
+const DefaultHostPollers = 32
 
 // Host runs many simulated nodes in one process, as one Temporal worker:
 // every node registers with the host's task queue as its Node.TaskQueue,
@@ -100,7 +106,7 @@ func NewHost(cfg HostConfig, c HostCapacity) (*Host, error) {
 		h.cfg.MaxConcurrentTasks = min(gpus*2, 4096)
 	}
 	if h.cfg.Pollers <= 0 {
-		h.cfg.Pollers = 4
+		h.cfg.Pollers = DefaultHostPollers
 	}
 	return h, nil
 }
