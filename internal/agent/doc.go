@@ -61,8 +61,9 @@
 // node/<id> as before. The host's one worker polls that queue with
 // DefaultHostPollers long polls and hands each RunTask to the hosted node
 // it names (RunTaskInput.NodeID), where it runs exactly as under that
-// node's own agent. The host heartbeats all its nodes to Redis in one script call per
-// 500 nodes per interval, and registers again the ones the view lost.
+// node's own agent. The host heartbeats all its nodes to Redis in one
+// script call per 500 nodes per interval, and registers again the ones
+// the view lost.
 // Hosted nodes watch no GPUs and no cloud notices. A node with its own
 // agent is unchanged: its TaskQueue is empty and it polls node/<id>.
 package agent

@@ -37,9 +37,10 @@ import (
 // for workflow tasks and for activity tasks each: every task of every
 // job's workflow comes through one of them. With the SDK's default of two
 // the worker could not take them as fast as 50 submits a second bring them
-// (`gangway bench --rate 50`: p99 3.2 s with 2, 0.28 s with 16, on two
-// cores; docs/benchmarks.md, "Pollers"). An idle poll costs a goroutine
-// here and a waiting request on Temporal's matching service.
+// (`gangway bench --rate 50` on two cores: p99 3.2 s with 2 here and the
+// agent host's former 4, 0.28 s with 16 and agent.DefaultHostPollers;
+// docs/benchmarks.md, "Pollers"). An idle poll costs a goroutine here and
+// a waiting request on Temporal's matching service.
 const jobWorkerPollers = 16
 
 // Options configure a server.
