@@ -24,11 +24,13 @@ func TestSpotMDPBound(t *testing.T) {
 	}
 	job := Job{Work: 48 * time.Hour, Deadline: 72 * time.Hour, Overhead: 12 * time.Minute}
 	models := []struct {
-		name string
-		ages []int // age buckets' lower bounds, in steps
+		name  string
+		ages  []int // age buckets' lower bounds, in steps
+		hours int   // 24: the chances depend on the hour of the day too
 	}{
-		{"markov", []int{0}},
-		{"semi-markov", []int{0, 1, 2, 3, 5, 9, 17, 33, 65, 129, 257}},
+		{"markov", []int{0}, 1},
+		{"semi-markov", []int{0, 1, 2, 3, 5, 9, 17, 33, 65, 129, 257}, 1},
+		{"markov by hour of day", []int{0}, 24},
 	}
 	for _, set := range []string{"availability/1-node/aws-02-15-2023", "preemption/1-node/aws-04-22-2023"} {
 		files, err := filepath.Glob(filepath.Join("../../../shared/traces/spot", set, "*.json"))
@@ -55,16 +57,26 @@ func TestSpotMDPBound(t *testing.T) {
 			if p, ok := tr.MeanPrice(); ok {
 				spot = p
 			}
-			pols := make([]*mdpPolicy, len(models))
+			// One solution per model, or per hour of the day a job starts
+			// in where the chances depend on it.
+			pols := make([]map[int]*mdpPolicy, len(models))
+			fits := make([]*availability, len(models))
 			for i, m := range models {
-				pols[i] = solveMDP(job, time.Duration(k)*tr.Gap, fitAvailability(tr, k, m.ages), spot, odPrice)
-				pols[i].trace, pols[i].age = tr, runAges(tr)
+				pols[i], fits[i] = map[int]*mdpPolicy{}, fitAvailability(tr, k, m.ages, m.hours)
 			}
+			age := runAges(tr)
 			for _, st := range starts {
 				od += s.Simulate(OnDemandOnly{}, st).Cost
 				up += s.Simulate(UniformProgress{}, st).Cost
 				gw += s.Simulate(DefaultGangway(), st).Cost
-				for i, p := range pols {
+				for i := range models {
+					h := fits[i].hourOf(st)
+					p, ok := pols[i][h]
+					if !ok {
+						p = solveMDP(job, time.Duration(k)*tr.Gap, fits[i], spot, odPrice, st)
+						p.trace, p.age = tr, age
+						pols[i][h] = p
+					}
 					p.start = st
 					r := s.Simulate(p, st)
 					if !r.MetDeadline {
@@ -84,12 +96,21 @@ func TestSpotMDPBound(t *testing.T) {
 }
 
 // availability is a semi-Markov model of spot over steps of k ticks:
-// stay[a][b] is the chance that availability a (0 gone, 1 there) whose run
-// has lasted an age in bucket b (ages[b] steps or more) is the same one
-// step later.
+// stay[h][a][b] is the chance that availability a (0 gone, 1 there) whose
+// run has lasted an age in bucket b (ages[b] steps or more) is the same
+// one step later, in hour h of the day (of hours; 1: any hour), counted
+// from the trace's start.
 type availability struct {
-	ages []int
-	stay [2][]float64
+	ages  []int
+	hours int
+	gap   time.Duration
+	k     int
+	stay  [][2][]float64
+}
+
+// hourOf is the hour bucket of the trace's tick i.
+func (m *availability) hourOf(i int) int {
+	return int(time.Duration(i)*m.gap/time.Hour) % m.hours
 }
 
 func (m *availability) bucket(age int) int {
@@ -113,25 +134,30 @@ func runAges(tr *Trace) []int {
 }
 
 // fitAvailability counts, over the whole trace, how often availability
-// is the same k ticks later, per state and age bucket (Laplace-smoothed).
-func fitAvailability(tr *Trace, k int, ages []int) *availability {
-	m := &availability{ages: ages}
-	var n, same [2][]float64
-	for a := range 2 {
-		n[a], same[a], m.stay[a] = make([]float64, len(ages)), make([]float64, len(ages)), make([]float64, len(ages))
+// is the same k ticks later, per hour bucket, state and age bucket
+// (Laplace-smoothed).
+func fitAvailability(tr *Trace, k int, ages []int, hours int) *availability {
+	m := &availability{ages: ages, hours: hours, gap: tr.Gap, k: k}
+	n, same := make([][2][]float64, hours), make([][2][]float64, hours)
+	m.stay = make([][2][]float64, hours)
+	for h := range hours {
+		for a := range 2 {
+			n[h][a], same[h][a], m.stay[h][a] = make([]float64, len(ages)), make([]float64, len(ages)), make([]float64, len(ages))
+		}
 	}
 	age := runAges(tr)
 	for i := 0; i+k < len(tr.Available); i++ {
-		a := up(tr.Available[i])
-		b := m.bucket(age[i] / k)
-		n[a][b]++
+		h, a, b := m.hourOf(i), up(tr.Available[i]), m.bucket(age[i]/k)
+		n[h][a][b]++
 		if up(tr.Available[i+k]) == a {
-			same[a][b]++
+			same[h][a][b]++
 		}
 	}
-	for a := range 2 {
-		for b := range ages {
-			m.stay[a][b] = (same[a][b] + 1) / (n[a][b] + 2)
+	for h := range hours {
+		for a := range 2 {
+			for b := range ages {
+				m.stay[h][a][b] = (same[h][a][b] + 1) / (n[h][a][b] + 2)
+			}
 		}
 	}
 	return m
@@ -170,8 +196,9 @@ func (p *mdpPolicy) idx(tl, wl, m, a, b int) int {
 
 // solveMDP minimises the expected cost to finish the job by its deadline
 // (missing it costs 1e12) under the model, spot and on-demand at the given
-// prices per hour.
-func solveMDP(job Job, step time.Duration, model *availability, spotPrice, odPrice float64) *mdpPolicy {
+// prices per hour, for a job starting at the trace's tick start (which
+// sets the hours of its steps).
+func solveMDP(job Job, step time.Duration, model *availability, spotPrice, odPrice float64, start int) *mdpPolicy {
 	nb := len(model.ages)
 	dt := max(int((job.Overhead+step-1)/step), 1)
 	p := &mdpPolicy{step: step, dt: dt, T: int(job.Deadline / step), W: int((job.Work + step - 1) / step),
@@ -194,8 +221,9 @@ func solveMDP(job Job, step time.Duration, model *availability, spotPrice, odPri
 	}
 	// expected is the value one step on of holding instance m with wl
 	// work left, availability a of age bucket b now.
+	var hour int // of the step being decided
 	expected := func(wl, m, a, b int) float64 {
-		stay := model.stay[a][b]
+		stay := model.stay[hour][a][b]
 		gone := m
 		if 1-a == 0 && isSpot(gone) {
 			gone = 0
@@ -222,6 +250,7 @@ func solveMDP(job Job, step time.Duration, model *availability, spotPrice, odPri
 		return wl - 1, m
 	}
 	for tl := 1; tl <= p.T; tl++ {
+		hour = model.hourOf(start + (p.T-tl)*model.k)
 		for wl := 1; wl <= p.W; wl++ {
 			for m := range M {
 				for a := range 2 {
