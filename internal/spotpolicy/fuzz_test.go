@@ -18,7 +18,7 @@ import (
 func FuzzParseTrace(f *testing.F) {
 	// The shape of the real traces (when present), cut to their first
 	// ticks: whole files are too large to mutate quickly.
-	files, _ := filepath.Glob("../../../shared/traces/spot/*/*/*/*.json")
+	files, _ := filepath.Glob(sharedTraces + "/*/*/*/*.json")
 	for _, file := range files[:min(3, len(files))] {
 		var raw map[string]any
 		if data, err := os.ReadFile(file); err == nil && json.Unmarshal(data, &raw) == nil {

@@ -1,4 +1,4 @@
-package spotpolicy
+package spotpolicy_test
 
 import (
 	"fmt"
@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/gangwayhq/gangway/internal/spotpolicy"
 )
 
 // TestSpotMDPBound asks how far below uniform progress a single-zone
@@ -22,7 +24,7 @@ func TestSpotMDPBound(t *testing.T) {
 	if os.Getenv("GANGWAY_SPOT_MDP") != "1" {
 		t.Skip("an experiment: set GANGWAY_SPOT_MDP=1 to run it")
 	}
-	job := Job{Work: 48 * time.Hour, Deadline: 72 * time.Hour, Overhead: 12 * time.Minute}
+	job := spotpolicy.Job{Work: 48 * time.Hour, Deadline: 72 * time.Hour, Overhead: 12 * time.Minute}
 	models := []struct {
 		name  string
 		ages  []int // age buckets' lower bounds, in steps
@@ -33,19 +35,22 @@ func TestSpotMDPBound(t *testing.T) {
 		{"markov by hour of day", []int{0}, 24},
 	}
 	for _, set := range []string{"availability/1-node/aws-02-15-2023", "preemption/1-node/aws-04-22-2023"} {
-		files, err := filepath.Glob(filepath.Join("../../../shared/traces/spot", set, "*.json"))
+		files, err := filepath.Glob(filepath.Join(sharedTraces, set, "*.json"))
 		if err != nil || len(files) == 0 {
 			t.Skipf("no shared traces in %s", set)
 		}
 		var od, up, gw float64
 		mdp := make([]float64, len(models))
 		for _, f := range files {
-			tr, err := LoadTrace(f)
+			tr, err := spotpolicy.LoadTrace(f)
 			if err != nil {
 				t.Fatal(err)
 			}
-			odPrice, _ := tr.OnDemandFor()
-			s := &Sim{Trace: tr, Job: job, OnDemandPrice: odPrice, SpotFraction: 0.3}
+			odPrice, ok := tr.OnDemandFor()
+			if !ok {
+				t.Fatalf("%s: no on-demand price for its instance type", tr.Name)
+			}
+			s := &spotpolicy.Sim{Trace: tr, Job: job, OnDemandPrice: odPrice, SpotFraction: 0.3}
 			starts, err := s.Starts(300, 1)
 			if err != nil {
 				t.Fatal(err)
@@ -66,15 +71,15 @@ func TestSpotMDPBound(t *testing.T) {
 			}
 			age := runAges(tr)
 			for _, st := range starts {
-				od += s.Simulate(OnDemandOnly{}, st).Cost
-				up += s.Simulate(UniformProgress{}, st).Cost
-				gw += s.Simulate(DefaultGangway(), st).Cost
+				od += s.Simulate(spotpolicy.OnDemandOnly{}, st).Cost
+				up += s.Simulate(spotpolicy.UniformProgress{}, st).Cost
+				gw += s.Simulate(spotpolicy.DefaultGangway(), st).Cost
 				for i := range models {
 					h := fits[i].hourOf(st)
 					p, ok := pols[i][h]
 					if !ok {
 						p = solveMDP(job, time.Duration(k)*tr.Gap, fits[i], spot, odPrice, st)
-						p.trace, p.age = tr, age
+						p.age = age
 						pols[i][h] = p
 					}
 					p.start = st
@@ -123,7 +128,7 @@ func (m *availability) bucket(age int) int {
 
 // runAges is, per tick, how many ticks the trace's availability has been
 // what it is.
-func runAges(tr *Trace) []int {
+func runAges(tr *spotpolicy.Trace) []int {
 	age := make([]int, len(tr.Available))
 	for i := 1; i < len(age); i++ {
 		if (tr.Available[i] > 0) == (tr.Available[i-1] > 0) {
@@ -136,7 +141,7 @@ func runAges(tr *Trace) []int {
 // fitAvailability counts, over the whole trace, how often availability
 // is the same k ticks later, per hour bucket, state and age bucket
 // (Laplace-smoothed).
-func fitAvailability(tr *Trace, k int, ages []int, hours int) *availability {
+func fitAvailability(tr *spotpolicy.Trace, k int, ages []int, hours int) *availability {
 	m := &availability{ages: ages, hours: hours, gap: tr.Gap, k: k}
 	n, same := make([][2][]float64, hours), make([][2][]float64, hours)
 	m.stay = make([][2][]float64, hours)
@@ -182,8 +187,7 @@ type mdpPolicy struct {
 	act       []int8
 
 	// The trace's past, read at the decision's tick: the age of the
-	// availability run now.
-	trace *Trace
+	// availability run now (runAges), for a job started at tick start.
 	age   []int
 	start int
 }
@@ -198,7 +202,7 @@ func (p *mdpPolicy) idx(tl, wl, m, a, b int) int {
 // (missing it costs 1e12) under the model, spot and on-demand at the given
 // prices per hour, for a job starting at the trace's tick start (which
 // sets the hours of its steps).
-func solveMDP(job Job, step time.Duration, model *availability, spotPrice, odPrice float64, start int) *mdpPolicy {
+func solveMDP(job spotpolicy.Job, step time.Duration, model *availability, spotPrice, odPrice float64, start int) *mdpPolicy {
 	nb := len(model.ages)
 	dt := max(int((job.Overhead+step-1)/step), 1)
 	p := &mdpPolicy{step: step, dt: dt, T: int(job.Deadline / step), W: int((job.Work + step - 1) / step),
@@ -225,8 +229,8 @@ func solveMDP(job Job, step time.Duration, model *availability, spotPrice, odPri
 	expected := func(wl, m, a, b int) float64 {
 		stay := model.stay[hour][a][b]
 		gone := m
-		if 1-a == 0 && isSpot(gone) {
-			gone = 0
+		if a == 1 && isSpot(gone) {
+			gone = 0 // spot goes: preempted
 		}
 		e := (1 - stay) * prev[vi(wl, gone, 1-a, 0)]
 		kept := m
@@ -259,16 +263,16 @@ func solveMDP(job Job, step time.Duration, model *availability, spotPrice, odPri
 						if a == 0 && isSpot(held) {
 							held = 0 // preempted
 						}
-						best, choice := expected(wl, 0, a, b), Wait
+						best, choice := expected(wl, 0, a, b), spotpolicy.Wait
 						if a == 1 {
 							w, m2 := run(wl, held, 1)
 							if v := ps + expected(w, m2, a, b); v < best {
-								best, choice = v, Spot
+								best, choice = v, spotpolicy.Spot
 							}
 						}
 						w, m2 := run(wl, held, 1+dt)
 						if v := po + expected(w, m2, a, b); v < best {
-							best, choice = v, OnDemand
+							best, choice = v, spotpolicy.OnDemand
 						}
 						cur[vi(wl, m, a, b)] = best
 						p.act[p.idx(tl, wl, m, a, b)] = int8(choice)
@@ -281,28 +285,28 @@ func solveMDP(job Job, step time.Duration, model *availability, spotPrice, odPri
 	return p
 }
 
-func (p *mdpPolicy) Decide(s State) Choice {
+func (p *mdpPolicy) Decide(s spotpolicy.State) spotpolicy.Choice {
 	tl := min(int((s.Deadline-s.Now)/p.step), p.T)
 	if tl <= 0 {
-		return OnDemand
+		return spotpolicy.OnDemand
 	}
 	wl := min(int((s.WorkLeft+p.step-1)/p.step), p.W)
 	o := min(int((s.OverheadLeft+p.step-1)/p.step), p.dt-1)
 	m := 0
 	switch s.Running {
-	case Spot:
+	case spotpolicy.Spot:
 		m = 1 + o
-	case OnDemand:
+	case spotpolicy.OnDemand:
 		m = 1 + p.dt + o
 	}
 	a := 0
 	if s.SpotAvailable {
 		a = 1
 	}
-	tick := p.start + int(s.Now/p.trace.Gap)
-	b := p.model.bucket(p.age[tick] * int(p.trace.Gap) / int(p.step))
-	if c := Choice(p.act[p.idx(tl, wl, m, a, b)]); s.Safe(c) {
+	tick := p.start + int(s.Now/p.model.gap)
+	b := p.model.bucket(p.age[tick] / p.model.k)
+	if c := spotpolicy.Choice(p.act[p.idx(tl, wl, m, a, b)]); s.Safe(c) {
 		return c
 	}
-	return OnDemand
+	return spotpolicy.OnDemand
 }

@@ -97,9 +97,12 @@ func TestTraceAt(t *testing.T) {
 	}
 }
 
+// sharedTraces is where the shared spot traces are, from this package.
+const sharedTraces = "../../../shared/traces/spot"
+
 // TestLoadSharedTraces loads every shared spot trace.
 func TestLoadSharedTraces(t *testing.T) {
-	files, _ := filepath.Glob("../../../shared/traces/spot/*/*/*/*.json")
+	files, _ := filepath.Glob(sharedTraces + "/*/*/*/*.json")
 	if len(files) == 0 {
 		t.Skip("no shared spot traces at ../shared/traces/spot")
 	}
