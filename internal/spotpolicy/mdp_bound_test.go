@@ -66,10 +66,10 @@ func TestSpotMDPBound(t *testing.T) {
 			// in where the chances depend on it.
 			pols := make([]map[int]*mdpPolicy, len(models))
 			fits := make([]*availability, len(models))
-			for i, m := range models {
-				pols[i], fits[i] = map[int]*mdpPolicy{}, fitAvailability(tr, k, m.ages, m.hours)
-			}
 			age := runAges(tr)
+			for i, m := range models {
+				pols[i], fits[i] = map[int]*mdpPolicy{}, fitAvailability(tr, age, k, m.ages, m.hours)
+			}
 			for _, st := range starts {
 				od += s.Simulate(spotpolicy.OnDemandOnly{}, st).Cost
 				up += s.Simulate(spotpolicy.UniformProgress{}, st).Cost
@@ -79,7 +79,6 @@ func TestSpotMDPBound(t *testing.T) {
 					p, ok := pols[i][h]
 					if !ok {
 						p = solveMDP(job, time.Duration(k)*tr.Gap, fits[i], spot, odPrice, st)
-						p.age = age
 						pols[i][h] = p
 					}
 					p.start = st
@@ -111,6 +110,7 @@ type availability struct {
 	gap   time.Duration
 	k     int
 	stay  [][2][]float64
+	age   []int // per tick of the fitted trace, the age of its run (runAges)
 }
 
 // hourOf is the hour bucket of the trace's tick i.
@@ -138,11 +138,11 @@ func runAges(tr *spotpolicy.Trace) []int {
 	return age
 }
 
-// fitAvailability counts, over the whole trace, how often availability
-// is the same k ticks later, per hour bucket, state and age bucket
-// (Laplace-smoothed).
-func fitAvailability(tr *spotpolicy.Trace, k int, ages []int, hours int) *availability {
-	m := &availability{ages: ages, hours: hours, gap: tr.Gap, k: k}
+// fitAvailability counts, over the whole trace (age: its runAges), how
+// often availability is the same k ticks later, per hour bucket, state and
+// age bucket (Laplace-smoothed).
+func fitAvailability(tr *spotpolicy.Trace, age []int, k int, ages []int, hours int) *availability {
+	m := &availability{ages: ages, hours: hours, gap: tr.Gap, k: k, age: age}
 	n, same := make([][2][]float64, hours), make([][2][]float64, hours)
 	m.stay = make([][2][]float64, hours)
 	for h := range hours {
@@ -150,7 +150,6 @@ func fitAvailability(tr *spotpolicy.Trace, k int, ages []int, hours int) *availa
 			n[h][a], same[h][a], m.stay[h][a] = make([]float64, len(ages)), make([]float64, len(ages)), make([]float64, len(ages))
 		}
 	}
-	age := runAges(tr)
 	for i := 0; i+k < len(tr.Available); i++ {
 		h, a, b := m.hourOf(i), up(tr.Available[i]), m.bucket(age[i]/k)
 		n[h][a][b]++
@@ -186,9 +185,8 @@ type mdpPolicy struct {
 	model     *availability
 	act       []int8
 
-	// The trace's past, read at the decision's tick: the age of the
-	// availability run now (runAges), for a job started at tick start.
-	age   []int
+	// start is the tick the job started at: the decision's tick reads the
+	// age of the availability run then from the model's trace.
 	start int
 }
 
@@ -304,7 +302,7 @@ func (p *mdpPolicy) Decide(s spotpolicy.State) spotpolicy.Choice {
 		a = 1
 	}
 	tick := p.start + int(s.Now/p.model.gap)
-	b := p.model.bucket(p.age[tick] / p.model.k)
+	b := p.model.bucket(p.model.age[tick] / p.model.k)
 	if c := spotpolicy.Choice(p.act[p.idx(tl, wl, m, a, b)]); s.Safe(c) {
 		return c
 	}
