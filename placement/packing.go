@@ -165,6 +165,117 @@ func (p *packPrices) shortfall(free, s int) float64 {
 	return 0 // rounding in the prices' sums
 }
 
+// nodeShortfall is what a placement on a node whose GPUs have free milli
+// free loses, in GPUs, against the mix's best packings once a partly used
+// GPU is worth its value only to the share tasks that can still get the
+// node's CPU. fitBefore and fitAfter are the shares of the mix's share
+// tasks that fit in the node's free CPU before and after the placement
+// (shareCPU.fit); own is the GPU a share of s milli lands on, -1 for any
+// other placement. A wholly free GPU keeps its full value whatever the
+// CPU — whole-GPU tasks can use it too, and the stranded-capacity term
+// prices CPU against whole GPUs —, so the placement loses:
+//
+//   - on its own GPU, V(free) − y_s − V(free−s)·fitAfter, with V(free)
+//     discounted by fitBefore when that GPU was partly used: shortfall
+//     when the CPU is ample, more when the gap left behind can no longer
+//     be filled for want of CPU, less (even a gain) when it fills a gap
+//     that had lost its value that way;
+//   - on every other partly used GPU of the node, V(free)·(fitBefore −
+//     fitAfter): what its gap was worth to the share tasks the placement
+//     takes the CPU of.
+//
+// With CPU for every share class before and after, it is shortfall.
+func (p *packPrices) nodeShortfall(free []int, own, s int, fitBefore, fitAfter float64) float64 {
+	if p == nil {
+		return 0
+	}
+	loss := 0.0
+	if own >= 0 && s > 0 && s < Whole && free[own] >= s && free[own] <= Whole {
+		f := free[own]
+		y, ok := p.price[s]
+		if !ok {
+			y = p.value[s] // as in shortfall
+		}
+		before := p.value[f]
+		if f < Whole {
+			before *= fitBefore
+		}
+		loss += before - y - p.value[f-s]*fitAfter
+	}
+	if lost := fitBefore - fitAfter; lost > 0 {
+		for g, f := range free {
+			if g != own && f > 0 && f < Whole {
+				loss += p.value[f] * lost
+			}
+		}
+	}
+	if math.Abs(loss) < 1e-9 {
+		return 0 // rounding in the prices' sums
+	}
+	return loss
+}
+
+// shareCPU is the CPU the mix's share tasks ask, as the share of them (by
+// weight) that fit in a given amount of free CPU. Memory is not counted:
+// on openb it runs out long after CPU.
+type shareCPU struct {
+	cpu []int64   // distinct asks (milli), ascending
+	cum []float64 // share of the share tasks asking at most cpu[k]
+}
+
+// newShareCPU reads the share classes of mix (those shareDemand counts).
+func newShareCPU(mix []WorkloadClass) shareCPU {
+	type ask struct {
+		cpu    int64
+		weight float64
+	}
+	var asks []ask
+	total := 0.0
+	for _, w := range mix {
+		if w.GPUs == 1 && classMilli(w) < Whole && w.Weight > 0 {
+			asks = append(asks, ask{max(w.CPUMilli, 0), w.Weight})
+			total += w.Weight
+		}
+	}
+	slices.SortFunc(asks, func(a, b ask) int { return cmp.Compare(a.cpu, b.cpu) })
+	var sc shareCPU
+	acc := 0.0
+	for _, a := range asks {
+		acc += a.weight / total
+		if n := len(sc.cpu); n > 0 && sc.cpu[n-1] == a.cpu {
+			sc.cum[n-1] = acc
+			continue
+		}
+		sc.cpu = append(sc.cpu, a.cpu)
+		sc.cum = append(sc.cum, acc)
+	}
+	if n := len(sc.cum); n > 0 {
+		sc.cum[n-1] = 1 // no rounding short of all
+	}
+	return sc
+}
+
+// fit is the share of the share tasks asking at most cpu milli; 1 when the
+// mix has none.
+func (sc shareCPU) fit(cpu int64) float64 {
+	if len(sc.cpu) == 0 || cpu >= sc.most() {
+		return 1
+	}
+	k, _ := slices.BinarySearch(sc.cpu, cpu+1) // first ask above cpu
+	if k == 0 {
+		return 0
+	}
+	return sc.cum[k-1]
+}
+
+// most is the largest ask: with at least that free, fit is 1.
+func (sc shareCPU) most() int64 {
+	if len(sc.cpu) == 0 {
+		return 0
+	}
+	return sc.cpu[len(sc.cpu)-1]
+}
+
 // knapsack is the unbounded knapsack of sizes at prices y over one GPU:
 // v[g], for g = 0..Whole, the largest Σ y of a multiset of sizes whose
 // sum is at most g, and last[g] the index of a size in such a multiset

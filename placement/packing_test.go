@@ -142,6 +142,96 @@ func TestPackShortfall(t *testing.T) {
 	}
 }
 
+func TestShareCPUFit(t *testing.T) {
+	sc := newShareCPU([]WorkloadClass{
+		{GPUs: 1, Milli: 470, CPUMilli: 3000, Weight: 2},
+		{GPUs: 1, Milli: 810, CPUMilli: 8000, Weight: 1},
+		{GPUs: 1, Milli: 160, CPUMilli: 8000, Weight: 1},
+		// Not shares: not counted.
+		{GPUs: 1, Milli: Whole, CPUMilli: 1000, Weight: 50},
+		{GPUs: 0, CPUMilli: 500, Weight: 50},
+	})
+	for _, tc := range []struct {
+		cpu  int64
+		want float64
+	}{{-1, 0}, {0, 0}, {2999, 0}, {3000, 0.5}, {7999, 0.5}, {8000, 1}, {math.MaxInt64, 1}} {
+		if got := sc.fit(tc.cpu); math.Abs(got-tc.want) > 1e-12 {
+			t.Errorf("fit(%d) = %v, want %v", tc.cpu, got, tc.want)
+		}
+	}
+	if got := sc.most(); got != 8000 {
+		t.Errorf("most = %d, want 8000", got)
+	}
+	none := newShareCPU([]WorkloadClass{{GPUs: 2, Milli: Whole, CPUMilli: 9000, Weight: 1}})
+	if got := none.fit(0); got != 1 {
+		t.Errorf("no shares: fit(0) = %v, want 1", got)
+	}
+}
+
+func TestPackNodeShortfall(t *testing.T) {
+	p := packFor(nil, shareMix(openbShares))
+	gap := p.value[530] // what a 470's leftover is worth: another 470
+	if math.Abs(gap-0.5) > 1e-6 {
+		t.Fatalf("V(530) = %v, want 0.5", gap)
+	}
+	for _, tc := range []struct {
+		name          string
+		free          []int
+		own, share    int
+		before, after float64
+		want          float64
+	}{
+		{"no share, CPU for every share class after", []int{530, 1000}, -1, 0, 1, 1, 0},
+		{"no share, takes the CPU every share class needs", []int{530, 530, 1000}, -1, 0, 1, 0, 2 * gap},
+		{"no share, takes the CPU half of them need", []int{530, 0}, -1, 0, 1, 0.5, gap / 2},
+		{"no gaps: whole GPUs keep their value", []int{1000, 1000, 0}, -1, 0, 1, 0, 0},
+		{"470 on an empty GPU, CPU for all after", []int{1000}, 0, 470, 1, 1, 0},
+		{"470 on an empty GPU, CPU for none after: its gap is lost", []int{1000}, 0, 470, 1, 0, gap},
+		{"810 fills a gap only half the share tasks could have used", []int{810}, 0, 810, 0.5, 0.5, -0.5},
+		{"470 beside a 470 beside another gap, CPU for none after", []int{530, 530}, 0, 470, 1, 0, gap},
+	} {
+		got := p.nodeShortfall(tc.free, tc.own, tc.share, tc.before, tc.after)
+		if math.Abs(got-tc.want) > 1e-9 {
+			t.Errorf("%s: nodeShortfall = %.4f, want %.4f", tc.name, got, tc.want)
+		}
+	}
+	var none *packPrices
+	if got := none.nodeShortfall([]int{530}, 0, 470, 1, 0); got != 0 {
+		t.Errorf("nil prices: %v", got)
+	}
+}
+
+// TestPackNodeShortfallProperties: with CPU for every share class before
+// and after, the node's shortfall is the GPU's; taking more CPU never
+// costs less.
+func TestPackNodeShortfallProperties(t *testing.T) {
+	p := packFor(nil, shareMix(openbShares))
+	rapid.Check(t, func(t *rapid.T) {
+		free := rapid.SliceOfN(rapid.IntRange(0, Whole), 1, 8).Draw(t, "free")
+		own := rapid.IntRange(-1, len(free)-1).Draw(t, "own")
+		share := 0
+		if own >= 0 {
+			if free[own] == 0 {
+				free[own] = Whole
+			}
+			share = rapid.IntRange(1, min(free[own], Whole-1)).Draw(t, "share")
+		}
+		after := rapid.Float64Range(0, 1).Draw(t, "after")
+		before := rapid.Float64Range(after, 1).Draw(t, "before")
+		ample := p.nodeShortfall(free, own, share, 1, 1)
+		if own < 0 && ample != 0 {
+			t.Fatalf("no share, ample CPU: %v, want 0", ample)
+		}
+		if own >= 0 && math.Abs(ample-p.shortfall(free[own], share)) > 1e-9 {
+			t.Fatalf("ample CPU: %v, want shortfall %v", ample, p.shortfall(free[own], share))
+		}
+		less := rapid.Float64Range(0, after).Draw(t, "less")
+		if a, b := p.nodeShortfall(free, own, share, before, after), p.nodeShortfall(free, own, share, before, less); b < a-1e-9 {
+			t.Fatalf("fit after %v costs %v, after %v (less CPU left) %v", after, a, less, b)
+		}
+	})
+}
+
 func TestPackPricesProperties(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		n := rapid.IntRange(1, 5).Draw(t, "sizes")

@@ -289,10 +289,11 @@ const (
 	// as constrained against 10.9% in the task list — and undercounted the
 	// need when the term read it (docs/benchmarks.md, workload sweep).
 	gwScarcity = 1.0
-	// gwPack weighs the packing shortfall of a GPU share, in milli-GPU
-	// (packPrices.shortfall times Whole): the GPU capacity the placement
-	// loses to the best packings of the mix's shares, priced by the
-	// cutting-stock program's dual (placement/packing.go). Chosen on the
+	// gwPack weighs the packing shortfall of a placement, in milli-GPU
+	// (packPrices.nodeShortfall times Whole): the GPU capacity it loses to
+	// the best packings of the mix's shares, priced by the cutting-stock
+	// program's dual (placement/packing.go), a partly used GPU counted
+	// only for the share tasks that fit the node's free CPU. Chosen on the
 	// workload sweep's quarter fleet (generator seed 0, seeds 42–45):
 	// weights 1, 2, 4, 8 and 16 left 0.93, 0.89, 0.86, 0.86 and 0.86 ×
 	// FGD's unallocated GPU at sharing 100% (0.95 without the term), and
@@ -325,8 +326,10 @@ const (
 //     GPUs it takes of a model whose free capacity the typical
 //     workload's constrained classes will need (gwScarcity,
 //     modelShortfall);
-//   - share packing: a GPU share pays for the capacity its placement
-//     loses to the best packings of the mix's shares (gwPack, packPrices);
+//   - share packing: a placement pays for the capacity it loses to the
+//     best packings of the mix's shares — a share for the gap it leaves,
+//     any task for the gaps whose share tasks it takes the node's CPU
+//     from (gwPack, packPrices.nodeShortfall);
 //   - room for multi-GPU work: a placement that takes a node's room for
 //     replicas of a multi-GPU class of the mix pays for what the class
 //     then misses beyond its slack (gwBig, bigSupply);
@@ -344,6 +347,7 @@ type Gangway struct {
 	cpuPerGPU, memPerGPU float64 // workload demand per milli-GPU; 0 = not counted
 	models               modelSupply
 	pack                 *packPrices
+	shareCPU             shareCPU
 }
 
 var (
@@ -364,6 +368,7 @@ func (s *Gangway) Prepare(v *View) {
 	s.models.prepare(v)
 	s.cpuPerGPU, s.memPerGPU = demandPerGPU(v.workload)
 	s.pack = packFor(s.pack, v.demand)
+	s.shareCPU = newShareCPU(v.demand)
 }
 
 // Clone implements Cloner: every field is what Prepare derives.
@@ -418,8 +423,13 @@ func (s *Gangway) Score(v *View, c Candidate, j *gangway.QueueEntry) float64 {
 	if s.models.big.active() {
 		x -= gwBig * s.models.roomShortfall(v, c, j)
 	}
-	if j.Share() {
-		x -= gwPack * Whole * s.pack.shortfall(v.free[i][c.GPUs[0]], c.Milli)
+	if s.pack != nil {
+		own, size := -1, 0
+		if j.Share() {
+			own, size = c.GPUs[0], c.Milli
+		}
+		x -= gwPack * Whole * s.pack.nodeShortfall(v.free[i], own, size,
+			s.shareCPU.fit(v.cpu[i]), s.shareCPU.fit(v.cpu[i]-j.CPUMilli))
 	}
 	gang := j.GPUsPerReplica > 1 || (j.GPUsPerReplica == 1 && j.Replicas > 1)
 	if gang && !j.Share() && hasDomains(&v.nodes[i], c.GPUs) {
@@ -444,6 +454,10 @@ func (s *Gangway) Depends(v *View, i int, cpu, mem int64) NodeDeps {
 	}
 	if s.memPerGPU > 0 {
 		d.MemLevel = max(d.MemLevel, satAdd(unstranded(free, s.memPerGPU), max(mem, 0)))
+	}
+	if s.pack != nil {
+		// The packing term reads which share classes still fit the node's CPU.
+		d.CPULevel = max(d.CPULevel, satAdd(s.shareCPU.most(), max(cpu, 0)))
 	}
 	return d
 }

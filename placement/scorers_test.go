@@ -584,3 +584,29 @@ func TestGangwayModelShortfall(t *testing.T) {
 		}
 	})
 }
+
+// TestGangwayKeepsGapsCPU: the share-packing term prices a GPU's gap only
+// while the node keeps CPU for the share tasks that would fill it. The
+// typical workload (whole GPUs, no CPU per GPU) sees nothing to choose
+// between the nodes for a CPU-only task — a 530 gap is fragmented for it
+// either way — but the mix's 470-milli shares ask 4 CPUs: on "gappy" the
+// task would leave 2, and the gap would lose the half GPU it is worth.
+func TestGangwayKeepsGapsCPU(t *testing.T) {
+	workload := []WorkloadClass{{GPUs: 1, Milli: Whole, Weight: 1}}
+	demand := append(slices.Clone(workload), WorkloadClass{GPUs: 1, Milli: 470, CPUMilli: 4000, Weight: 1})
+	nodes := []Node{scCPU(scNode("gappy", "G2", 530, 0), 8000), scCPU(scNode("full", "G2", 0, 0), 8000)}
+	for _, tc := range []struct {
+		sc   Scorer
+		want string
+	}{{&FGD{}, "gappy"}, {&Gangway{}, "full"}} {
+		se := NewSession(Snapshot{Nodes: nodes}, Options{Scorer: tc.sc, Workload: workload, Demand: demand, Seed: 7})
+		job := scCPUJob(6000)
+		plan := se.Place([]gangway.QueueEntry{job})
+		if len(plan.Assignments) != 1 {
+			t.Fatalf("%s: not placed", tc.sc.Name())
+		}
+		if got := plan.Assignments[0].Members[0].NodeID; got != tc.want {
+			t.Errorf("%s placed the CPU-only task on %q, want %q", tc.sc.Name(), got, tc.want)
+		}
+	}
+}
