@@ -57,12 +57,18 @@ type packPrices struct {
 	demand map[int]float64 // the share demand solved for (shareDemand)
 }
 
+// isShareClass reports whether w is a class of GPU shares (one GPU, less
+// than Whole of it) that the mix holds.
+func isShareClass(w WorkloadClass) bool {
+	return w.GPUs == 1 && classMilli(w) < Whole && w.Weight > 0
+}
+
 // shareDemand is the share classes' weight by size, normalised to sum 1;
 // nil without shares.
 func shareDemand(mix []WorkloadClass) map[int]float64 {
 	demand, total := map[int]float64{}, 0.0
 	for _, w := range mix {
-		if w.GPUs == 1 && classMilli(w) < Whole && w.Weight > 0 {
+		if isShareClass(w) {
 			demand[w.Milli] += w.Weight
 			total += w.Weight
 		}
@@ -171,20 +177,20 @@ func (p *packPrices) shortfall(free, s int) float64 {
 // node's CPU. fitBefore and fitAfter are the shares of the mix's share
 // tasks that fit in the node's free CPU before and after the placement
 // (shareCPU.fit); own is the GPU a share of s milli lands on, -1 for any
-// other placement. A wholly free GPU keeps its full value whatever the
-// CPU — whole-GPU tasks can use it too, and the stranded-capacity term
-// prices CPU against whole GPUs —, so the placement loses:
+// other placement. It is shortfall on own, plus what the CPU fit changes:
 //
-//   - on its own GPU, V(free) − y_s − V(free−s)·fitAfter, with V(free)
-//     discounted by fitBefore when that GPU was partly used: shortfall
-//     when the CPU is ample, more when the gap left behind can no longer
-//     be filled for want of CPU, less (even a gain) when it fills a gap
-//     that had lost its value that way;
-//   - on every other partly used GPU of the node, V(free)·(fitBefore −
-//     fitAfter): what its gap was worth to the share tasks the placement
-//     takes the CPU of.
+//   - the gap own is left with counts only for fitAfter of the share
+//     tasks (+V(free−s)·(1−fitAfter)), and the gap own had, if it was
+//     partly used, was already worth only fitBefore of its value
+//     (−V(free)·(1−fitBefore): filling a gap that had lost value that way
+//     costs less, even gains);
+//   - every other partly used GPU of the node loses V(free)·(fitBefore −
+//     fitAfter): what its gap was worth to the share tasks whose CPU the
+//     placement takes.
 //
-// With CPU for every share class before and after, it is shortfall.
+// A wholly free GPU keeps its full value whatever the CPU: whole-GPU tasks
+// can use it too, and the stranded-capacity term prices CPU against whole
+// GPUs.
 func (p *packPrices) nodeShortfall(free []int, own, s int, fitBefore, fitAfter float64) float64 {
 	if p == nil {
 		return 0
@@ -192,15 +198,10 @@ func (p *packPrices) nodeShortfall(free []int, own, s int, fitBefore, fitAfter f
 	loss := 0.0
 	if own >= 0 && s > 0 && s < Whole && free[own] >= s && free[own] <= Whole {
 		f := free[own]
-		y, ok := p.price[s]
-		if !ok {
-			y = p.value[s] // as in shortfall
-		}
-		before := p.value[f]
+		loss += p.shortfall(f, s) + p.value[f-s]*(1-fitAfter)
 		if f < Whole {
-			before *= fitBefore
+			loss -= p.value[f] * (1 - fitBefore)
 		}
-		loss += before - y - p.value[f-s]*fitAfter
 	}
 	if lost := fitBefore - fitAfter; lost > 0 {
 		for g, f := range free {
@@ -220,10 +221,10 @@ func (p *packPrices) nodeShortfall(free []int, own, s int, fitBefore, fitAfter f
 // on openb it runs out long after CPU.
 type shareCPU struct {
 	cpu []int64   // distinct asks (milli), ascending
-	cum []float64 // share of the share tasks asking at most cpu[k]
+	cum []float64 // share of the share tasks asking at most cpu[k] (fit reads all but the last: 1)
 }
 
-// newShareCPU reads the share classes of mix (those shareDemand counts).
+// newShareCPU reads the share classes of mix.
 func newShareCPU(mix []WorkloadClass) shareCPU {
 	type ask struct {
 		cpu    int64
@@ -232,7 +233,7 @@ func newShareCPU(mix []WorkloadClass) shareCPU {
 	var asks []ask
 	total := 0.0
 	for _, w := range mix {
-		if w.GPUs == 1 && classMilli(w) < Whole && w.Weight > 0 {
+		if isShareClass(w) {
 			asks = append(asks, ask{max(w.CPUMilli, 0), w.Weight})
 			total += w.Weight
 		}
@@ -248,9 +249,6 @@ func newShareCPU(mix []WorkloadClass) shareCPU {
 		}
 		sc.cpu = append(sc.cpu, a.cpu)
 		sc.cum = append(sc.cum, acc)
-	}
-	if n := len(sc.cum); n > 0 {
-		sc.cum[n-1] = 1 // no rounding short of all
 	}
 	return sc
 }

@@ -455,8 +455,9 @@ func (s *Gangway) Depends(v *View, i int, cpu, mem int64) NodeDeps {
 	if s.memPerGPU > 0 {
 		d.MemLevel = max(d.MemLevel, satAdd(unstranded(free, s.memPerGPU), max(mem, 0)))
 	}
-	if s.pack != nil {
-		// The packing term reads which share classes still fit the node's CPU.
+	if s.pack != nil && free > 0 {
+		// The packing term reads which share classes still fit the node's
+		// CPU; on a node without free GPU capacity it is 0.
 		d.CPULevel = max(d.CPULevel, satAdd(s.shareCPU.most(), max(cpu, 0)))
 	}
 	return d
