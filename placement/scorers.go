@@ -157,9 +157,12 @@ func sigmoid(x float64) float64 { return 1 / (1 + math.Exp(-x)) }
 // milli-GPU, int(100·sigmoid(x/1000)). x is first rounded to a
 // micro-milli-GPU so that float noise in a zero change (sums of the same
 // terms in another order) cannot flip 50 to 49.
-func fgdScale(x float64) float64 {
+func fgdScale(x float64) float64 { return scaleBy(x, MaxNodeScore) }
+
+// scaleBy is fgdScale with levels steps instead of MaxNodeScore.
+func scaleBy(x float64, levels int) float64 {
 	x = math.Round(x*1e6) / 1e6
-	return float64(int64(sigmoid(x/1000) * MaxNodeScore))
+	return float64(int64(sigmoid(x/1000) * float64(levels)))
 }
 
 // Topology locality weights: a replica's GPUs spread over more NVLink
@@ -315,6 +318,20 @@ const (
 	// domain a replica spans, …) for whole-GPU gangs on nodes whose GPUs
 	// carry NVLink domains.
 	gwTopology = 50.0
+
+	// gwFineLevels is the score scale, in place of FGD's 100 levels, of
+	// share and one-GPU tasks when the mix is CPU-bound (cpuBound): the
+	// arrivals ask more CPU than the fleet has, and which tasks get the
+	// last of it decides how much GPU capacity stays unallocated. On FGD's
+	// scale candidates within about 40 milli-GPU of each other tie; 1,000
+	// levels let the packing and stranded-capacity terms tell them apart.
+	// At the workload sweep's cpu=300% point it left 0.820 × FGD's
+	// unallocated GPU (0.958 × on 100 levels); on the held-out CPU-heavy
+	// points (generator seed 1) cpu=250/300/350% went from 0.863, 0.944
+	// and 0.975 × to 0.776, 0.829 and 0.942 ×. Not CPU-bound, the finer
+	// scale breaks the held-out multi=25% point (docs/benchmarks.md,
+	// workload sweep), so there it stays off.
+	gwFineLevels = 1000
 )
 
 // Gangway is Gangway's default policy. It starts from FGD as the artifact
@@ -335,7 +352,9 @@ const (
 //     then misses beyond its slack (gwBig, bigSupply);
 //   - topology locality for whole-GPU gangs (gwTopology).
 //
-// The sum is put on FGD's coarse integer scale, int(100·sigmoid(x/1000)),
+// The sum is put on FGD's coarse integer scale, int(100·sigmoid(x/1000))
+// (1,000 levels for share and one-GPU tasks when the mix asks more CPU
+// than the fleet has: gwFineLevels),
 // and ties go to the lowest node index, as in FGD. That coarseness is part
 // of why FGD works: candidates within a few tens of milli-GPU of each
 // other count as equal and the fleet is filled in one fixed order, which
@@ -348,6 +367,7 @@ type Gangway struct {
 	models               modelSupply
 	pack                 *packPrices
 	shareCPU             shareCPU
+	cpuBound             bool // the mix asks more CPU per GPU than the fleet has
 }
 
 var (
@@ -369,6 +389,7 @@ func (s *Gangway) Prepare(v *View) {
 	s.cpuPerGPU, s.memPerGPU = demandPerGPU(v.workload)
 	s.pack = packFor(s.pack, v.demand)
 	s.shareCPU = newShareCPU(v.demand)
+	s.cpuBound = cpuBound(v)
 }
 
 // Clone implements Cloner: every field is what Prepare derives.
@@ -435,7 +456,23 @@ func (s *Gangway) Score(v *View, c Candidate, j *gangway.QueueEntry) float64 {
 	if gang && !j.Share() && hasDomains(&v.nodes[i], c.GPUs) {
 		x += gwTopology * TopologyLocality{}.Score(v, c, j)
 	}
+	if s.cpuBound && (j.Share() || gpu == Whole) {
+		return scaleBy(x, gwFineLevels)
+	}
 	return fgdScale(x)
+}
+
+// cpuBound reports whether the whole mix asks more CPU per milli-GPU of
+// GPU demand (CPU-only work included) than the fleet's nodes have per
+// milli-GPU of capacity.
+func cpuBound(v *View) bool {
+	demand, _ := demandPerGPU(v.demand)
+	var cpu, gpu int64
+	for i := range v.nodes {
+		cpu += v.nodes[i].CPUMilli
+		gpu += int64(len(v.nodes[i].GPUs)) * Whole
+	}
+	return gpu > 0 && demand*float64(gpu) > float64(cpu)
 }
 
 // Depends implements ClassScorer: beyond FGD's levels, no GPU capacity

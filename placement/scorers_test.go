@@ -610,3 +610,42 @@ func TestGangwayKeepsGapsCPU(t *testing.T) {
 		}
 	}
 }
+
+func TestGangwayCPUBoundScale(t *testing.T) {
+	// Two nodes of 2 GPUs and 8 cores: 4 cores per GPU. The mix's one-GPU
+	// tasks ask 3 cores; CPU-only tasks of 2 cores, cpuOnly of them per GPU
+	// task, make it CPU-bound above 0.5.
+	nodes := []Node{scCPU(scNode("a", "G2", Whole, Whole), 8000), scCPU(scNode("b", "G2", Whole, Whole), 8000)}
+	for _, tc := range []struct {
+		cpuOnly float64
+		bound   bool
+	}{{0, false}, {0.5, false}, {1, true}} {
+		v := scView(nodes, []WorkloadClass{{GPUs: 1, Milli: Whole, CPUMilli: 3000, Weight: 1}})
+		v.demand = append(slices.Clone(v.workload), WorkloadClass{CPUMilli: 2000, Weight: tc.cpuOnly})
+		if got := cpuBound(v); got != tc.bound {
+			t.Errorf("cpuOnly %v: cpuBound = %v, want %v", tc.cpuOnly, got, tc.bound)
+		}
+		sc := &Gangway{}
+		for _, jc := range []struct {
+			job  gangway.QueueEntry
+			fine bool // on the gwFineLevels scale when bound
+		}{{scWhole(1), true}, {scShare(500), true}, {scWhole(2), false}, {scCPUJob(1000), false}} {
+			gpus := []int{0}
+			if jc.job.GPUsPerReplica == 2 {
+				gpus = []int{0, 1}
+			} else if jc.job.GPUsPerReplica == 0 {
+				gpus = nil
+			}
+			c := Candidate{Node: 0, GPUs: gpus, Milli: jc.job.MilliEachGPU()}
+			got := sc.Score(v, c, &jc.job)
+			if fine := got > MaxNodeScore; fine != (tc.bound && jc.fine) {
+				t.Errorf("cpuOnly %v, job %+v: score %v, fine scale %v, want %v", tc.cpuOnly, jc.job, got, fine, tc.bound && jc.fine)
+			}
+		}
+	}
+	for _, x := range []float64{-5000, -40, 0, 40, 5000} {
+		if scaleBy(x, MaxNodeScore) != fgdScale(x) {
+			t.Errorf("scaleBy(%v, MaxNodeScore) = %v, fgdScale = %v", x, scaleBy(x, MaxNodeScore), fgdScale(x))
+		}
+	}
+}
