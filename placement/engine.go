@@ -24,8 +24,10 @@ type Options struct {
 	Workload []WorkloadClass
 	// Demand is the whole job mix, when Workload keeps only part of it (the
 	// FGD protocol's typical workload drops the rarest classes): the
-	// default policy's model-scarcity term reads what share of the demand
-	// is bound to which GPU models from it. nil: Workload.
+	// default policy reads from it what share of the demand is bound to
+	// which GPU models, the shares to pack, the multi-GPU classes to keep
+	// room for, and whether the mix asks more CPU than the fleet has.
+	// nil: Workload.
 	Demand []WorkloadClass
 	// Fairness weighs teams within a priority class.
 	Fairness Fairness
