@@ -456,21 +456,23 @@ func (s *Gangway) Score(v *View, c Candidate, j *gangway.QueueEntry) float64 {
 	if gang && !j.Share() && hasDomains(&v.nodes[i], c.GPUs) {
 		x += gwTopology * TopologyLocality{}.Score(v, c, j)
 	}
-	if s.cpuBound && (j.Share() || gpu == Whole) {
+	if s.cpuBound && j.GPUsPerReplica == 1 {
 		return scaleBy(x, gwFineLevels)
 	}
 	return fgdScale(x)
 }
 
 // cpuBound reports whether the whole mix asks more CPU per milli-GPU of
-// GPU demand (CPU-only work included) than the fleet's nodes have per
-// milli-GPU of capacity.
+// GPU demand (CPU-only work included) than the fleet's schedulable nodes
+// have per milli-GPU of capacity.
 func cpuBound(v *View) bool {
 	demand, _ := demandPerGPU(v.demand)
 	var cpu, gpu int64
 	for i := range v.nodes {
-		cpu += v.nodes[i].CPUMilli
-		gpu += int64(len(v.nodes[i].GPUs)) * Whole
+		if n := &v.nodes[i]; n.Schedulable {
+			cpu += n.CPUMilli
+			gpu += int64(len(n.GPUs)) * Whole
+		}
 	}
 	return gpu > 0 && demand*float64(gpu) > float64(cpu)
 }

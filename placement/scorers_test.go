@@ -628,20 +628,24 @@ func TestGangwayCPUBoundScale(t *testing.T) {
 		sc := &Gangway{}
 		for _, jc := range []struct {
 			job  gangway.QueueEntry
+			gpus []int
 			fine bool // on the gwFineLevels scale when bound
-		}{{scWhole(1), true}, {scShare(500), true}, {scWhole(2), false}, {scCPUJob(1000), false}} {
-			gpus := []int{0}
-			if jc.job.GPUsPerReplica == 2 {
-				gpus = []int{0, 1}
-			} else if jc.job.GPUsPerReplica == 0 {
-				gpus = nil
-			}
-			c := Candidate{Node: 0, GPUs: gpus, Milli: jc.job.MilliEachGPU()}
+		}{{scWhole(1), []int{0}, true}, {scShare(500), []int{0}, true}, {scWhole(2), []int{0, 1}, false}, {scCPUJob(1000), nil, false}} {
+			c := Candidate{Node: 0, GPUs: jc.gpus, Milli: jc.job.MilliEachGPU()}
 			got := sc.Score(v, c, &jc.job)
 			if fine := got > MaxNodeScore; fine != (tc.bound && jc.fine) {
 				t.Errorf("cpuOnly %v, job %+v: score %v, fine scale %v, want %v", tc.cpuOnly, jc.job, got, fine, tc.bound && jc.fine)
 			}
 		}
+	}
+	// A node that takes no work adds no capacity: with a third,
+	// unschedulable node of 64 cores the mix at 1 is still CPU-bound.
+	fenced := scCPU(scNode("fenced", "G2", Whole, Whole), 64000)
+	fenced.Schedulable = false
+	v := scView(append(slices.Clone(nodes), fenced), []WorkloadClass{{GPUs: 1, Milli: Whole, CPUMilli: 3000, Weight: 1}})
+	v.demand = append(slices.Clone(v.workload), WorkloadClass{CPUMilli: 2000, Weight: 1})
+	if !cpuBound(v) {
+		t.Errorf("an unschedulable node's CPU counted: cpuBound = false, want true")
 	}
 	for _, x := range []float64{-5000, -40, 0, 40, 5000} {
 		if scaleBy(x, MaxNodeScore) != fgdScale(x) {
