@@ -109,6 +109,8 @@ type Agent struct {
 	cap Capacity
 	log *slog.Logger
 
+	beatMu sync.Mutex // serialises heartbeats
+
 	mu sync.Mutex
 	// busy is what runs on each GPU: tasks ("job/attempt/rank") and the
 	// milli-GPU each holds, MilliPerGPU for a whole GPU. Shares of one GPU
@@ -211,6 +213,10 @@ func nodeTaskQueue(n gangway.Node) string {
 // re-registering it if the view lost it (Redis is a rebuildable view; the
 // agent holds the truth about its node).
 func (a *Agent) heartbeat(ctx context.Context) {
+	// One at a time: a beat that read the tasks earlier must not land
+	// after one that read them later.
+	a.beatMu.Lock()
+	defer a.beatMu.Unlock()
 	now := time.Now()
 	err := a.cap.Heartbeat(ctx, a.cfg.Node.ID, a.tasks.reports())
 	if errors.Is(err, capacity.ErrNotFound) {

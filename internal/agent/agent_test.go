@@ -31,8 +31,9 @@ import (
 // tells it.
 type fakeCapacity struct {
 	mu           sync.Mutex
-	registered   []string // node IDs, one per RegisterNode
-	heartbeats   []string // node IDs, one per Heartbeat
+	registered   []string          // node IDs, one per RegisterNode
+	heartbeats   []string          // node IDs, one per Heartbeat
+	beatTasks    [][]capacity.Task // the tasks each Heartbeat carried
 	heartbeatErr error
 	logs         map[gangway.JobID][]gangway.LogLine
 	checkpoints  []string // "<job>/<attempt>", one per RecordCheckpoint
@@ -48,10 +49,11 @@ func (c *fakeCapacity) RegisterNode(_ context.Context, n gangway.Node) error {
 	return nil
 }
 
-func (c *fakeCapacity) Heartbeat(_ context.Context, nodeID string, _ []capacity.Task) error {
+func (c *fakeCapacity) Heartbeat(_ context.Context, nodeID string, tasks []capacity.Task) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.heartbeats = append(c.heartbeats, nodeID)
+	c.beatTasks = append(c.beatTasks, tasks)
 	return c.heartbeatErr
 }
 
@@ -367,6 +369,43 @@ func TestRunTaskSucceeds(t *testing.T) {
 	if got := h.cap.taskDone(); !slices.Equal(got, []string{"train-1/2/1"}) {
 		t.Errorf("task-done records %v, want train-1/2/1's before RunTask returned", got)
 	}
+}
+
+// TestRunTaskReportsExitAtOnce: when a task's processes are gone the node
+// heartbeats before RunTask returns, without the task and with the ones
+// still running, so the view frees its GPUs as soon as the workflow
+// releases them rather than a heartbeat later.
+func TestRunTaskReportsExitAtOnce(t *testing.T) {
+	h := newHarness(t)
+	other := h.task(writePID + `while [ ! -e "$PIDFILE.go" ]; do sleep 0.05; done`)
+	other.JobID, other.Rank, other.GPUs = "eval-1", 0, []int{0}
+	running := h.start(other)
+	waitFile(t, h.path("pid"), running)
+
+	if _, err := h.run(h.task(`exit 0`)); err != nil {
+		t.Fatalf("RunTask: %v", err)
+	}
+	h.cap.mu.Lock()
+	beats := slices.Clone(h.cap.beatTasks)
+	h.cap.mu.Unlock()
+	want := [][]capacity.Task{{{JobID: "eval-1", Attempt: 2, Rank: 0, GPUs: []int{0}}}}
+	if diff := cmp.Diff(want, beats); diff != "" {
+		t.Errorf("heartbeats before RunTask returned (-want +got):\n%s", diff)
+	}
+
+	if err := os.WriteFile(h.path("pid.go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if o := <-running; o.err != nil {
+		t.Fatalf("RunTask of the other task: %v", o.err)
+	}
+	h.cap.mu.Lock()
+	beats = slices.Clone(h.cap.beatTasks)
+	h.cap.mu.Unlock()
+	if len(beats) != 2 || len(beats[1]) != 0 {
+		t.Errorf("heartbeats %v, want a second one when the other task ended, reporting no task", beats)
+	}
+	requireIdle(t, h.a)
 }
 
 func TestRunTaskEnvironment(t *testing.T) {

@@ -42,6 +42,22 @@ type runningTask struct {
 	// that started it, or the one that adopted it; adopter is that one.
 	ctx     context.Context
 	adopter *adoption
+	// exited: its process group is gone; heartbeats no longer report it,
+	// although RunTask has yet to save its checkpoint and return.
+	exited bool
+}
+
+// exit marks the task's processes gone.
+func (rt *runningTask) exit() {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	rt.exited = true
+}
+
+func (rt *runningTask) hasExited() bool {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return rt.exited
 }
 
 // activity is the context of the activity the task runs under now.
@@ -78,10 +94,14 @@ func (t *taskTable) remove(rt *runningTask) {
 	delete(t.tasks, rt)
 }
 
-// reports lists the running tasks as the node's heartbeat carries them.
+// reports lists the running tasks as the node's heartbeat carries them:
+// those whose processes still run.
 func (t *taskTable) reports() []capacity.Task {
 	var out []capacity.Task
 	for _, rt := range t.all() {
+		if rt.hasExited() {
+			continue
+		}
 		out = append(out, capacity.Task{JobID: rt.info.JobID, Attempt: rt.info.Attempt, Rank: rt.info.Rank,
 			GPUs: rt.info.GPUs, Milli: rt.info.Milli})
 	}

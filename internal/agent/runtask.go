@@ -31,6 +31,11 @@ import (
 // its whole grace period (a cloud notice's deadline may shorten it).
 const maxGrace = 30 * time.Second
 
+// exitBeatTimeout bounds the heartbeat a task's exit sends: a slow view
+// delays the result by at most this, and the periodic heartbeats report
+// the exit anyway.
+const exitBeatTimeout = 5 * time.Second
+
 // RunTask runs one gang member to completion. It returns nil when the
 // process exits 0; an ApplicationError of type TaskFailed when it exits
 // non-zero or cannot start; GPUBusy when a GPU is already in use here;
@@ -130,8 +135,15 @@ func (a *Agent) RunTask(ctx context.Context, in workflows.RunTaskInput) (_ workf
 	res.FinishedAt = time.Now()
 	out.Close() // flush the log streamer before reporting
 	// The GPUs are free once the group is gone; the save that follows
-	// uses only the disk and the network.
+	// uses only the disk and the network. The view counts the GPUs of a
+	// task the node reports as held (a process may outlive its release),
+	// so the node says at once that this one no longer runs: its GPUs are
+	// free as soon as the workflow releases them, not a heartbeat later.
 	a.record(in, false)
+	rt.exit()
+	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), exitBeatTimeout)
+	a.heartbeat(bctx)
+	cancel()
 	up.finish(ctx, a.cfg.UploadTimeout)
 	progress := up.progress()
 

@@ -28,7 +28,7 @@
 //	P:changes-floor   string  the revision below which the changes logs have forgotten removals (a reader behind it reads whole; nodecache.go)
 //	P:epoch           string  the view's generation: written (TIME) by the first read of a new or flushed view
 //	P:rebuilt         string  the generation the view was last rebuilt for (rebuild.go; the dispatch loop places nothing until it is P:epoch)
-//	P:node-tasks      hash    node ID → JSON list of the tasks its agent reports running (each heartbeat)
+//	P:node-tasks      hash    node ID → JSON list of the tasks its agent reports running (each heartbeat, and as a task's processes end)
 //	P:node-state      hash    node ID → ready | cordoned | lost
 //	P:heartbeat       hash    node ID → last heartbeat, unix ms of the Redis server's clock (TIME)
 //	P:gpus            hash    "<node ID>/<GPU index>" → job ID holding it whole (free and shared GPUs are absent)
