@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -36,8 +37,8 @@ func (st JobStatus) WriteText(w io.Writer) error {
 	if !st.AsOf.IsZero() && !st.Phase.Terminal() {
 		soFar = " (so far)"
 	}
-	fmt.Fprintf(w, "Wait:      %s   Run: %s   GPU-seconds: %.0f   Cost: $%.2f%s\n", round(st.WaitTime), round(st.RunTime),
-		st.GPUSeconds, st.Dollars, soFar)
+	fmt.Fprintf(w, "Wait:      %s   Run: %s   GPU-seconds: %.0f   Cost: %s%s\n", round(st.WaitTime), round(st.RunTime),
+		st.GPUSeconds, Dollars(st.Dollars), soFar)
 	if st.LostGPUSeconds > 0 {
 		fmt.Fprintf(w, "Lost:      %.0f GPU-seconds of work redone after restarts\n", st.LostGPUSeconds)
 	}
@@ -69,8 +70,8 @@ func writeAttempts(w io.Writer, attempts []workflows.AttemptRecord, earlier *wor
 		for i, c := range causes {
 			causes[i] = fmt.Sprintf("%d %s", e.Ended[c], c)
 		}
-		fmt.Fprintf(w, "  #%d-%d (%d runs, not kept one by one): %s; %.0f GPU-seconds, %.0f lost, $%.2f\n",
-			e.First, e.Last, e.Count, strings.Join(causes, ", "), e.GPUSeconds, e.LostGPUSeconds, e.Dollars)
+		fmt.Fprintf(w, "  #%d-%d (%d runs, not kept one by one): %s; %.0f GPU-seconds, %.0f lost, %s\n",
+			e.First, e.Last, e.Count, strings.Join(causes, ", "), e.GPUSeconds, e.LostGPUSeconds, Dollars(e.Dollars))
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "  #	POOL	CAPACITY	NODES	RAN	ENDED	RESUMED FROM	LOST GPU-S	COST\n")
@@ -85,10 +86,19 @@ func writeAttempts(w io.Writer, attempts []workflows.AttemptRecord, earlier *wor
 		if a.By != "" {
 			ended += " by " + a.By
 		}
-		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\t%.0f\t$%.2f\n", a.Attempt, a.Pool, a.CapacityType,
-			strings.Join(a.Nodes, ","), ran, ended, checkpointName(a.ResumedFrom), a.LostGPUSeconds, a.Dollars)
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\t%.0f\t%s\n", a.Attempt, a.Pool, a.CapacityType,
+			strings.Join(a.Nodes, ","), ran, ended, checkpointName(a.ResumedFrom), a.LostGPUSeconds, Dollars(a.Dollars))
 	}
 	tw.Flush()
+}
+
+// Dollars formats an amount of money as Gangway shows it: cents, or four
+// decimals under a cent (a one-GPU job of seconds costs fractions of one).
+func Dollars(v float64) string {
+	if v != 0 && math.Abs(v) < 0.01 {
+		return fmt.Sprintf("$%.4f", v)
+	}
+	return fmt.Sprintf("$%.2f", v)
 }
 
 func checkpointName(r *workflows.CheckpointRef) string {

@@ -485,7 +485,7 @@ func checkToken(t string) string {
 func (h *Handler) funcs() template.FuncMap {
 	return template.FuncMap{
 		"url":     func(parts ...string) string { return h.o.Prefix + strings.Join(parts, "") },
-		"dollars": dollars,
+		"dollars": client.Dollars,
 		"raw":     func(v float64) string { return fmt.Sprintf("%.6f", v) },
 		"gpus":    gpus,
 		"pct":     func(v float64) string { return fmt.Sprintf("%.0f%%", v*100) },
@@ -525,7 +525,7 @@ func (h *Handler) funcs() template.FuncMap {
 			}
 			return *p
 		},
-		"perGPUHour": func(o gangway.Offer) string { return dollars(o.PricePerGPUHour()) + "/GPU-h" },
+		"perGPUHour": func(o gangway.Offer) string { return client.Dollars(o.PricePerGPUHour()) + "/GPU-h" },
 		"f1":         func(v float64) string { return fmt.Sprintf("%.1f", v) },
 		// n says a count with its noun: "1 node", "3 nodes".
 		"n": func(count int, one, many string) string {
@@ -543,13 +543,6 @@ func (h *Handler) funcs() template.FuncMap {
 	}
 }
 
-// dollars formats an amount: cents, or four decimals under a cent.
-func dollars(v float64) string {
-	if v != 0 && math.Abs(v) < 0.01 {
-		return fmt.Sprintf("$%.4f", v)
-	}
-	return fmt.Sprintf("$%.2f", v)
-}
 
 // gpus formats a GPU count that may hold shares: "4", "2.5".
 func gpus(v float64) string {
