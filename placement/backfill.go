@@ -55,10 +55,11 @@ func (se *Session) reserve(j *gangway.QueueEntry) (Reservation, string, bool) {
 			start = v.now // overdue jobs: expect them any moment
 		}
 		var nodes []string
-		held := 0
+		held, reserved := 0, 0
 		for _, m := range a.Members {
 			i := se.nodeIndex(m.NodeID)
 			nodes = append(nodes, m.NodeID)
+			reserved += len(m.GPUs)
 			for _, g := range m.GPUs {
 				// Busy GPUs too: they free up by start, and a later
 				// reservation must not count on them.
@@ -77,9 +78,13 @@ func (se *Session) reserve(j *gangway.QueueEntry) (Reservation, string, bool) {
 		if len(waitFor) > 3 {
 			waitFor = append(waitFor[:3], fmt.Sprintf("%d more", len(released)-3))
 		}
-		why := fmt.Sprintf("%s: reserved %d free GPUs on %s from %s (in %s, when %s reach their max runtime); smaller jobs may use them only if they end first",
-			describeShape(j), held, strings.Join(nodes, ", "), start.Format(time.RFC3339), start.Sub(v.now).Round(time.Second),
-			strings.Join(waitFor, ", "))
+		reach := "reach their max runtimes"
+		if len(released) == 1 {
+			reach = "reaches its max runtime"
+		}
+		why := fmt.Sprintf("%s: reserved %d GPUs on %s from %s (in %s, when %s %s), %d of them free now; smaller jobs may use them only if they end first",
+			describeShape(j), reserved, strings.Join(nodes, ", "), start.Format(time.RFC3339), start.Sub(v.now).Round(time.Second),
+			strings.Join(waitFor, ", "), reach, held)
 		return Reservation{JobID: j.JobID, Start: start, Nodes: nodes}, why, true
 	}
 	v.rollback(mark)
