@@ -285,6 +285,11 @@ func TestJobPage(t *testing.T) {
 	if got := text(mustID(t, doc, "job-where")); got != "Running: rank 0 → n1 GPUs [0 1 2 3]" {
 		t.Errorf("where = %q", got)
 	}
+	// A job that has ended ran there; it runs nowhere now.
+	_, doc = get(t, serve(t, newFakeSource(), nil), "/ui/jobs/done")
+	if got := text(mustID(t, doc, "job-where")); got != "Ran on: rank 0 → n2 GPUs [4 5]" {
+		t.Errorf("where, ended = %q", got)
+	}
 	_, doc = get(t, serve(t, newFakeSource(), nil), "/ui/jobs/vision-a")
 	if c := mustID(t, doc, "job-cost"); attr(c, "data-recorded") != "1.000000" || attr(c, "data-in-flight") != "4.000000" {
 		t.Errorf("live totals split into recorded %s and in flight %s, want 1 and 4", attr(c, "data-recorded"), attr(c, "data-in-flight"))
