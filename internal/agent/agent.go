@@ -109,7 +109,7 @@ type Agent struct {
 	cap Capacity
 	log *slog.Logger
 
-	beatMu sync.Mutex // serialises heartbeats
+	beatMu sync.Mutex // serialises the node's heartbeats, its own and its host's batches
 
 	mu sync.Mutex
 	// busy is what runs on each GPU: tasks ("job/attempt/rank") and the

@@ -163,6 +163,13 @@ func (h *Host) runTask(ctx context.Context, in workflows.RunTaskInput) (workflow
 // heartbeat refreshes every node in Redis, with its tasks, registering
 // again the ones the view lost.
 func (h *Host) heartbeat(ctx context.Context) {
+	// Every node's beat lock, in one order: a node's own beat as a task
+	// ends (RunTask) must not land before a batch that read its tasks
+	// earlier.
+	for _, id := range h.ids {
+		h.agents[id].beatMu.Lock()
+		defer h.agents[id].beatMu.Unlock()
+	}
 	now := time.Now()
 	missing, err := h.cap.HeartbeatNodes(ctx, h.beats(h.ids))
 	if err == nil && len(missing) > 0 {

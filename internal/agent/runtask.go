@@ -31,9 +31,9 @@ import (
 // its whole grace period (a cloud notice's deadline may shorten it).
 const maxGrace = 30 * time.Second
 
-// exitBeatTimeout bounds the heartbeat a task's exit sends: a slow view
-// delays the result by at most this, and the periodic heartbeats report
-// the exit anyway.
+// exitBeatTimeout bounds the heartbeat a task's exit sends, once any
+// heartbeat under way has landed: a slow view delays the result by at most
+// that, and the periodic heartbeats report the exit anyway.
 const exitBeatTimeout = 5 * time.Second
 
 // RunTask runs one gang member to completion. It returns nil when the
