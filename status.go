@@ -142,7 +142,9 @@ func CloudOptionOf(o BurstOffer, gpusPerReplica int) CloudOption {
 }
 
 // String is the option for people: "start now on spot in fake-a100-spot,
-// about $4.10 expected (1×a2-highgpu-1g at $2.93/GPU-h)".
+// about $4.10 expected over 2h (1×a2-highgpu-1g at $2.93/GPU-h)" — over
+// how long it is expected to run there (the job's estimatedRuntime, else
+// its maxRuntime, with the work interruptions redo).
 func (c CloudOption) String() string {
 	verb := "start now"
 	switch {
@@ -151,8 +153,12 @@ func (c CloudOption) String() string {
 	case !c.BurstEnabled:
 		verb = "with burst enabled, it could start now"
 	}
-	return fmt.Sprintf("%s on %s in %s, about $%.2f expected (%d×%s at $%.2f/GPU-h)", verb, c.CapacityType, c.Pool,
-		c.ExpectedCost, c.Instances, c.InstanceType, c.PricePerGPUHour)
+	over := ""
+	if d := c.ExpectedDuration.Duration; d > 0 {
+		over = " over " + shortDuration(roundAbout(d))
+	}
+	return fmt.Sprintf("%s on %s in %s, about $%.2f expected%s (%d×%s at $%.2f/GPU-h)", verb, c.CapacityType, c.Pool,
+		c.ExpectedCost, over, c.Instances, c.InstanceType, c.PricePerGPUHour)
 }
 
 // String is the reason as one line: "<reason>: <detail>".

@@ -41,12 +41,12 @@ func TestPrintWhy(t *testing.T) {
 				ETA:      &gangway.ETA{P50: now.Add(42 * time.Minute), P90: now.Add(70 * time.Minute), At: now.Add(-3 * time.Second)},
 				WaitsFor: []gangway.JobID{"train-a", "train-b"},
 				Cloud: &gangway.CloudOption{Pool: "fake-a100-spot", CapacityType: gangway.CapacitySpot, InstanceType: "a2-highgpu-8g",
-					Instances: 1, PricePerGPUHour: 1.1, ExpectedCost: 4.1, BurstEnabled: true}},
+					Instances: 1, PricePerGPUHour: 1.1, ExpectedCost: 4.1, ExpectedDuration: gangway.Duration{Duration: 28 * time.Minute}, BurstEnabled: true}},
 			want: "Job big (team nlp) is Queued, attempt 1.\n" +
 				"Why: QuotaExceeded: team nlp uses 8/8 GPUs of H100 quota\n" +
 				"ETA: in 42m (P90 in 1h10m); P50 10:42:00, P90 11:10:00 (estimated 3s ago)\n" +
 				"Waits for: train-a, train-b\n" +
-				"Cloud: start now on spot in fake-a100-spot, about $4.10 expected (1×a2-highgpu-8g at $1.10/GPU-h)\n",
+				"Cloud: start now on spot in fake-a100-spot, about $4.10 expected over 28m (1×a2-highgpu-8g at $1.10/GPU-h)\n",
 		},
 		"defragmentation": {
 			output: "text",
