@@ -159,7 +159,7 @@ func newFakeSource() *fakeSource {
 				Waiting: &gangway.Waiting{Reason: string(placement.ReasonQuota), Detail: "team vision uses 2.25/2 GPUs of H100 quota", Retry: true}},
 			"done": {Status: workflows.Status{JobID: "done", Team: "nlp", Phase: gangway.PhaseSucceeded, Attempt: 1, Dollars: 1.25,
 				Assignment: &gangway.Assignment{JobID: "done", Members: []gangway.Member{{Rank: 0, NodeID: "n2", GPUs: []int{4, 5}}}},
-				Attempts: []workflows.AttemptRecord{{Attempt: 1, Pool: "onprem", GPUs: 2, Dollars: 1.25, Ended: "succeeded"}}}},
+				Attempts:   []workflows.AttemptRecord{{Attempt: 1, Pool: "onprem", GPUs: 2, Dollars: 1.25, Ended: "succeeded"}}}},
 		},
 		// Earlier this month nlp spent $10 on spot and $2 on-prem;
 		// last month does not count.

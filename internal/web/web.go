@@ -543,7 +543,6 @@ func (h *Handler) funcs() template.FuncMap {
 	}
 }
 
-
 // gpus formats a GPU count that may hold shares: "4", "2.5".
 func gpus(v float64) string {
 	if v == math.Trunc(v) {
