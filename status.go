@@ -3,6 +3,7 @@ package gangway
 import (
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -157,8 +158,18 @@ func (c CloudOption) String() string {
 	if d := c.ExpectedDuration.Duration; d > 0 {
 		over = " over " + shortDuration(roundAbout(d))
 	}
-	return fmt.Sprintf("%s on %s in %s, about $%.2f expected%s (%d×%s at $%.2f/GPU-h)", verb, c.CapacityType, c.Pool,
-		c.ExpectedCost, over, c.Instances, c.InstanceType, c.PricePerGPUHour)
+	return fmt.Sprintf("%s on %s in %s, about %s expected%s (%d×%s at %s/GPU-h)", verb, c.CapacityType, c.Pool,
+		FormatDollars(c.ExpectedCost), over, c.Instances, c.InstanceType, FormatDollars(c.PricePerGPUHour))
+}
+
+// FormatDollars formats an amount of money as Gangway shows it: cents, or
+// four decimals under a cent (a one-GPU job of seconds costs fractions of
+// one).
+func FormatDollars(v float64) string {
+	if v != 0 && math.Abs(v) < 0.01 {
+		return fmt.Sprintf("$%.4f", v)
+	}
+	return fmt.Sprintf("$%.2f", v)
 }
 
 // String is the reason as one line: "<reason>: <detail>".

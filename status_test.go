@@ -15,3 +15,20 @@ func TestNodeStatusJobs(t *testing.T) {
 		t.Errorf("Jobs of an idle node = %v, want none", got)
 	}
 }
+
+// TestFormatDollars: cents, or four decimals under a cent, so that a job of a
+// few GPU-seconds does not read as free.
+func TestFormatDollars(t *testing.T) {
+	for v, want := range map[float64]string{
+		0:       "$0.00",
+		0.0036:  "$0.0036",
+		-0.0036: "$-0.0036",
+		0.01:    "$0.01",
+		0.456:   "$0.46",
+		12.5:    "$12.50",
+	} {
+		if got := FormatDollars(v); got != want {
+			t.Errorf("FormatDollars(%v) = %q, want %q", v, got, want)
+		}
+	}
+}

@@ -45,20 +45,3 @@ n1/2  GPU-c  healthy          0.00       notebook  Xid 13 (graphics engine excep
 		t.Errorf("--gpus listed %d GPUs, want 3:\n%s", got, buf.String())
 	}
 }
-
-// TestDollars: cents, or four decimals under a cent, so that a job of a
-// few GPU-seconds does not read as free.
-func TestDollars(t *testing.T) {
-	for v, want := range map[float64]string{
-		0:       "$0.00",
-		0.0036:  "$0.0036",
-		-0.0036: "$-0.0036",
-		0.01:    "$0.01",
-		0.456:   "$0.46",
-		12.5:    "$12.50",
-	} {
-		if got := Dollars(v); got != want {
-			t.Errorf("Dollars(%v) = %q, want %q", v, got, want)
-		}
-	}
-}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"math"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -38,7 +37,7 @@ func (st JobStatus) WriteText(w io.Writer) error {
 		soFar = " (so far)"
 	}
 	fmt.Fprintf(w, "Wait:      %s   Run: %s   GPU-seconds: %.0f   Cost: %s%s\n", round(st.WaitTime), round(st.RunTime),
-		st.GPUSeconds, Dollars(st.Dollars), soFar)
+		st.GPUSeconds, gangway.FormatDollars(st.Dollars), soFar)
 	if st.LostGPUSeconds > 0 {
 		fmt.Fprintf(w, "Lost:      %.0f GPU-seconds of work redone after restarts\n", st.LostGPUSeconds)
 	}
@@ -71,7 +70,7 @@ func writeAttempts(w io.Writer, attempts []workflows.AttemptRecord, earlier *wor
 			causes[i] = fmt.Sprintf("%d %s", e.Ended[c], c)
 		}
 		fmt.Fprintf(w, "  #%d-%d (%d runs, not kept one by one): %s; %.0f GPU-seconds, %.0f lost, %s\n",
-			e.First, e.Last, e.Count, strings.Join(causes, ", "), e.GPUSeconds, e.LostGPUSeconds, Dollars(e.Dollars))
+			e.First, e.Last, e.Count, strings.Join(causes, ", "), e.GPUSeconds, e.LostGPUSeconds, gangway.FormatDollars(e.Dollars))
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "  #	POOL	CAPACITY	NODES	RAN	ENDED	RESUMED FROM	LOST GPU-S	COST\n")
@@ -87,18 +86,9 @@ func writeAttempts(w io.Writer, attempts []workflows.AttemptRecord, earlier *wor
 			ended += " by " + a.By
 		}
 		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\t%.0f\t%s\n", a.Attempt, a.Pool, a.CapacityType,
-			strings.Join(a.Nodes, ","), ran, ended, checkpointName(a.ResumedFrom), a.LostGPUSeconds, Dollars(a.Dollars))
+			strings.Join(a.Nodes, ","), ran, ended, checkpointName(a.ResumedFrom), a.LostGPUSeconds, gangway.FormatDollars(a.Dollars))
 	}
 	tw.Flush()
-}
-
-// Dollars formats an amount of money as Gangway shows it: cents, or four
-// decimals under a cent (a one-GPU job of seconds costs fractions of one).
-func Dollars(v float64) string {
-	if v != 0 && math.Abs(v) < 0.01 {
-		return fmt.Sprintf("$%.4f", v)
-	}
-	return fmt.Sprintf("$%.2f", v)
 }
 
 func checkpointName(r *workflows.CheckpointRef) string {

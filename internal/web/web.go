@@ -485,7 +485,7 @@ func checkToken(t string) string {
 func (h *Handler) funcs() template.FuncMap {
 	return template.FuncMap{
 		"url":     func(parts ...string) string { return h.o.Prefix + strings.Join(parts, "") },
-		"dollars": client.Dollars,
+		"dollars": gangway.FormatDollars,
 		"raw":     func(v float64) string { return fmt.Sprintf("%.6f", v) },
 		"gpus":    gpus,
 		"pct":     func(v float64) string { return fmt.Sprintf("%.0f%%", v*100) },
@@ -525,7 +525,7 @@ func (h *Handler) funcs() template.FuncMap {
 			}
 			return *p
 		},
-		"perGPUHour": func(o gangway.Offer) string { return client.Dollars(o.PricePerGPUHour()) + "/GPU-h" },
+		"perGPUHour": func(o gangway.Offer) string { return gangway.FormatDollars(o.PricePerGPUHour()) + "/GPU-h" },
 		"f1":         func(v float64) string { return fmt.Sprintf("%.1f", v) },
 		// n says a count with its noun: "1 node", "3 nodes".
 		"n": func(count int, one, many string) string {
