@@ -292,6 +292,9 @@ type jobPage struct {
 	// Total is what the job has cost, the run holding GPUs now up to
 	// now: Recorded for the runs that ended plus InFlight for that run.
 	Total, Recorded, InFlight float64
+	// Where says how the job holds its assignment: "Running" on it,
+	// "Ran on" it (ended), "Last placed" (waiting again).
+	Where string
 	// Checkpoints are the checkpoints the job's runs left or resumed
 	// from, oldest first.
 	Checkpoints []checkpointRow
@@ -331,7 +334,13 @@ func (h *Handler) job(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	d := jobPage{JobStatus: st, Class: h.palette(f).class(st.Team)}
+	d := jobPage{JobStatus: st, Class: h.palette(f).class(st.Team), Where: "Last placed"}
+	switch {
+	case st.Phase.Terminal():
+		d.Where = "Ran on"
+	case st.Phase == gangway.PhaseRunning || st.Phase == gangway.PhasePlaced:
+		d.Where = "Running"
+	}
 	switch n := len(st.Attempts); {
 	case st.Phase.Terminal():
 		d.Total = st.Dollars
