@@ -51,7 +51,7 @@ func TestHostBeatDoesNotOverwriteExitBeat(t *testing.T) {
 	batch := make(chan struct{})
 	go func() { h.heartbeat(context.Background()); close(batch) }()
 	<-entered // the batch has read train-1 as running
-	rt.exit()
+	rt.exited.Store(true)
 	exitBeat := make(chan struct{})
 	go func() { a.heartbeat(context.Background()); close(exitBeat) }()
 	select {

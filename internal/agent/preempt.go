@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gangwayhq/gangway"
@@ -44,20 +45,7 @@ type runningTask struct {
 	adopter *adoption
 	// exited: its process group is gone; heartbeats no longer report it,
 	// although RunTask has yet to save its checkpoint and return.
-	exited bool
-}
-
-// exit marks the task's processes gone.
-func (rt *runningTask) exit() {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	rt.exited = true
-}
-
-func (rt *runningTask) hasExited() bool {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	return rt.exited
+	exited atomic.Bool
 }
 
 // activity is the context of the activity the task runs under now.
@@ -99,7 +87,7 @@ func (t *taskTable) remove(rt *runningTask) {
 func (t *taskTable) reports() []capacity.Task {
 	var out []capacity.Task
 	for _, rt := range t.all() {
-		if rt.hasExited() {
+		if rt.exited.Load() {
 			continue
 		}
 		out = append(out, capacity.Task{JobID: rt.info.JobID, Attempt: rt.info.Attempt, Rank: rt.info.Rank,

@@ -140,7 +140,7 @@ func (a *Agent) RunTask(ctx context.Context, in workflows.RunTaskInput) (_ workf
 	// so the node says at once that this one no longer runs: its GPUs are
 	// free as soon as the workflow releases them, not a heartbeat later.
 	a.record(in, false)
-	rt.exit()
+	rt.exited.Store(true)
 	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), exitBeatTimeout)
 	a.heartbeat(bctx)
 	cancel()
