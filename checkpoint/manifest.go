@@ -38,12 +38,28 @@ type Manifest struct {
 	Step *int64 `json:"step,omitempty"`
 	// Created is when the save started, from the store's clock.
 	Created time.Time `json:"created"`
+	// Taken is when the workload finished writing the checkpoint, if the
+	// saver knows (the agent: its complete marker's time), on the saver's
+	// clock; zero when not known. A save starts after that, by up to the
+	// agent's poll interval and the wait for an earlier upload, so the
+	// work since the checkpoint is counted from Captured, not Created.
+	Taken time.Time `json:"taken,omitzero"`
 	// Layout is the GPU layout the checkpoint was taken on.
 	Layout Layout `json:"layout"`
 	// Files lists every file of the checkpoint, sorted by Path.
 	Files []File `json:"files"`
 	// TotalBytes is the sum of the files' sizes.
 	TotalBytes int64 `json:"totalBytes"`
+}
+
+// Captured is when the checkpoint's state was captured: Taken when it is
+// known and not after Created, else Created (a save never starts before
+// the state it saves exists).
+func (m Manifest) Captured() time.Time {
+	if m.Taken.IsZero() || m.Taken.After(m.Created) {
+		return m.Created
+	}
+	return m.Taken
 }
 
 // Layout is the GPU layout a checkpoint was taken on. A resumed run needs a

@@ -149,3 +149,23 @@ func TestCheckJob(t *testing.T) {
 		}
 	}
 }
+
+func TestManifestCaptured(t *testing.T) {
+	created := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name  string
+		taken time.Time
+		want  time.Time
+	}{
+		{"taken unknown", time.Time{}, created},
+		{"taken before the save", created.Add(-90 * time.Second), created.Add(-90 * time.Second)},
+		{"taken after the save (another clock)", created.Add(time.Second), created},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := Manifest{Created: created, Taken: tc.taken}
+			if got := m.Captured(); !got.Equal(tc.want) {
+				t.Errorf("Captured() = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -43,9 +43,9 @@ var (
 // there is one, the checkpoint ID.
 type Store interface {
 	// Save uploads the files under dir as a new checkpoint of job and
-	// returns its completed manifest. From m it takes Attempt, Layout and
-	// Step; when Step is nil it is read from the workload's report in dir
-	// (ReadStep), if any. ID, Created, Files, TotalBytes and Format are
+	// returns its completed manifest. From m it takes Attempt, Layout,
+	// Taken and Step; when Step is nil it is read from the workload's
+	// report in dir (ReadStep), if any. ID, Created, Files, TotalBytes and Format are
 	// filled in. dir must hold at least one file and must not change while
 	// Save runs (a file that does is an error). Empty directories are not
 	// kept. Save is not idempotent: every call that succeeds adds a

@@ -230,7 +230,9 @@ type LatestCheckpointInput struct {
 	JobID gangway.JobID `json:"jobId"`
 }
 
-// CheckpointRef names a checkpoint in the store the agents share.
+// CheckpointRef names a checkpoint in the store the agents share. At is
+// when its state was captured (checkpoint.Manifest.Captured): the work
+// since then is what a stop without a newer one loses.
 type CheckpointRef struct {
 	ID    string    `json:"id"`
 	Step  *int64    `json:"step,omitempty"`

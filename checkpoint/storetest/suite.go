@@ -270,7 +270,8 @@ func testRoundTrip(t *testing.T, s *suite) {
 		"name with spaces & ünïcode.txt": []byte("hello"),
 		"step":                           []byte("1200\n"),
 	}
-	in := checkpoint.Manifest{Attempt: 2, Layout: checkpoint.Layout{Replicas: 2, GPUsPerReplica: 8, GPUModel: "H100"}}
+	taken := time.Date(2026, 1, 2, 3, 4, 5, 6000, time.UTC)
+	in := checkpoint.Manifest{Attempt: 2, Taken: taken, Layout: checkpoint.Layout{Replicas: 2, GPUsPerReplica: 8, GPUModel: "H100"}}
 	saved, err := s.store.Save(ctx, "train-1", tr.write(t), in)
 	if err != nil {
 		t.Fatalf("Save: %v", err)
@@ -282,6 +283,7 @@ func testRoundTrip(t *testing.T, s *suite) {
 		Attempt:    2,
 		Step:       ptr[int64](1200),
 		Created:    saved.Created,
+		Taken:      taken,
 		Layout:     in.Layout,
 		Files:      tr.files(),
 		TotalBytes: tr.total(),

@@ -37,6 +37,7 @@ type fakeCapacity struct {
 	heartbeatErr error
 	logs         map[gangway.JobID][]gangway.LogLine
 	checkpoints  []string // "<job>/<attempt>", one per RecordCheckpoint
+	checkpointAt []time.Time
 	done         []string // "<job>/<attempt>/<rank>", one per RecordTaskDone
 }
 
@@ -71,6 +72,7 @@ func (c *fakeCapacity) RecordCheckpoint(_ context.Context, jobID gangway.JobID, 
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.checkpoints = append(c.checkpoints, fmt.Sprintf("%s/%d", jobID, attempt))
+	c.checkpointAt = append(c.checkpointAt, at)
 	return nil
 }
 

@@ -330,7 +330,24 @@ func (u *uploader) takeOver() {
 		if err := os.Remove(filepath.Join(dst, CompleteMarker)); err != nil {
 			u.log.Warn("cannot remove checkpoint marker", "dir", dst, "error", err)
 		}
+		// The directory keeps the marker's time, when the workload
+		// finished writing, for save (takenAt): the work since the
+		// checkpoint counts from then, not from when the upload starts.
+		if err := os.Chtimes(dst, c.at, c.at); err != nil {
+			u.log.Warn("cannot keep the checkpoint's time", "dir", dst, "error", err)
+		}
 	}
+}
+
+// takenAt is when the workload finished writing the checkpoint in dir, an
+// entry of uploading/: the time takeOver gave the directory. Zero when it
+// cannot be read (the save then counts from its own start).
+func takenAt(dir string) time.Time {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return time.Time{}
+	}
+	return fi.ModTime()
 }
 
 // pending lists uploading/, oldest first.
@@ -354,7 +371,7 @@ func (u *uploader) pending() ([]string, error) {
 func (u *uploader) save(ctx context.Context, dir string, final bool) {
 	in := u.in
 	start := time.Now()
-	m, err := u.store.Save(ctx, in.JobID, dir, checkpoint.Manifest{Attempt: in.Attempt, Layout: checkpoint.Layout{
+	m, err := u.store.Save(ctx, in.JobID, dir, checkpoint.Manifest{Attempt: in.Attempt, Taken: takenAt(dir), Layout: checkpoint.Layout{
 		Replicas: in.WorldSize, GPUsPerReplica: len(in.GPUs), GPUModel: u.a.cfg.Node.Model()}})
 	took := time.Since(start)
 	u.a.observe(CheckpointTransfer{Op: OpSave, JobID: in.JobID, Attempt: in.Attempt, Rank: in.Rank,
@@ -371,14 +388,14 @@ func (u *uploader) save(ctx context.Context, dir string, final bool) {
 		return
 	}
 	u.mu.Lock()
-	u.newest = workflows.CheckpointRef{ID: m.ID, Step: m.Step, At: m.Created, Bytes: m.TotalBytes}
+	u.newest = workflows.CheckpointRef{ID: m.ID, Step: m.Step, At: m.Captured(), Bytes: m.TotalBytes}
 	u.lastTook = took
 	u.mu.Unlock()
 	u.log.Info("checkpoint saved", "checkpoint", m.ID, "step", stepAttr(m.Step), "bytes", m.TotalBytes,
 		"files", len(m.Files), "took", took.Round(time.Millisecond), "final", final)
 	// The dispatch loop prices moves and preemptions by the work since
 	// the newest checkpoint; a record lost only makes the job look dearer.
-	if err := u.a.cap.RecordCheckpoint(ctx, in.JobID, in.Attempt, m.Created); err != nil {
+	if err := u.a.cap.RecordCheckpoint(ctx, in.JobID, in.Attempt, m.Captured()); err != nil {
 		u.log.Warn("cannot record the checkpoint in the view", "checkpoint", m.ID, "error", err)
 	}
 	if err := os.RemoveAll(dir); err != nil {

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -257,13 +258,59 @@ func TestRunTaskSavesPeriodicCheckpoints(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if last := beats[len(beats)-1]; last.ID != latest.ID || last.Bytes != latest.TotalBytes || !last.At.Equal(latest.Created) {
-		t.Errorf("last heartbeat carried %+v, want the latest checkpoint %s (%d bytes, %v)", last, latest.ID, latest.TotalBytes, latest.Created)
+	if last := beats[len(beats)-1]; last.ID != latest.ID || last.Bytes != latest.TotalBytes || !last.At.Equal(latest.Captured()) {
+		t.Errorf("last heartbeat carried %+v, want the latest checkpoint %s (%d bytes, %v)", last, latest.ID, latest.TotalBytes, latest.Captured())
 	}
 	for _, f := range latest.Files {
 		if f.Path == CompleteMarker {
 			t.Errorf("the completion marker was saved with the checkpoint")
 		}
+	}
+}
+
+// TestRunTaskCheckpointTimeIsWhenWritten: a checkpoint's time — in the
+// store, the heartbeats and the view, from which the work since it counts
+// — is when the workload marked it complete, not when the agent got to
+// uploading it (up to a poll interval and an earlier upload later). The
+// marker is backdated a minute so that the two cannot coincide.
+func TestRunTaskCheckpointTimeIsWhenWritten(t *testing.T) {
+	h := newCkptHarness(t, nil)
+	var mu sync.Mutex
+	var beat workflows.CheckpointRef
+	h.watchHeartbeats(func(p workflows.RunTaskProgress) {
+		mu.Lock()
+		defer mu.Unlock()
+		if p.Checkpoint.ID != "" {
+			beat = p.Checkpoint
+		}
+	})
+	written := time.Now().Add(-time.Minute).Truncate(time.Second)
+	script := fmt.Sprintf(`d="$GANGWAY_CHECKPOINT_DIR/step-7"; mkdir -p "$d"; echo 7 > "$d/step"; `+
+		`touch -d @%d "$d/COMPLETE"; while [ -e "$d" ]; do sleep 0.01; done; sleep 0.2`, written.Unix())
+	if _, err := h.run(h.rank0(script, 2)); err != nil {
+		t.Fatalf("RunTask: %v", err)
+	}
+	latest, err := h.store.Latest(context.Background(), "train-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !latest.Taken.Equal(written) || !latest.Captured().Equal(written) {
+		t.Errorf("stored checkpoint taken %v (captured %v), want %v, when its marker was written", latest.Taken, latest.Captured(), written)
+	}
+	if !latest.Created.After(written.Add(30 * time.Second)) {
+		t.Errorf("save started %v, want about now, not the marker's time %v", latest.Created, written)
+	}
+	mu.Lock()
+	got := beat
+	mu.Unlock()
+	if got.ID != latest.ID || !got.At.Equal(written) {
+		t.Errorf("heartbeat carried %+v, want %s at %v", got, latest.ID, written)
+	}
+	h.cap.mu.Lock()
+	recorded := slices.Clone(h.cap.checkpointAt)
+	h.cap.mu.Unlock()
+	if len(recorded) != 1 || !recorded[0].Equal(written) {
+		t.Errorf("checkpoint times recorded in the view %v, want [%v]", recorded, written)
 	}
 }
 

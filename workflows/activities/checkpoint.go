@@ -43,7 +43,8 @@ func (c *Checkpoints) LatestCheckpoint(ctx context.Context, in workflows.LatestC
 	return RefOf(m), nil
 }
 
-// RefOf is the reference to a checkpoint the workflow keeps.
+// RefOf is the reference to a checkpoint the workflow keeps; its At is
+// when the state was captured, from which the work since it counts.
 func RefOf(m checkpoint.Manifest) workflows.CheckpointRef {
-	return workflows.CheckpointRef{ID: m.ID, Step: m.Step, At: m.Created, Bytes: m.TotalBytes}
+	return workflows.CheckpointRef{ID: m.ID, Step: m.Step, At: m.Captured(), Bytes: m.TotalBytes}
 }
