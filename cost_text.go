@@ -32,11 +32,11 @@ func (sum CostSummary) WriteText(w io.Writer) error {
 	row := func(group string, r CostRow) {
 		saved := "-"
 		if r.SpotSavedDollars != nil {
-			saved = fmt.Sprintf("%.2f", *r.SpotSavedDollars)
+			saved = cell(*r.SpotSavedDollars, 2)
 		}
-		fmt.Fprintf(tw, "%-*s\t%.1f\t%.1f\t%.1f\t%.2f\t%.2f\t%.2f\t%.2f\t%s\t%d\t\n", width, group,
-			r.GPUHours.OnPrem, r.GPUHours.Spot, r.GPUHours.OnDemand,
-			r.Dollars.OnPrem, r.Dollars.Spot, r.Dollars.OnDemand, r.TotalDollars, saved, r.InFlight)
+		fmt.Fprintf(tw, "%-*s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t\n", width, group,
+			cell(r.GPUHours.OnPrem, 1), cell(r.GPUHours.Spot, 1), cell(r.GPUHours.OnDemand, 1),
+			cell(r.Dollars.OnPrem, 2), cell(r.Dollars.Spot, 2), cell(r.Dollars.OnDemand, 2), cell(r.TotalDollars, 2), saved, r.InFlight)
 	}
 	unknown := false
 	for i, r := range sum.Rows {
@@ -59,6 +59,21 @@ func (sum CostSummary) WriteText(w io.Writer) error {
 		fmt.Fprintf(w, "\nIN FLIGHT counts runs still going (%d in all): their GPU-hours and dollars are the cost so far.\n", sum.Total.InFlight)
 	}
 	return nil
+}
+
+// cell formats one of the table's numbers to decimals places, or, where
+// that would print a nonzero amount as zero (a few GPU-minutes, a
+// fraction of a cent), to its first two significant digits: usage that
+// happened never reads as none.
+func cell(v float64, decimals int) string {
+	zero := func(s string) bool { return strings.Trim(s, "-0.") == "" }
+	s := strconv.FormatFloat(v, 'f', decimals, 64)
+	for d := decimals + 1; v != 0 && zero(s) && d <= 6; d++ {
+		if t := strconv.FormatFloat(v, 'f', d, 64); !zero(t) {
+			return strconv.FormatFloat(v, 'f', d+1, 64)
+		}
+	}
+	return s
 }
 
 // WriteCSV writes one line per group, full precision, savings empty where
