@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -306,7 +307,10 @@ func (t *Trace) ScalePrices(price float64) *Trace {
 	out := *t
 	out.Prices = make([]float64, len(t.Prices))
 	for i, p := range t.Prices {
-		out.Prices[i] = p * price / mean
+		// To a millionth of a dollar an hour: the mean of a constant
+		// trace is not its price to the last bit, and 12.0000000000008
+		// is not a price anyone quotes.
+		out.Prices[i] = math.Round(p*price/mean*1e6) / 1e6
 	}
 	return &out
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -130,6 +131,8 @@ func TestTraceScalePrices(t *testing.T) {
 		"scaled to the mean": {prices: []float64{1, 3}, price: 10, want: []float64{5, 15}},
 		"no prices":          {prices: nil, price: 10, want: nil},
 		"no price":           {prices: []float64{1, 3}, price: 0, want: []float64{1, 3}},
+		// A constant trace's mean is not its price to the last bit.
+		"constant, exactly the price": {prices: slices.Repeat([]float64{0.918}, 5000), price: 12, want: slices.Repeat([]float64{12}, 5000)},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
