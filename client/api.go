@@ -152,7 +152,7 @@ func codeOfStatus(status int) string {
 
 func jobPath(id gangway.JobID, rest string) string { return "/v1/jobs/" + url.PathEscape(id) + rest }
 
-func (a *apiClient) submit(ctx context.Context, spec gangway.JobSpec, _ SubmitOptions) (gangway.JobID, error) {
+func (a *apiClient) submit(ctx context.Context, spec gangway.JobSpec, o SubmitOptions) (gangway.JobID, error) {
 	spec.Default()
 	if err := spec.Validate(); err != nil {
 		return "", err
@@ -161,11 +161,14 @@ func (a *apiClient) submit(ctx context.Context, spec gangway.JobSpec, _ SubmitOp
 	if err != nil {
 		return "", fmt.Errorf("encode job spec: %w", err)
 	}
-	var out struct {
-		JobID gangway.JobID `json:"jobId"`
-	}
+	var out Submitted
 	if err := a.do(ctx, http.MethodPost, "/v1/jobs", nil, bytes.NewReader(body), "application/yaml", &out); err != nil {
 		return "", err
+	}
+	if o.Warn != nil {
+		for _, msg := range out.Warnings {
+			o.Warn(msg)
+		}
 	}
 	return out.JobID, nil
 }

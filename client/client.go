@@ -119,6 +119,11 @@ type SubmitOptions struct {
 	// (gangway.AllowEnv); none is the strict default. The user API's
 	// server applies its own.
 	Validate []gangway.ValidateOption
+	// Warn, when set, is told what the submission could not check and
+	// accepted all the same: while Redis does not answer, the spec is not
+	// checked against the fleet (the job waits until the view is back,
+	// and its waiting reason says so if it can never fit).
+	Warn func(msg string)
 }
 
 // Node is a node as `gangway nodes` shows it: the view's node status and

@@ -21,36 +21,24 @@ type direct struct {
 
 var _ backend = (*direct)(nil)
 
-// Submit validates spec — on its own and, when the client has a View,
-// against the registered fleet and the cloud pools the servers publish —
-// and starts its workflow. Nothing is
-// queued when validation fails. A job whose name is already taken returns
+// Submit validates spec — on its own and, when the client has a View that
+// answers, against the registered fleet and the cloud pools the servers
+// publish (o.Warn hears when it does not) — and starts its workflow.
+// Nothing is queued when validation fails. A job whose name is already taken returns
 // ErrJobExists and changes nothing.
 func (c *direct) submit(ctx context.Context, spec gangway.JobSpec, o SubmitOptions) (gangway.JobID, error) {
 	spec.Default()
 	if err := spec.Validate(o.Validate...); err != nil {
 		return "", err
 	}
-	if c.view != nil {
-		fleet, err := c.view.FleetNodes(ctx)
-		if err != nil {
-			return "", fmt.Errorf("read fleet: %w", reach(err))
+	if err := c.checkFleet(ctx, spec); errors.Is(err, ErrUnavailable) {
+		// The job's workflow, in Temporal, is what accepting it means;
+		// the view only answers whether it could ever fit.
+		if o.Warn != nil {
+			o.Warn(fmt.Sprintf("job %s is not checked against the fleet (%v); it is submitted and waits until the view is back", spec.Name, err))
 		}
-		offers, err := c.view.CloudOffers(ctx)
-		if err != nil {
-			return "", fmt.Errorf("read cloud offers: %w", reach(err))
-		}
-		// A cloud pool counts as its offer, whether or not instances of it
-		// are up now: the answer must not depend on what happens to run.
-		fn := gangway.FleetOfOffers(offers)
-		for _, n := range fleet {
-			if !slices.ContainsFunc(offers, func(o gangway.Offer) bool { return o.Pool == n.Pool }) {
-				fn = append(fn, gangway.FleetOf([]gangway.Node{n})...)
-			}
-		}
-		if err := spec.ValidateFleet(fn); err != nil {
-			return "", err
-		}
+	} else if err != nil {
+		return "", err
 	}
 	err := reach(c.jobs.Start(ctx, spec, jobs.StartOptions{Timing: o.Timing, Limits: o.Limits}))
 	if errors.Is(err, ErrJobExists) {
@@ -60,6 +48,32 @@ func (c *direct) submit(ctx context.Context, spec gangway.JobSpec, o SubmitOptio
 		return "", err
 	}
 	return spec.Name, nil
+}
+
+// checkFleet validates spec against the registered fleet and the cloud
+// pools the servers publish; ErrUnavailable when the view does not
+// answer, nil without a view.
+func (c *direct) checkFleet(ctx context.Context, spec gangway.JobSpec) error {
+	if c.view == nil {
+		return nil
+	}
+	fleet, err := c.view.FleetNodes(ctx)
+	if err != nil {
+		return fmt.Errorf("read fleet: %w", reach(err))
+	}
+	offers, err := c.view.CloudOffers(ctx)
+	if err != nil {
+		return fmt.Errorf("read cloud offers: %w", reach(err))
+	}
+	// A cloud pool counts as its offer, whether or not instances of it
+	// are up now: the answer must not depend on what happens to run.
+	fn := gangway.FleetOfOffers(offers)
+	for _, n := range fleet {
+		if !slices.ContainsFunc(offers, func(o gangway.Offer) bool { return o.Pool == n.Pool }) {
+			fn = append(fn, gangway.FleetOf([]gangway.Node{n})...)
+		}
+	}
+	return spec.ValidateFleet(fn)
 }
 
 // Status returns the job's live status (a query) or, once finished, its
@@ -75,6 +89,10 @@ func (c *direct) status(ctx context.Context, id gangway.JobID) (JobStatus, error
 		return st, err
 	}
 	if st.Status, err = c.jobs.Query(ctx, id); err != nil {
+		if timedOut(err) {
+			// Temporal answered Describe: it is the workflow that did not.
+			return JobStatus{}, unanswered(id)
+		}
 		return JobStatus{}, notFound(id, err)
 	}
 	if c.view != nil && (st.Phase == gangway.PhaseQueued || st.Phase == gangway.PhaseRequeued) {

@@ -124,3 +124,11 @@ func (s *JobStatus) UnmarshalJSON(b []byte) error {
 
 // Summary is one row of List: the job workflows' own summary.
 type Summary = jobs.Summary
+
+// Submitted is the user API's answer to a submit: the job's ID and team,
+// and what the server accepted without checking (SubmitOptions.Warn).
+type Submitted struct {
+	JobID    gangway.JobID `json:"jobId"`
+	Team     string        `json:"team"`
+	Warnings []string      `json:"warnings,omitempty"`
+}

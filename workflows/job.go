@@ -28,10 +28,22 @@ var serverActivity = workflow.ActivityOptions{
 // serverLocal is serverActivity as a local activity: run by the worker
 // that runs the workflow task, in it, with one marker in the history
 // instead of an activity task's round trip and its six events.
+//
+// A local activity's tries stop at its ScheduleToCloseTimeout, which
+// defaults to its StartToCloseTimeout: 10 s of Redis or ledger outage
+// would end them, and with them the job ("cancelled while queueing"), its
+// release or its usage record. serverActivity's tries have no limit;
+// serverRetryLimit is the same in practice.
 var serverLocal = workflow.LocalActivityOptions{
-	StartToCloseTimeout: serverActivity.StartToCloseTimeout,
-	RetryPolicy:         serverActivity.RetryPolicy,
+	StartToCloseTimeout:    serverActivity.StartToCloseTimeout,
+	ScheduleToCloseTimeout: serverRetryLimit,
+	RetryPolicy:            serverActivity.RetryPolicy,
 }
+
+// serverRetryLimit is how long a server-side local activity is tried
+// before the job gives up on it: longer than any outage a job should
+// outlive.
+const serverRetryLimit = 365 * 24 * time.Hour
 
 // server runs one of the short server-side activities (Enqueue,
 // CheckPlacement, Dequeue, Release, RecordUsage, LatestCheckpoint): as a

@@ -44,11 +44,27 @@ type fakeActivities struct {
 	// taskDone answers TaskDone (nil: no task-done records).
 	taskDone func(TaskDoneInput) bool
 	asked    []TaskDoneInput
+	// down, when set, is asked before each server-side activity runs
+	// (Enqueue, Dequeue, Release, RecordUsage, LatestCheckpoint,
+	// CheckPlacement): an error fails that try, as an outage of Redis or
+	// the ledger would.
+	down func(activity string) error
+}
+
+// outage is down's answer for one activity.
+func (f *fakeActivities) outage(name string) error {
+	if f.down == nil {
+		return nil
+	}
+	return f.down(name)
 }
 
 func (f *fakeActivities) register(env *testsuite.TestWorkflowEnvironment) {
 	env.RegisterWorkflowWithOptions(JobWorkflow, workflow.RegisterOptions{Name: WorkflowName})
 	env.RegisterActivityWithOptions(func(_ context.Context, in EnqueueInput) error {
+		if err := f.outage(ActivityEnqueue); err != nil {
+			return err
+		}
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		f.enqueued = append(f.enqueued, in.Entry.Attempt)
@@ -56,12 +72,18 @@ func (f *fakeActivities) register(env *testsuite.TestWorkflowEnvironment) {
 		return nil
 	}, activity.RegisterOptions{Name: ActivityEnqueue})
 	env.RegisterActivityWithOptions(func(_ context.Context, _ DequeueInput) error {
+		if err := f.outage(ActivityDequeue); err != nil {
+			return err
+		}
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		f.dequeued++
 		return nil
 	}, activity.RegisterOptions{Name: ActivityDequeue})
 	env.RegisterActivityWithOptions(func(_ context.Context, in ReleaseInput) (int, error) {
+		if err := f.outage(ActivityRelease); err != nil {
+			return 0, err
+		}
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		f.released = append(f.released, in.Attempt)
@@ -78,6 +100,9 @@ func (f *fakeActivities) register(env *testsuite.TestWorkflowEnvironment) {
 		return RunTaskResult{}, f.run(ctx, in)
 	}, activity.RegisterOptions{Name: ActivityRunTask})
 	env.RegisterActivityWithOptions(func(_ context.Context, in RecordUsageInput) error {
+		if err := f.outage(ActivityRecordUsage); err != nil {
+			return err
+		}
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		f.usage = append(f.usage, in.Segment)
@@ -90,6 +115,9 @@ func (f *fakeActivities) register(env *testsuite.TestWorkflowEnvironment) {
 		return nil
 	}, activity.RegisterOptions{Name: ActivityRecordRun})
 	env.RegisterActivityWithOptions(func(_ context.Context, _ LatestCheckpointInput) (CheckpointRef, error) {
+		if err := f.outage(ActivityLatestCheckpoint); err != nil {
+			return CheckpointRef{}, err
+		}
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		return f.checkpoint, nil
@@ -112,6 +140,9 @@ func (f *fakeActivities) register(env *testsuite.TestWorkflowEnvironment) {
 		return AwaitNodesResult{}, nil
 	}, activity.RegisterOptions{Name: ActivityAwaitNodes})
 	env.RegisterActivityWithOptions(func(_ context.Context, in CheckPlacementInput) (CheckPlacementResult, error) {
+		if err := f.outage(ActivityCheckPlacement); err != nil {
+			return CheckPlacementResult{}, err
+		}
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		f.checked++
@@ -520,5 +551,48 @@ func TestJobWorkflowRejectsInvalidSpec(t *testing.T) {
 	}
 	if !contains(ae.Error(), "gang.gpusPerReplica") || len(f.enqueued) != 0 {
 		t.Errorf("error %q, enqueued %v; want the field named and nothing queued", ae.Error(), f.enqueued)
+	}
+}
+
+// TestJobWorkflowOutlivesAnOutage: while Redis (or the ledger) does not
+// answer, the server-side activities fail, try after try, for longer than
+// any one try may take; the job waits them out and ends as it would have —
+// queued, run, its GPUs released, its usage recorded — rather than give up
+// on the first activity to run out of tries ("cancelled while queueing").
+func TestJobWorkflowOutlivesAnOutage(t *testing.T) {
+	const failures = 9 // backoffs of 0.2 s doubling to 10 s: about 33 s
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	f := &fakeActivities{}
+	tries := map[string]int{}
+	f.down = func(name string) error {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if tries[name]++; tries[name] <= failures {
+			return fmt.Errorf("%s: dial tcp 127.0.0.1:6379: connect: connection refused", name)
+		}
+		return nil
+	}
+	f.register(env)
+	spec := testSpec(1, 1, 0)
+	// Placed once the enqueue has got through.
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(SignalPlaced, assignment(1, 1, 1)) }, 2*time.Minute)
+	st := runJob(t, env, spec)
+
+	if st.Phase != gangway.PhaseSucceeded {
+		t.Fatalf("job ended %s (%s), want Succeeded", st.Phase, st.Reason)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if diff := cmp.Diff([]int{1}, f.enqueued); diff != "" {
+		t.Errorf("enqueued attempts (-want +got):\n%s", diff)
+	}
+	if len(f.released) == 0 || len(f.usage) != 1 {
+		t.Errorf("released %v, usage segments %d: want the GPUs released and one segment recorded", f.released, len(f.usage))
+	}
+	for _, name := range []string{ActivityEnqueue, ActivityCheckPlacement, ActivityRelease, ActivityRecordUsage} {
+		if tries[name] <= failures {
+			t.Errorf("%s tried %d times, want past the %d failures", name, tries[name], failures)
+		}
 	}
 }

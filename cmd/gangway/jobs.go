@@ -90,7 +90,8 @@ the end; exit non-zero unless it Succeeded.`,
 				return fmt.Errorf("%s: %w", args[0], err)
 			}
 			return a.withClient(cmd, output, func(ctx context.Context, cl *client.Client) error {
-				id, err := cl.Submit(ctx, spec, client.SubmitOptions{})
+				id, err := cl.Submit(ctx, spec, client.SubmitOptions{
+					Warn: func(msg string) { fmt.Fprintf(cmd.ErrOrStderr(), "gangway: warning: %s\n", msg) }})
 				if err != nil {
 					return err
 				}

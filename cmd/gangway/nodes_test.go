@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -79,7 +81,7 @@ func TestNodesShowsLostAfterTTL(t *testing.T) {
 
 // TestCommandsWithAServiceDown: through the user API, with Redis
 // unreachable the commands whose data is in Temporal (list, status, why,
-// cancel) still work — status and why saying in one line that Redis is
+// cancel, submit) still work — status and why saying in one line that Redis is
 // unreachable and what that hides — and the ones that need Redis (nodes,
 // cordon) fail with that one line; with Temporal unreachable, nodes works
 // and status and logs (whose owner Temporal knows) fail with one line
@@ -145,6 +147,10 @@ func TestCommandsWithAServiceDown(t *testing.T) {
 	temporalDown := []string{"--api", urlNoTemporal, "--token", token2}
 	redisLine := "redis is unreachable: dial tcp " + down + ": connect: connection refused"
 	temporalLine := "temporal is unreachable: dial tcp " + down + ": connect: connection refused"
+	specFile := filepath.Join(t.TempDir(), "late.yaml")
+	if err := os.WriteFile(specFile, []byte("name: late\nteam: ml\ncommand: [\"true\"]\ngang: {replicas: 1, gpusPerReplica: 1}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 
 	for _, tt := range []struct {
 		name     string
@@ -164,6 +170,12 @@ func TestCommandsWithAServiceDown(t *testing.T) {
 		// The API asks Temporal whose job it is before it shows its logs.
 		{name: "logs without temporal", args: append([]string{"logs", "train"}, temporalDown...), wantLine: temporalLine, wantErr: true},
 		{name: "status without temporal", args: append([]string{"status", "train"}, temporalDown...), wantLine: temporalLine, wantErr: true},
+		// Accepting a job is starting its workflow; the fleet check is
+		// skipped, and said so.
+		{name: "submit without redis", args: append([]string{"submit", specFile}, redisDown...), wantOut: "job late submitted",
+			wantLine: "warning: job late is not checked against the fleet (read fleet: " + redisLine + "); it is submitted and waits until the view is back"},
+		{name: "status of the job submitted without redis", args: append([]string{"status", "late"}, redisDown...), wantOut: "Job:       late (team ml)",
+			wantLine: "warning: " + redisLine + "; why the job waits is not shown"},
 		{name: "cancel without redis", args: append([]string{"cancel", "train"}, redisDown...), wantOut: "cancel"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -35,14 +35,19 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, id Identity) err
 	if err == nil && !id.InTeam(spec.Team) {
 		err = forbidden(id, spec.Team, ": a job is submitted as one of its user's teams")
 	}
+	var warnings []string
 	if err == nil {
-		_, err = s.o.Client.Submit(r.Context(), spec, client.SubmitOptions{Validate: s.o.Validate})
+		_, err = s.o.Client.Submit(r.Context(), spec, client.SubmitOptions{Validate: s.o.Validate,
+			Warn: func(msg string) { warnings = append(warnings, msg) }})
 	}
 	s.audit(r, id, "submit", target, err)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, map[string]string{"jobId": spec.Name, "team": spec.Team})
+	for _, msg := range warnings {
+		s.o.Log.Warn("job submitted unchecked", "job", spec.Name, "why", msg)
+	}
+	writeJSON(w, http.StatusCreated, client.Submitted{JobID: gangway.JobID(spec.Name), Team: spec.Team, Warnings: warnings})
 	return nil
 }
 
