@@ -20,6 +20,7 @@ import (
 
 	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/client"
+	"github.com/gangwayhq/gangway/internal/accounting"
 	"github.com/gangwayhq/gangway/internal/capacity"
 	"github.com/gangwayhq/gangway/internal/config"
 	"github.com/gangwayhq/gangway/internal/devstack"
@@ -322,7 +323,7 @@ func TestChaosOnRealServers(t *testing.T) {
 	leaked := c.leaked(ctx)
 	mismatch := 0
 	for id, st := range results {
-		if why := ledgerMismatch(ctx, s, id, st); why != "" {
+		if why := ledgerMismatch(ctx, s.Ledger, id, st); why != "" {
 			mismatch++
 			t.Logf("ledger mismatch: %s: %s", id, why)
 		}
@@ -588,8 +589,8 @@ func boolInt(b bool) int {
 // ledgerMismatch says how the SQL ledger disagrees with a job's result:
 // its segments (one per run) and their GPU-seconds and dollars; "" when it
 // agrees.
-func ledgerMismatch(ctx context.Context, s *stack, id string, st workflows.Status) string {
-	tot, err := s.Ledger.PerJob(ctx, id)
+func ledgerMismatch(ctx context.Context, ledger *accounting.Ledger, id string, st workflows.Status) string {
+	tot, err := ledger.PerJob(ctx, id)
 	if err != nil {
 		return err.Error()
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -146,4 +147,124 @@ func TestTemporalOutageOnRealServers(t *testing.T) {
 	}
 	t.Logf("%d tasks started, each once; every job ended in its first attempt; %d tasks orphaned by the outage, %d adoptions",
 		starts, orphaned, adopted)
+}
+
+// redisOutage is how long redis-server is stopped: long enough that a job
+// submitted into it — whose submit spends about 10 s finding the view
+// does not answer — then meets more than the 10 s a server-side
+// activity's one try may take, and far longer than the agents' heartbeats
+// may be late before their node is called lost.
+const redisOutage = 30 * time.Second
+
+// TestRedisOutageOnRealServers SIGSTOPs redis-server — up, but answering
+// nothing, as a hung or partitioned Redis is — for 30 s under running
+// jobs, and SIGCONTs it. A gang running across the outage finishes; a job
+// that exits during it is released and billed once Redis answers; a job
+// submitted during it is accepted (with a warning that it was not checked
+// against the fleet), queued when Redis answers, and runs. Each ends
+// Succeeded in its first attempt, every member started once, no GPU held
+// twice, nothing left allocated, and the ledger agrees with every job.
+func TestRedisOutageOnRealServers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real servers and runs real processes")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	logf, err := os.Create(filepath.Join(dir, "stack.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	rec := &record{}
+	st, err := fullstack.Start(ctx, fullstack.Options{
+		Dir: dir, Headless: true, Log: slog.New(slog.NewTextHandler(logf, nil)),
+		Nodes:  agent.FakeFleet("node", "onprem", []agent.NodeShape{{Count: 3, GPUs: 4, Model: "H100"}}),
+		Agent:  agent.Config{HeartbeatInterval: 500 * time.Millisecond, Recorder: rec},
+		Server: &fullstack.ServerOptions{},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	defer func() {
+		if t.Failed() {
+			data, _ := os.ReadFile(logf.Name())
+			t.Logf("stack log:\n%s", tail(string(data), 8000))
+		}
+	}()
+	cl := client.New(jobs.New(st.TemporalClient), st.View)
+	timing := client.SubmitOptions{Timing: workflows.Timing{HeartbeatTimeout: 3 * time.Second, StartTimeout: 30 * time.Second}}
+	sh := func(name string, replicas, gpus int, script string) gangway.JobSpec {
+		return gangway.JobSpec{Name: name, Team: "ml", Command: []string{"/bin/sh", "-c", script},
+			Gang: gangway.Gang{Replicas: replicas, GPUsPerReplica: gpus}}
+	}
+	before := []gangway.JobSpec{
+		sh("across", 2, 4, "sleep 45"), // runs on after Redis answers again
+		sh("ends-during", 1, 2, "sleep 6"),
+	}
+	for _, s := range before {
+		if _, err := cl.Submit(ctx, s, timing); err != nil {
+			t.Fatalf("submit %s: %v", s.Name, err)
+		}
+	}
+	waitFor(t, ctx, "every member running", func() bool {
+		n := 0
+		for _, node := range []string{"node-0", "node-1", "node-2"} {
+			n += rec.running(node)
+		}
+		return n == 3
+	})
+
+	t.Logf("stopping redis-server (pid %d) for %s", st.Redis.Pid(), redisOutage)
+	if err := syscall.Kill(st.Redis.Pid(), syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
+	resumed := false
+	resume := func() {
+		if !resumed {
+			resumed = true
+			if err := syscall.Kill(st.Redis.Pid(), syscall.SIGCONT); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	defer resume()
+	late := sh("submitted-during", 1, 2, "sleep 1")
+	var warnings []string
+	submitOpts := timing
+	submitOpts.Warn = func(msg string) { warnings = append(warnings, msg) }
+	if _, err := cl.Submit(ctx, late, submitOpts); err != nil {
+		t.Fatalf("submit %s while Redis is stopped: %v", late.Name, err)
+	}
+	if len(warnings) != 1 || !strings.Contains(warnings[0], "not checked against the fleet") {
+		t.Errorf("submit while Redis is stopped warned %q, want that the fleet was not checked", warnings)
+	}
+	time.Sleep(time.Until(stopped.Add(redisOutage)))
+	resume()
+	t.Log("redis-server answers again")
+
+	for _, s := range append(before, late) {
+		res, err := cl.Result(ctx, s.Name)
+		if err != nil {
+			t.Fatalf("result of %s: %v", s.Name, err)
+		}
+		if res.Phase != gangway.PhaseSucceeded || res.Attempt != 1 || res.InfraRestarts != 0 {
+			t.Errorf("%s ended %s at attempt %d after %d infrastructure restarts: %q; want Succeeded in attempt 1",
+				s.Name, res.Phase, res.Attempt, res.InfraRestarts, res.Reason)
+		}
+		if why := ledgerMismatch(ctx, st.Ledger, s.Name, res); why != "" {
+			t.Errorf("%s: the ledger disagrees with the job: %s", s.Name, why)
+		}
+	}
+	starts := rec.checkNoDoubleBooking(t)
+	if starts != 4 {
+		t.Errorf("the agents started %d tasks, want the 4 members once each", starts)
+	}
+	waitFor(t, ctx, "nothing left allocated", func() bool {
+		allocs, err := st.View.Allocations(ctx)
+		return err == nil && len(allocs) == 0
+	})
+	t.Logf("%d tasks started, each once; every job ended Succeeded in its first attempt across a %s Redis outage", starts, redisOutage)
 }
