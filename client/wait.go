@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/gangwayhq/gangway"
@@ -89,7 +90,7 @@ func (c *Client) WaitDrained(ctx context.Context, nodeID string, jobs []gangway.
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("drain %s: %d jobs still on it: %w", nodeID, len(still), ctx.Err())
+			return fmt.Errorf("drain %s: jobs still on it: %s: %w", nodeID, strings.Join(still, ", "), ctx.Err())
 		case <-time.After(every):
 		}
 	}

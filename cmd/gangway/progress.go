@@ -48,7 +48,7 @@ jobs still there each time that changes, for at most --timeout.`,
 					fmt.Fprintf(out, "node %s cordoned; no jobs were running on it\n", node)
 					return nil
 				}
-				fmt.Fprintf(out, "node %s cordoned; asked %d jobs to stop and requeue: %s\n", node, len(jobs), strings.Join(jobs, ", "))
+				fmt.Fprintf(out, "node %s cordoned; jobs asked to stop and requeue: %s\n", node, strings.Join(jobs, ", "))
 				if !wait {
 					return nil
 				}
@@ -56,8 +56,8 @@ jobs still there each time that changes, for at most --timeout.`,
 				defer cancel()
 				err = cl.WaitDrained(wctx, node, jobs, time.Second, func(left []string) {
 					if len(left) > 0 {
-						fmt.Fprintf(cmd.ErrOrStderr(), "%s node %s: %d jobs still on it: %s\n",
-							time.Now().Format(time.TimeOnly), node, len(left), strings.Join(left, ", "))
+						fmt.Fprintf(cmd.ErrOrStderr(), "%s node %s: jobs still on it: %s\n",
+							time.Now().Format(time.TimeOnly), node, strings.Join(left, ", "))
 					}
 				})
 				if err != nil {
