@@ -225,6 +225,18 @@ func (r *record) Record(e agent.Event) {
 	r.events = append(r.events, e)
 }
 
+// started reports whether any task of job has started.
+func (r *record) started(job gangway.JobID) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, e := range r.events {
+		if e.Start && e.JobID == job {
+			return true
+		}
+	}
+	return false
+}
+
 // running counts the tasks started and not yet stopped on node.
 func (r *record) running(node string) int {
 	r.mu.Lock()
