@@ -159,8 +159,15 @@ func (st JobStatus) WriteWhy(w io.Writer, now time.Time) error {
 		fmt.Fprintf(w, "Why: %s\n", wt)
 		writeEstimate(w, wt, now, "%s ")
 		if !wt.ReservationStart.IsZero() {
-			fmt.Fprintf(w, "Reserved: GPUs on %s from %s (in %s)\n", strings.Join(wt.ReservedNodes, ","),
-				wt.ReservationStart.Local().Format(time.DateTime), max(wt.ReservationStart.Sub(now), 0).Round(time.Second))
+			// The reservation counts on the jobs holding those GPUs
+			// running to their max runtimes; the estimate, on how long
+			// they are expected to run. Two times, both true.
+			sooner := ""
+			if wt.ETA != nil && wt.ETA.P50.Before(wt.ReservationStart) {
+				sooner = "; held from then at the latest: the jobs on them are expected to end sooner (ETA)"
+			}
+			fmt.Fprintf(w, "Reserved: GPUs on %s from %s (in %s)%s\n", strings.Join(wt.ReservedNodes, ","),
+				wt.ReservationStart.Local().Format(time.DateTime), max(wt.ReservationStart.Sub(now), 0).Round(time.Second), sooner)
 		}
 		if wt.Reason != "" && !wt.Retry {
 			fmt.Fprintln(w, "It will not fit as the fleet stands: change the job's spec or add capacity.")

@@ -35,6 +35,16 @@ func TestPrintWhy(t *testing.T) {
 				"Why: WaitingForReservation: 16 GPUs free up when 2 jobs end\n" +
 				"Reserved: GPUs on n1,n2 from 2026-11-30 11:30:00 (in 1h30m0s)\n",
 		},
+		"own reservation, expected sooner": {
+			output: "text",
+			waiting: &gangway.Waiting{Reason: "WaitingForReservation", Detail: "16 GPUs free up when 2 jobs end", Retry: true,
+				ReservationStart: now.Add(24 * time.Hour), ReservedNodes: []string{"n1", "n2"},
+				ETA:              &gangway.ETA{P50: now.Add(25 * time.Second), P90: now.Add(2 * time.Minute), At: now}},
+			want: "Job big (team nlp) is Queued, attempt 1.\n" +
+				"Why: WaitingForReservation: 16 GPUs free up when 2 jobs end\n" +
+				"ETA: in 25s (P90 in 2m); P50 10:00:25, P90 10:02:00 (estimated 0s ago)\n" +
+				"Reserved: GPUs on n1,n2 from 2026-12-01 10:00:00 (in 24h0m0s); held from then at the latest: the jobs on them are expected to end sooner (ETA)\n",
+		},
 		"quota, with an estimate and a cloud option": {
 			output: "text",
 			waiting: &gangway.Waiting{Reason: "QuotaExceeded", Detail: "team nlp uses 8/8 GPUs of H100 quota", Retry: true,
