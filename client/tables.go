@@ -57,6 +57,11 @@ func (c *Client) ListWaiting(ctx context.Context) ([]ListedJob, error) {
 // WriteJobs writes the jobs as `gangway list` shows them, with when each
 // waiting job should start, relative to now.
 func WriteJobs(w io.Writer, jobs []ListedJob, now time.Time) error {
+	if len(jobs) == 0 {
+		// An empty table reads as a broken command.
+		_, err := fmt.Fprintln(w, "no jobs (a user sees its own teams' jobs only)")
+		return err
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "JOB\tTEAM\tGPUS\tPHASE\tSUBMITTED\tETA")
 	for _, r := range jobs {

@@ -45,3 +45,29 @@ n1/2  GPU-c  healthy          0.00       notebook  Xid 13 (graphics engine excep
 		t.Errorf("--gpus listed %d GPUs, want 3:\n%s", got, buf.String())
 	}
 }
+
+func TestWriteJobs(t *testing.T) {
+	now := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
+	for name, tc := range map[string]struct {
+		jobs []ListedJob
+		want string
+	}{
+		"none": {want: "no jobs (a user sees its own teams' jobs only)\n"},
+		"one waiting": {
+			jobs: []ListedJob{{Summary: Summary{JobID: "big", Team: "nlp", GPUs: 16, Phase: gangway.PhaseQueued, StartedAt: now.Add(-time.Minute)},
+				Waiting: &gangway.Waiting{ETA: &gangway.ETA{P50: now.Add(10 * time.Minute), P90: now.Add(30 * time.Minute), At: now}}}},
+			want: "JOB  TEAM  GPUS  PHASE   SUBMITTED            ETA\n" +
+				"big  nlp   16    Queued  " + now.Add(-time.Minute).Local().Format(time.DateTime) + "  in 10m (P90 in 30m)\n",
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var b bytes.Buffer
+			if err := WriteJobs(&b, tc.jobs, now); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, b.String()); diff != "" {
+				t.Errorf("WriteJobs (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
