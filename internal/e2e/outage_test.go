@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -40,52 +41,15 @@ func TestTemporalOutageOnRealServers(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
-	dir := t.TempDir()
-	logf, err := os.Create(filepath.Join(dir, "stack.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logf.Close()
-	rec := &record{}
-	st, err := fullstack.Start(ctx, fullstack.Options{
-		Dir: dir, Headless: true, Log: slog.New(slog.NewTextHandler(logf, nil)),
-		Nodes:  agent.FakeFleet("node", "onprem", []agent.NodeShape{{Count: 3, GPUs: 4, Model: "H100"}}),
-		Agent:  agent.Config{HeartbeatInterval: 500 * time.Millisecond, Recorder: rec},
-		Server: &fullstack.ServerOptions{},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	defer func() {
-		if t.Failed() {
-			data, _ := os.ReadFile(logf.Name())
-			t.Logf("stack log:\n%s", tail(string(data), 8000))
-		}
-	}()
-	cl := client.New(jobs.New(st.TemporalClient), st.View)
-	timing := client.SubmitOptions{Timing: workflows.Timing{HeartbeatTimeout: 3 * time.Second, StartTimeout: 30 * time.Second}}
-	sh := func(name string, replicas, gpus int, script string) gangway.JobSpec {
-		return gangway.JobSpec{Name: name, Team: "ml", Command: []string{"/bin/sh", "-c", script},
-			Gang: gangway.Gang{Replicas: replicas, GPUsPerReplica: gpus}}
-	}
+	o := startOutageStack(t, ctx, "")
+	st, rec, cl := o.Stack, o.rec, o.cl
 	specs := []gangway.JobSpec{
-		sh("long-gang", 2, 4, "sleep 45"),       // runs on after Temporal returns
-		sh("done-ok", 1, 2, "sleep 5"),          // exits 0 during the outage
-		sh("done-bad", 1, 2, "sleep 5; exit 3"), // exits 3 during the outage
+		shJob("long-gang", 2, 4, "sleep 45"),       // runs on after Temporal returns
+		shJob("done-ok", 1, 2, "sleep 5"),          // exits 0 during the outage
+		shJob("done-bad", 1, 2, "sleep 5; exit 3"), // exits 3 during the outage
 	}
-	for _, s := range specs {
-		if _, err := cl.Submit(ctx, s, timing); err != nil {
-			t.Fatalf("submit %s: %v", s.Name, err)
-		}
-	}
-	waitFor(t, ctx, "every member running", func() bool {
-		n := 0
-		for _, node := range []string{"node-0", "node-1", "node-2"} {
-			n += rec.running(node)
-		}
-		return n == 4
-	})
+	o.submitAll(ctx, specs)
+	o.waitRunning(ctx, 4)
 
 	t.Logf("killing the Temporal dev server (pid %d) for %s", st.Temporal.Pid(), temporalOutage)
 	if err := st.Temporal.Kill(); err != nil {
@@ -142,7 +106,7 @@ func TestTemporalOutageOnRealServers(t *testing.T) {
 		saveHistory(t, ctx, st.TemporalClient, "long-gang")
 		saveHistory(t, ctx, st.TemporalClient, "done-bad")
 	}
-	data, _ := os.ReadFile(logf.Name())
+	data, _ := os.ReadFile(o.logPath)
 	adopted, orphaned := strings.Count(string(data), "adopted a"), strings.Count(string(data), "Temporal lost track of a running task")
 	if orphaned == 0 {
 		t.Errorf("no agent saw Temporal lose track of a task: the outage did not reach the tasks")
@@ -172,70 +136,21 @@ func TestRedisOutageOnRealServers(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
-	dir := t.TempDir()
-	logf, err := os.Create(filepath.Join(dir, "stack.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logf.Close()
-	rec := &record{}
-	st, err := fullstack.Start(ctx, fullstack.Options{
-		Dir: dir, Headless: true, Log: slog.New(slog.NewTextHandler(logf, nil)),
-		Nodes:  agent.FakeFleet("node", "onprem", []agent.NodeShape{{Count: 3, GPUs: 4, Model: "H100"}}),
-		Agent:  agent.Config{HeartbeatInterval: 500 * time.Millisecond, Recorder: rec},
-		Server: &fullstack.ServerOptions{},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	defer func() {
-		if t.Failed() {
-			data, _ := os.ReadFile(logf.Name())
-			t.Logf("stack log:\n%s", tail(string(data), 8000))
-		}
-	}()
-	cl := client.New(jobs.New(st.TemporalClient), st.View)
-	timing := client.SubmitOptions{Timing: workflows.Timing{HeartbeatTimeout: 3 * time.Second, StartTimeout: 30 * time.Second}}
-	sh := func(name string, replicas, gpus int, script string) gangway.JobSpec {
-		return gangway.JobSpec{Name: name, Team: "ml", Command: []string{"/bin/sh", "-c", script},
-			Gang: gangway.Gang{Replicas: replicas, GPUsPerReplica: gpus}}
-	}
+	o := startOutageStack(t, ctx, "")
+	st, rec, cl := o.Stack, o.rec, o.cl
 	before := []gangway.JobSpec{
-		sh("across", 2, 4, "sleep 45"), // runs on after Redis answers again
-		sh("ends-during", 1, 2, "sleep 6"),
+		shJob("across", 2, 4, "sleep 45"), // runs on after Redis answers again
+		shJob("ends-during", 1, 2, "sleep 6"),
 	}
-	for _, s := range before {
-		if _, err := cl.Submit(ctx, s, timing); err != nil {
-			t.Fatalf("submit %s: %v", s.Name, err)
-		}
-	}
-	waitFor(t, ctx, "every member running", func() bool {
-		n := 0
-		for _, node := range []string{"node-0", "node-1", "node-2"} {
-			n += rec.running(node)
-		}
-		return n == 3
-	})
+	o.submitAll(ctx, before)
+	o.waitRunning(ctx, 3)
 
 	t.Logf("stopping redis-server (pid %d) for %s", st.Redis.Pid(), redisOutage)
-	if err := syscall.Kill(st.Redis.Pid(), syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
+	resume := pause(t, st.Redis.Pid())
 	stopped := time.Now()
-	resumed := false
-	resume := func() {
-		if !resumed {
-			resumed = true
-			if err := syscall.Kill(st.Redis.Pid(), syscall.SIGCONT); err != nil {
-				t.Error(err)
-			}
-		}
-	}
-	defer resume()
-	late := sh("submitted-during", 1, 2, "sleep 1")
+	late := shJob("submitted-during", 1, 2, "sleep 1")
 	var warnings []string
-	submitOpts := timing
+	submitOpts := outageTiming
 	submitOpts.Warn = func(msg string) { warnings = append(warnings, msg) }
 	if _, err := cl.Submit(ctx, late, submitOpts); err != nil {
 		t.Fatalf("submit %s while Redis is stopped: %v", late.Name, err)
@@ -248,24 +163,7 @@ func TestRedisOutageOnRealServers(t *testing.T) {
 	t.Log("redis-server answers again")
 
 	all := append(before, late)
-	succeeded, billed := 0, 0
-	for _, s := range all {
-		res, err := cl.Result(ctx, s.Name)
-		if err != nil {
-			t.Fatalf("result of %s: %v", s.Name, err)
-		}
-		if res.Phase != gangway.PhaseSucceeded || res.Attempt != 1 || res.InfraRestarts != 0 {
-			t.Errorf("%s ended %s at attempt %d after %d infrastructure restarts: %q; want Succeeded in attempt 1",
-				s.Name, res.Phase, res.Attempt, res.InfraRestarts, res.Reason)
-		} else {
-			succeeded++
-		}
-		if why := ledgerMismatch(ctx, st.Ledger, s.Name, res); why != "" {
-			t.Errorf("%s: the ledger disagrees with the job: %s", s.Name, why)
-		} else {
-			billed++
-		}
-	}
+	succeeded, billed := o.checkSucceededAndBilled(ctx, all)
 	starts := rec.checkNoDoubleBooking(t)
 	if starts != 4 {
 		t.Errorf("the agents started %d tasks, want the 4 members once each", starts)
@@ -298,75 +196,22 @@ func TestLedgerOutageOnRealServers(t *testing.T) {
 	if err := pg.CreateDatabase(ctx, "gangway"); err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	logf, err := os.Create(filepath.Join(dir, "stack.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logf.Close()
-	rec := &record{}
-	st, err := fullstack.Start(ctx, fullstack.Options{
-		Dir: dir, Headless: true, Log: slog.New(slog.NewTextHandler(logf, nil)), LedgerDSN: pg.URL("gangway"),
-		Nodes:  agent.FakeFleet("node", "onprem", []agent.NodeShape{{Count: 3, GPUs: 4, Model: "H100"}}),
-		Agent:  agent.Config{HeartbeatInterval: 500 * time.Millisecond, Recorder: rec},
-		Server: &fullstack.ServerOptions{},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	defer func() {
-		if t.Failed() {
-			data, _ := os.ReadFile(logf.Name())
-			t.Logf("stack log:\n%s", tail(string(data), 8000))
-		}
-	}()
-	cl := client.New(jobs.New(st.TemporalClient), st.View)
-	timing := client.SubmitOptions{Timing: workflows.Timing{HeartbeatTimeout: 3 * time.Second, StartTimeout: 30 * time.Second}}
-	sh := func(name string, replicas, gpus int, script string) gangway.JobSpec {
-		return gangway.JobSpec{Name: name, Team: "ml", Command: []string{"/bin/sh", "-c", script},
-			Gang: gangway.Gang{Replicas: replicas, GPUsPerReplica: gpus}}
-	}
+	o := startOutageStack(t, ctx, pg.URL("gangway"))
+	st, rec, cl := o.Stack, o.rec, o.cl
 	before := []gangway.JobSpec{
-		sh("across", 2, 4, "sleep 35"),
-		sh("ends-during", 1, 2, "sleep 5"),
+		shJob("across", 2, 4, "sleep 35"),
+		shJob("ends-during", 1, 2, "sleep 5"),
 	}
-	for _, s := range before {
-		if _, err := cl.Submit(ctx, s, timing); err != nil {
-			t.Fatalf("submit %s: %v", s.Name, err)
-		}
-	}
-	waitFor(t, ctx, "every member running", func() bool {
-		n := 0
-		for _, node := range []string{"node-0", "node-1", "node-2"} {
-			n += rec.running(node)
-		}
-		return n == 3
-	})
+	o.submitAll(ctx, before)
+	o.waitRunning(ctx, 3)
 
 	// Each backend of PostgreSQL is a session of its own (setsid), so the
 	// postmaster's process group is only the postmaster: stop it first,
 	// so that it forks no more, then every process it started.
 	procs := append([]int{pg.Pid()}, childrenOf(t, pg.Pid())...)
 	t.Logf("stopping PostgreSQL (%d processes) for %s", len(procs), ledgerOutage)
-	for _, pid := range procs {
-		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-			t.Fatal(err)
-		}
-	}
+	resume := pause(t, procs...)
 	stopped := time.Now()
-	resumed := false
-	resume := func() {
-		if !resumed {
-			resumed = true
-			for _, pid := range procs {
-				if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
-					t.Error(err)
-				}
-			}
-		}
-	}
-	defer resume()
 	// The outage is real: the ledger does not answer.
 	pctx, pcancel := context.WithTimeout(ctx, 2*time.Second)
 	_, perr := st.Ledger.PerJob(pctx, "across")
@@ -374,8 +219,8 @@ func TestLedgerOutageOnRealServers(t *testing.T) {
 	if perr == nil {
 		t.Fatal("the ledger answered while PostgreSQL was stopped")
 	}
-	late := sh("submitted-during", 1, 2, "sleep 1")
-	if _, err := cl.Submit(ctx, late, timing); err != nil {
+	late := shJob("submitted-during", 1, 2, "sleep 1")
+	if _, err := cl.Submit(ctx, late, outageTiming); err != nil {
 		t.Fatalf("submit %s while the ledger is stopped: %v", late.Name, err)
 	}
 	waitFor(t, ctx, late.Name+" started", func() bool { return rec.started(late.Name) })
@@ -387,24 +232,7 @@ func TestLedgerOutageOnRealServers(t *testing.T) {
 	t.Log("PostgreSQL answers again")
 
 	all := append(before, late)
-	succeeded, billed := 0, 0
-	for _, s := range all {
-		res, err := cl.Result(ctx, s.Name)
-		if err != nil {
-			t.Fatalf("result of %s: %v", s.Name, err)
-		}
-		if res.Phase != gangway.PhaseSucceeded || res.Attempt != 1 || res.InfraRestarts != 0 {
-			t.Errorf("%s ended %s at attempt %d after %d infrastructure restarts: %q; want Succeeded in attempt 1",
-				s.Name, res.Phase, res.Attempt, res.InfraRestarts, res.Reason)
-		} else {
-			succeeded++
-		}
-		if why := ledgerMismatch(ctx, st.Ledger, s.Name, res); why != "" {
-			t.Errorf("%s: the ledger disagrees with the job: %s", s.Name, why)
-		} else {
-			billed++
-		}
-	}
+	succeeded, billed := o.checkSucceededAndBilled(ctx, all)
 	starts := rec.checkNoDoubleBooking(t)
 	if starts != 4 {
 		t.Errorf("the agents started %d tasks, want the 4 members once each", starts)
@@ -437,4 +265,125 @@ func childrenOf(t *testing.T, pid int) []int {
 		}
 	}
 	return out
+}
+
+// outageStack is the outage tests' stack: three 4-GPU nodes, a server, the
+// agents' task record, and a client.
+type outageStack struct {
+	*fullstack.Stack
+	rec     *record
+	cl      *client.Client
+	logPath string
+	t       *testing.T
+}
+
+// outageTiming times the outage tests' jobs: heartbeats time out in 3 s.
+var outageTiming = client.SubmitOptions{Timing: workflows.Timing{HeartbeatTimeout: 3 * time.Second, StartTimeout: 30 * time.Second}}
+
+// startOutageStack starts the stack, its ledger at ledgerDSN ("" for the
+// default SQLite file), and stops it when the test ends, showing its log
+// if the test failed.
+func startOutageStack(t *testing.T, ctx context.Context, ledgerDSN string) *outageStack {
+	t.Helper()
+	dir := t.TempDir()
+	logf, err := os.Create(filepath.Join(dir, "stack.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { logf.Close() })
+	rec := &record{}
+	st, err := fullstack.Start(ctx, fullstack.Options{
+		Dir: dir, Headless: true, Log: slog.New(slog.NewTextHandler(logf, nil)), LedgerDSN: ledgerDSN,
+		Nodes:  agent.FakeFleet("node", "onprem", []agent.NodeShape{{Count: 3, GPUs: 4, Model: "H100"}}),
+		Agent:  agent.Config{HeartbeatInterval: 500 * time.Millisecond, Recorder: rec},
+		Server: &fullstack.ServerOptions{},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			data, _ := os.ReadFile(logf.Name())
+			t.Logf("stack log:\n%s", tail(string(data), 8000))
+		}
+		st.Close()
+	})
+	return &outageStack{Stack: st, rec: rec, cl: client.New(jobs.New(st.TemporalClient), st.View), logPath: logf.Name(), t: t}
+}
+
+// shJob is a job of team ml running script under /bin/sh.
+func shJob(name string, replicas, gpus int, script string) gangway.JobSpec {
+	return gangway.JobSpec{Name: name, Team: "ml", Command: []string{"/bin/sh", "-c", script},
+		Gang: gangway.Gang{Replicas: replicas, GPUsPerReplica: gpus}}
+}
+
+// checkSucceededAndBilled checks that every job ended Succeeded in its
+// first attempt and that the ledger agrees with each, and counts both.
+func (o *outageStack) checkSucceededAndBilled(ctx context.Context, specs []gangway.JobSpec) (succeeded, billed int) {
+	t := o.t
+	t.Helper()
+	for _, s := range specs {
+		res, err := o.cl.Result(ctx, s.Name)
+		if err != nil {
+			t.Fatalf("result of %s: %v", s.Name, err)
+		}
+		if res.Phase != gangway.PhaseSucceeded || res.Attempt != 1 || res.InfraRestarts != 0 {
+			t.Errorf("%s ended %s at attempt %d after %d infrastructure restarts: %q; want Succeeded in attempt 1",
+				s.Name, res.Phase, res.Attempt, res.InfraRestarts, res.Reason)
+		} else {
+			succeeded++
+		}
+		if why := ledgerMismatch(ctx, o.Ledger, s.Name, res); why != "" {
+			t.Errorf("%s: the ledger disagrees with the job: %s", s.Name, why)
+		} else {
+			billed++
+		}
+	}
+	return succeeded, billed
+}
+
+// submitAll submits the jobs, failing the test if one is refused.
+func (o *outageStack) submitAll(ctx context.Context, specs []gangway.JobSpec) {
+	o.t.Helper()
+	for _, s := range specs {
+		if _, err := o.cl.Submit(ctx, s, outageTiming); err != nil {
+			o.t.Fatalf("submit %s: %v", s.Name, err)
+		}
+	}
+}
+
+// waitRunning waits until n tasks run on the stack's nodes.
+func (o *outageStack) waitRunning(ctx context.Context, n int) {
+	o.t.Helper()
+	waitFor(o.t, ctx, "every member running", func() bool {
+		k := 0
+		for _, node := range []string{"node-0", "node-1", "node-2"} {
+			k += o.rec.running(node)
+		}
+		return k == n
+	})
+}
+
+// pause SIGSTOPs the processes, in order, and returns what SIGCONTs them;
+// calling it again does nothing, and the test's end calls it (before the
+// stack stops) if the test has not.
+func pause(t *testing.T, pids ...int) (resume func()) {
+	t.Helper()
+	var once sync.Once
+	resume = func() {
+		once.Do(func() {
+			for _, pid := range pids {
+				if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	t.Cleanup(resume)
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return resume
 }
