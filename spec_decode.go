@@ -38,7 +38,9 @@ const maxProblems = 50
 // path and keep going.
 func ParseJobSpec(data []byte, opts ...ValidateOption) (JobSpec, error) {
 	if len(data) > MaxSpecBytes {
-		return JobSpec{}, docError("job spec is %d bytes, more than the %s allowed", len(data), kib(MaxSpecBytes))
+		// The user API reads at most one byte more than allowed: the
+		// size beyond that is not known, so it is not said.
+		return JobSpec{}, docError("job spec is larger than the %s allowed", kib(MaxSpecBytes))
 	}
 	root, err := parseOneDocument(data)
 	if err != nil {

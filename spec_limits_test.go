@@ -147,7 +147,7 @@ func TestParseJobSpecLimits(t *testing.T) {
 	}{
 		"10 MB spec": {
 			in:           minimal + "# " + strings.Repeat("x", 10<<20) + "\n",
-			wantProblems: []FieldError{{"", "job spec is 10485833 bytes, more than the 262144 (256 KiB) allowed"}},
+			wantProblems: []FieldError{{"", "job spec is larger than the 262144 (256 KiB) allowed"}},
 		},
 		"right-to-left override as a YAML escape": {
 			in:           "name: a\nteam: t\ncommand: [\"\\u202Erun\"]\ngang: {replicas: 1, gpusPerReplica: 1}\n",

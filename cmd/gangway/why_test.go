@@ -39,7 +39,7 @@ func TestPrintWhy(t *testing.T) {
 			output: "text",
 			waiting: &gangway.Waiting{Reason: "WaitingForReservation", Detail: "16 GPUs free up when 2 jobs end", Retry: true,
 				ReservationStart: now.Add(24 * time.Hour), ReservedNodes: []string{"n1", "n2"},
-				ETA:              &gangway.ETA{P50: now.Add(25 * time.Second), P90: now.Add(2 * time.Minute), At: now}},
+				ETA: &gangway.ETA{P50: now.Add(25 * time.Second), P90: now.Add(2 * time.Minute), At: now}},
 			want: "Job big (team nlp) is Queued, attempt 1.\n" +
 				"Why: WaitingForReservation: 16 GPUs free up when 2 jobs end\n" +
 				"ETA: in 25s (P90 in 2m); P50 10:00:25, P90 10:02:00 (estimated 0s ago)\n" +
