@@ -68,7 +68,9 @@ func newSubmitCmd(a *app) *cobra.Command {
 		Long: `Validate the job spec in FILE ('-' for stdin) — on its own and against the
 registered fleet — and start the job. A bad spec is rejected with every
 problem named by field, and nothing is queued. The job's name is its ID:
-submitting the same name again is refused, not a second job.
+submitting the same name again is refused, not a second job. While the
+fleet view (Redis) does not answer, a valid spec is still accepted, with a
+warning on stderr that it was not checked against the fleet.
 
 With --wait, block until the job ends, printing each phase change (and
 waiting reason) to stderr as it happens and the job's status to stdout at
