@@ -2,6 +2,7 @@ package placement
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -14,40 +15,114 @@ import (
 // it, as FGD measures it against the trace's task mix. Jobs on MIG devices
 // are left out: they never use the whole GPUs fragmentation is about.
 func WorkloadFromJobs(jobs []gangway.QueueEntry) []WorkloadClass {
-	type key struct {
-		gpus, milli int
-		cpu, mem    int64
-		models      string
-	}
-	count := map[key]float64{}
-	models := map[key][]string{}
-	var order []key
-	total := 0.0
+	var h WorkloadHistory
 	for i := range jobs {
-		j := &jobs[i]
-		if j.MIG() {
-			continue
-		}
-		k := key{gpus: j.GPUsPerReplica, milli: j.MilliEachGPU(), cpu: j.CPUMilli, mem: j.MemMiB}
-		if j.GPUsPerReplica == 0 {
-			k.milli = 0
-		}
-		if len(j.GPUModels) > 0 {
-			m := slices.Clone(j.GPUModels)
-			slices.Sort(m)
-			k.models = strings.Join(m, "|")
-			models[k] = m
-		}
-		if _, seen := count[k]; !seen {
-			order = append(order, k)
-		}
-		count[k] += float64(max(j.Replicas, 1))
-		total += float64(max(j.Replicas, 1))
+		h.add(&jobs[i], 1)
 	}
-	out := make([]WorkloadClass, 0, len(order))
-	for _, k := range order {
+	return h.Classes()
+}
+
+// classKey is one class of replica shape.
+type classKey struct {
+	gpus, milli int
+	cpu, mem    int64
+	models      string
+}
+
+// WorkloadHistory is the typical workload of the jobs that have arrived,
+// the recent ones weighing more: each arrival's weight halves every
+// HalfLife arrivals after it. A server has no trace to measure
+// fragmentation against, and the queue alone — often empty, often one
+// kind of job — is a poor picture of what will come; the arrivals so far
+// are the picture FGD's typical workload is, learned as it goes. The zero
+// value is empty, with DefaultHalfLife. Not safe for concurrent use.
+type WorkloadHistory struct {
+	// HalfLife is in arrivals; 0 means DefaultHalfLife.
+	HalfLife int
+
+	order  []classKey
+	count  map[classKey]float64
+	models map[classKey][]string
+	// scale is what the next arrival adds: it grows by 2^(1/HalfLife) an
+	// arrival, so that older counts shrink relative to it without being
+	// touched; renormalize brings it back before it overflows.
+	scale float64
+}
+
+// DefaultHalfLife is WorkloadHistory's half-life: about the last thousand
+// arrivals make the picture.
+const DefaultHalfLife = 500
+
+// Add counts one job's replicas as an arrival.
+func (h *WorkloadHistory) Add(j *gangway.QueueEntry) {
+	if h.scale == 0 {
+		h.scale = 1
+	}
+	h.add(j, h.scale)
+	hl := h.HalfLife
+	if hl <= 0 {
+		hl = DefaultHalfLife
+	}
+	h.scale *= math.Exp2(1 / float64(hl))
+	if h.scale > 1e100 {
+		h.renormalize()
+	}
+}
+
+func (h *WorkloadHistory) add(j *gangway.QueueEntry, w float64) {
+	if j.MIG() {
+		return
+	}
+	k := classKey{gpus: j.GPUsPerReplica, milli: j.MilliEachGPU(), cpu: j.CPUMilli, mem: j.MemMiB}
+	if j.GPUsPerReplica == 0 {
+		k.milli = 0
+	}
+	if h.count == nil {
+		h.count, h.models = map[classKey]float64{}, map[classKey][]string{}
+	}
+	if len(j.GPUModels) > 0 {
+		m := slices.Clone(j.GPUModels)
+		slices.Sort(m)
+		k.models = strings.Join(m, "|")
+		h.models[k] = m
+	}
+	if _, seen := h.count[k]; !seen {
+		h.order = append(h.order, k)
+	}
+	h.count[k] += w * float64(max(j.Replicas, 1))
+}
+
+// renormalize divides every count by scale, dropping the classes that
+// have faded to nothing, so that the history stays as large as the
+// classes that still matter.
+func (h *WorkloadHistory) renormalize() {
+	kept := h.order[:0]
+	for _, k := range h.order {
+		if c := h.count[k] / h.scale; c > 1e-9 {
+			h.count[k] = c
+			kept = append(kept, k)
+		} else {
+			delete(h.count, k)
+			delete(h.models, k)
+		}
+	}
+	h.order, h.scale = kept, 1
+}
+
+// Classes is the history as a workload, weights summing to 1, classes in
+// the order they first arrived; nil before any arrival.
+func (h *WorkloadHistory) Classes() []WorkloadClass {
+	total := 0.0
+	for _, k := range h.order {
+		total += h.count[k]
+	}
+	if total == 0 {
+		return nil
+	}
+	out := make([]WorkloadClass, 0, len(h.order))
+	for _, k := range h.order {
 		out = append(out, WorkloadClass{GPUs: k.gpus, Milli: k.milli, CPUMilli: k.cpu, MemMiB: k.mem,
-			Models: models[k], Weight: count[k] / total})
+			Models: h.models[k], Weight: h.count[k] / total})
 	}
 	return out
 }

@@ -153,6 +153,7 @@ type replayTraceFlags struct {
 	mix                           string
 	gangHeavy                     int
 	defrag                        bool
+	workload                      string
 	defragMoves                   int
 	defragLost                    float64
 	defragRestart                 time.Duration
@@ -254,6 +255,7 @@ raised by --speedup; see docs/benchmarks.md).`,
 	fl.StringVar(&f.mix, "mix", "", `replay a variant of the pod list: knob=value[,...] as 'replay sweep' (share, multi, spec, cpu), e.g. "multi=0.4"`)
 	fl.IntVar(&f.gangHeavy, "gang-heavy", 0, "replay this many jobs of the synthetic gang-heavy mix (docs/benchmarks.md) instead of a trace file")
 	fl.BoolVar(&f.defrag, "defrag", false, "replay each policy also with planned defragmentation, and compare")
+	fl.StringVar(&f.workload, "workload", "typical", `what placement measures fragmentation against: "typical" (the trace's typical workload, as the FGD protocol does) or "arrivals" (the jobs arrived so far, as gangway server does); fragmentation figures are against the typical workload either way`)
 	fl.IntVar(&f.defragMoves, "defrag-moves", f.defragMoves, "with --defrag: moves allowed an hour")
 	fl.Float64Var(&f.defragLost, "defrag-lost", f.defragLost, "with --defrag: GPU-seconds the moves may lose an hour")
 	fl.DurationVar(&f.defragRestart, "defrag-restart", f.defragRestart, "with --defrag: what a restart costs a moved job (per GPU)")
@@ -267,7 +269,12 @@ func runReplayTrace(cmd *cobra.Command, f replayTraceFlags) error {
 	if f.jobs != "" && cmd.Flags().Changed("tasks") {
 		return fmt.Errorf("--jobs and --tasks: give one trace, not both")
 	}
-	cfg := sim.TraceConfig{Policies: f.policies, NewScorer: baselines.ScorerByName, Seed: f.seed,
+	switch f.workload {
+	case "typical", "arrivals":
+	default:
+		return fmt.Errorf("--workload: want typical or arrivals, got %q", f.workload)
+	}
+	cfg := sim.TraceConfig{Policies: f.policies, NewScorer: baselines.ScorerByName, Seed: f.seed, LearnWorkload: f.workload == "arrivals",
 		Options:         placement.Options{Reservations: f.reservations, Preempt: f.preempt, MinRuntime: f.minRuntime, SampleNodes: f.sampleNodes},
 		CheckpointEvery: f.checkpoint, ExactRuntimes: f.exactRuntimes, Speedup: f.speedup, Parallel: f.parallel,
 		Defrag: placement.Defrag{Enabled: f.defrag, MaxMovesPerHour: f.defragMoves, MaxLostGPUSecondsPerHour: f.defragLost,

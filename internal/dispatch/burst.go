@@ -25,6 +25,9 @@ const budgetsTTL = 15 * time.Second
 // for the cycle.
 func (l *Loop) placementOptions(ctx context.Context, now time.Time, queue []gangway.QueueEntry) placement.Options {
 	o := l.cfg.Placement
+	if o.Workload == nil {
+		o.Workload = l.arrivals.Classes() // nil before any: the queue's
+	}
 	l.defragOptions(&o, now)
 	if l.cfg.Cloud == nil || !slices.ContainsFunc(queue, func(e gangway.QueueEntry) bool { return e.Burst.Enabled && len(e.Nodes) == 0 }) {
 		return o

@@ -141,6 +141,13 @@ type Loop struct {
 	preempted map[gangway.JobID]time.Time
 	// bursts are burst requests committed but not yet delivered.
 	bursts map[gangway.JobID]workflows.BurstRequest
+	// arrivals is the typical workload placement measures fragmentation
+	// against (unless Config.Placement sets one): the jobs seen entering
+	// the queue, recent ones weighing more; queued the jobs of the last
+	// snapshot's queue, so that each arrival counts once. A new leader
+	// starts it afresh (placement falls back to the queue meanwhile).
+	arrivals placement.WorkloadHistory
+	queued   map[gangway.JobID]bool
 	// teams caches the team budgets read at teamsAt.
 	teams   map[string]placement.TeamPolicy
 	teamsAt time.Time
@@ -405,6 +412,20 @@ func (l *Loop) Cycle(ctx context.Context) (CycleResult, error) {
 	return res, err
 }
 
+// noteArrivals adds the jobs that entered the queue since the last
+// snapshot to the arrivals: a job's first attempt, once, in queue order.
+func (l *Loop) noteArrivals(queue []gangway.QueueEntry) {
+	now := make(map[gangway.JobID]bool, len(queue))
+	for i := range queue {
+		e := &queue[i]
+		now[e.JobID] = true
+		if e.Attempt <= 1 && !l.queued[e.JobID] {
+			l.arrivals.Add(e)
+		}
+	}
+	l.queued = now
+}
+
 func (l *Loop) cycle(ctx context.Context, res *CycleResult) (string, error) {
 	for {
 		snap, err := l.cap.Snapshot(ctx)
@@ -418,6 +439,7 @@ func (l *Loop) cycle(ctx context.Context, res *CycleResult) (string, error) {
 			continue // plan from the rebuilt view
 		}
 		ps := placementSnapshot(snap, l.cfg.NodeTTL, l.cfg.OnPremPrices)
+		l.noteArrivals(snap.Queue)
 		opts := l.placementOptions(ctx, snap.Now, snap.Queue)
 		plan := l.cfg.Placer.Place(ps, snap.Queue, opts)
 		l.observe(snap, ps, plan)

@@ -2,7 +2,11 @@
 // holds the Redis lease and, every cycle:
 //
 //  1. takes a snapshot of nodes, free GPUs and the queue;
-//  2. calls placement (pure) for a plan;
+//  2. calls placement (pure) for a plan, measuring fragmentation against
+//     the jobs it has seen arrive (placement.WorkloadHistory, recent ones
+//     weighing more), unless Config.Placement sets a workload: a new
+//     leader starts that history afresh, and the queue stands in until it
+//     has arrivals;
 //  3. commits the whole plan in one Lua script — all GPUs of every gang or
 //     nothing; a plan made on stale data is rejected and made again;
 //  4. signals each placed job's workflow. Commit comes before signal; a job

@@ -65,6 +65,11 @@ type TraceConfig struct {
 	Speedup float64
 	// Parallel bounds the runs in flight; 0 means GOMAXPROCS.
 	Parallel int
+	// LearnWorkload: placement measures fragmentation against the jobs
+	// that have arrived so far (the dispatch loop's own history, as the
+	// server does), not Options.Workload, which the replay's fragmentation
+	// figures are still measured against.
+	LearnWorkload bool
 	// ETA, when set, measures start-time estimates (see ETAConfig); jobs
 	// then declare limits, not ExactRuntimes or rounded ones.
 	ETA *ETAConfig
@@ -204,7 +209,7 @@ func RunTrace(ctx context.Context, cfg TraceConfig) (*TraceResult, error) {
 					o.Defrag = cfg.Defrag
 				}
 				rp := newReplay(cfg.Nodes, jobs, o, cfg.CheckpointEvery, prog)
-				rp.exactRuntime = cfg.ExactRuntimes
+				rp.exactRuntime, rp.learnWorkload = cfg.ExactRuntimes, cfg.LearnWorkload
 				if cfg.ETA != nil {
 					rp.withETA(cfg.ETA, cfg.Seed)
 				}
@@ -309,7 +314,9 @@ type replay struct {
 	// exactRuntime gives the engine each job's exact remaining run time
 	// as its max runtime (see estimate).
 	exactRuntime bool
-	prog         *progress
+	// learnWorkload is TraceConfig.LearnWorkload.
+	learnWorkload bool
+	prog          *progress
 
 	clock   *dispatchtest.Clock
 	view    *dispatchtest.Capacity
@@ -354,7 +361,11 @@ func (r *replay) start() {
 	if r.opts.Defrag.Enabled {
 		r.view.CheckpointEvery(r.checkpoint) // the agents' reports of each save
 	}
-	cfg := dispatch.Config{Holder: "sim", Clock: r.clock, Placement: r.opts, Placer: r.placer, SignalParallelism: 1, NoETA: true}
+	po := r.opts
+	if r.learnWorkload {
+		po.Workload = nil // the loop learns it from the arrivals
+	}
+	cfg := dispatch.Config{Holder: "sim", Clock: r.clock, Placement: po, Placer: r.placer, SignalParallelism: 1, NoETA: true}
 	if r.eta.measuring() {
 		cfg.NoETA, cfg.ETA, cfg.ETAAlso = false, r.eta.est[etaLearned], []*forecast.Estimator{r.eta.est[etaExact], r.eta.est[etaLimits]}
 	}

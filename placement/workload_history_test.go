@@ -1,0 +1,88 @@
+package placement
+
+import (
+	"math"
+	"testing"
+
+	"github.com/gangwayhq/gangway"
+)
+
+func shape(gpus, milli int) gangway.QueueEntry {
+	return gangway.QueueEntry{Replicas: 1, GPUsPerReplica: gpus, GPUMilli: milli, CPUMilli: 1000, MemMiB: 1024}
+}
+
+// weights is the history's weight by whole GPUs and share.
+func weights(h *WorkloadHistory) map[[2]int]float64 {
+	out := map[[2]int]float64{}
+	for _, c := range h.Classes() {
+		out[[2]int{c.GPUs, c.Milli}] += c.Weight
+	}
+	return out
+}
+
+func TestWorkloadHistory(t *testing.T) {
+	one, eight, half := shape(1, 0), shape(8, 0), shape(1, 500)
+	t.Run("empty", func(t *testing.T) {
+		var h WorkloadHistory
+		if c := h.Classes(); c != nil {
+			t.Errorf("Classes of an empty history = %v, want nil", c)
+		}
+	})
+	t.Run("equal arrivals, long memory", func(t *testing.T) {
+		h := WorkloadHistory{HalfLife: 1 << 30}
+		for range 100 {
+			h.Add(&one)
+			h.Add(&eight)
+		}
+		w := weights(&h)
+		if math.Abs(w[[2]int{1, 1000}]-0.5) > 1e-6 || math.Abs(w[[2]int{8, 1000}]-0.5) > 1e-6 {
+			t.Errorf("weights %v, want half each", w)
+		}
+	})
+	t.Run("recent arrivals weigh more", func(t *testing.T) {
+		h := WorkloadHistory{HalfLife: 100}
+		for range 300 {
+			h.Add(&one)
+		}
+		for range 100 {
+			h.Add(&half)
+		}
+		// The 100 shares are a quarter of the arrivals; with a half-life
+		// of 100 they weigh about 2^4 − 2^3 against 2^3 − 1 for the 300
+		// ones before them: 8/15.
+		if got := weights(&h)[[2]int{1, 500}]; math.Abs(got-8.0/15) > 0.01 {
+			t.Errorf("weight of the recent shares %.4f, want about %.4f", got, 8.0/15)
+		}
+	})
+	t.Run("renormalized many times, faded classes dropped", func(t *testing.T) {
+		h := WorkloadHistory{HalfLife: 10}
+		h.Add(&eight)
+		for range 20000 {
+			h.Add(&one)
+			h.Add(&half)
+		}
+		w := weights(&h)
+		if len(w) != 2 || math.Abs(w[[2]int{1, 1000}]-w[[2]int{1, 500}]) > 0.05 {
+			t.Errorf("weights %v, want the two recent classes about equal and the 8-GPU one gone", w)
+		}
+		for _, c := range h.Classes() {
+			if math.IsNaN(c.Weight) || math.IsInf(c.Weight, 0) {
+				t.Fatalf("class %v has weight %v", c, c.Weight)
+			}
+		}
+	})
+	t.Run("WorkloadFromJobs is a history that forgets nothing", func(t *testing.T) {
+		jobs := []gangway.QueueEntry{one, eight, eight, half}
+		w := map[[2]int]float64{}
+		for _, c := range WorkloadFromJobs(jobs) {
+			w[[2]int{c.GPUs, c.Milli}] = c.Weight
+		}
+		want := map[[2]int]float64{{1, 1000}: 0.25, {8, 1000}: 0.5, {1, 500}: 0.25}
+		for k, v := range want {
+			if math.Abs(w[k]-v) > 1e-12 {
+				t.Errorf("WorkloadFromJobs weights %v, want %v", w, want)
+				break
+			}
+		}
+	})
+}
