@@ -1,6 +1,7 @@
 package placement
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -123,6 +124,38 @@ func (h *WorkloadHistory) Classes() []WorkloadClass {
 	for _, k := range h.order {
 		out = append(out, WorkloadClass{GPUs: k.gpus, Milli: k.milli, CPUMilli: k.cpu, MemMiB: k.mem,
 			Models: h.models[k], Weight: h.count[k] / total})
+	}
+	return out
+}
+
+// TypicalPopularity is the share of the weight the FGD protocol's typical
+// workload covers: the most popular classes up to 95%.
+const TypicalPopularity = 0.95
+
+// Typical is the most popular of the classes, covering popularity
+// (TypicalPopularity in the FGD protocol) of the weight, most popular first — ties as the FGD
+// artifact breaks them: larger CPU, share, GPU count, then model list
+// first — with their weights renormalized to sum to 1; nil for none. It
+// is how the protocol cuts its typical workload, and so how the dispatch
+// loop cuts the arrivals' (the whole mix goes to Options.Demand).
+func Typical(classes []WorkloadClass, popularity float64) []WorkloadClass {
+	cls := slices.Clone(classes)
+	slices.SortStableFunc(cls, func(a, b WorkloadClass) int {
+		return cmp.Or(cmp.Compare(b.Weight, a.Weight), cmp.Compare(b.CPUMilli, a.CPUMilli),
+			cmp.Compare(b.Milli, a.Milli), cmp.Compare(b.GPUs, a.GPUs),
+			strings.Compare(strings.Join(b.Models, "|"), strings.Join(a.Models, "|")))
+	})
+	cum, n := 0.0, 0
+	for n < len(cls) && cum < popularity-1e-12 {
+		cum += cls[n].Weight
+		n++
+	}
+	if n == 0 {
+		return nil
+	}
+	out := cls[:n:n]
+	for i := range out {
+		out[i].Weight /= cum
 	}
 	return out
 }

@@ -86,3 +86,26 @@ func TestWorkloadHistory(t *testing.T) {
 		}
 	})
 }
+
+func TestTypical(t *testing.T) {
+	cls := []WorkloadClass{{GPUs: 1, Weight: 0.5}, {GPUs: 8, Weight: 0.03}, {GPUs: 2, Weight: 0.3}, {GPUs: 4, Weight: 0.17}}
+	got := Typical(cls, TypicalPopularity)
+	// 0.5 + 0.3 + 0.17 = 0.97 covers 95%: the 8-GPU class is cut, the
+	// rest renormalized, most popular first.
+	want := []WorkloadClass{{GPUs: 1, Weight: 0.5 / 0.97}, {GPUs: 2, Weight: 0.3 / 0.97}, {GPUs: 4, Weight: 0.17 / 0.97}}
+	if len(got) != len(want) {
+		t.Fatalf("Typical = %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i].GPUs != want[i].GPUs || math.Abs(got[i].Weight-want[i].Weight) > 1e-12 {
+			t.Errorf("Typical = %v, want %v", got, want)
+			break
+		}
+	}
+	if cls[0].Weight != 0.5 || cls[1].GPUs != 8 {
+		t.Errorf("Typical changed its input: %v", cls)
+	}
+	if Typical(nil, TypicalPopularity) != nil {
+		t.Error("Typical of nothing is not nil")
+	}
+}

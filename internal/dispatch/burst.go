@@ -25,8 +25,12 @@ const budgetsTTL = 15 * time.Second
 // for the cycle.
 func (l *Loop) placementOptions(ctx context.Context, now time.Time, queue []gangway.QueueEntry) placement.Options {
 	o := l.cfg.Placement
-	if o.Workload == nil {
-		o.Workload = l.arrivals.Classes() // nil before any: the queue's
+	if o.Workload == nil && o.Demand == nil {
+		// As the FGD protocol cuts its typical workload: fragmentation
+		// against the popular classes, the whole mix as the demand. Nil
+		// before any arrival: the queue's.
+		all := l.arrivals.Classes()
+		o.Workload, o.Demand = placement.Typical(all, placement.TypicalPopularity), all
 	}
 	l.defragOptions(&o, now)
 	if l.cfg.Cloud == nil || !slices.ContainsFunc(queue, func(e gangway.QueueEntry) bool { return e.Burst.Enabled && len(e.Nodes) == 0 }) {

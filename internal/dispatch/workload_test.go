@@ -12,12 +12,12 @@ import (
 	"github.com/gangwayhq/gangway/placement"
 )
 
-// workloadPlacer is placement.Place, remembering the typical workload each
-// call was given.
-type workloadPlacer struct{ seen [][]placement.WorkloadClass }
+// workloadPlacer is placement.Place, remembering the typical workload and
+// the demand each call was given.
+type workloadPlacer struct{ seen, demand [][]placement.WorkloadClass }
 
 func (p *workloadPlacer) Place(s placement.Snapshot, q []gangway.QueueEntry, o placement.Options) placement.Plan {
-	p.seen = append(p.seen, o.Workload)
+	p.seen, p.demand = append(p.seen, o.Workload), append(p.demand, o.Demand)
 	return placement.Place(s, q, o)
 }
 
@@ -71,8 +71,12 @@ func TestLoopLearnsTheTypicalWorkload(t *testing.T) {
 
 	last := shapes(p.seen[len(p.seen)-1])
 	want := map[[2]int]float64{{8, 1000}: 1.0 / 3, {32, 1000}: 1.0 / 3, {1, 1000}: 1.0 / 3}
-	if diff := cmp.Diff(want, last, cmp.Comparer(func(a, b float64) bool { return a-b < 0.01 && b-a < 0.01 })); diff != "" {
+	near := cmp.Comparer(func(a, b float64) bool { return a-b < 0.01 && b-a < 0.01 })
+	if diff := cmp.Diff(want, last, near); diff != "" {
 		t.Errorf("the workload the small job was placed against (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(want, shapes(p.demand[len(p.demand)-1]), near); diff != "" {
+		t.Errorf("the demand the small job was placed with (-want +got):\n%s", diff)
 	}
 
 	// A workload set in the config is the placement's.

@@ -23,7 +23,7 @@ const DefaultTuneRatio = 1.3
 
 // TypicalPopularity is the share of tasks the artifact's typical workload
 // covers: the most popular task classes up to 95% of all tasks.
-const TypicalPopularity = 0.95
+const TypicalPopularity = placement.TypicalPopularity
 
 // FGDPolicies are the policies of the FGD protocol: the paper's six and
 // Gangway's default.
@@ -203,27 +203,7 @@ func TypicalWorkload(tasks []Task, popularity float64) []placement.WorkloadClass
 		jobs[i] = tasks[i].Job()
 		jobs[i].MemMiB = 0
 	}
-	cls := placement.WorkloadFromJobs(jobs)
-	// Most popular first; ties as the artifact breaks them (larger CPU,
-	// share, GPU count, then model list first).
-	slices.SortStableFunc(cls, func(a, b placement.WorkloadClass) int {
-		return cmp.Or(cmp.Compare(b.Weight, a.Weight), cmp.Compare(b.CPUMilli, a.CPUMilli),
-			cmp.Compare(b.Milli, a.Milli), cmp.Compare(b.GPUs, a.GPUs),
-			strings.Compare(strings.Join(b.Models, "|"), strings.Join(a.Models, "|")))
-	})
-	cum, n := 0.0, 0
-	for n < len(cls) && cum < popularity-1e-12 {
-		cum += cls[n].Weight
-		n++
-	}
-	if n == 0 {
-		return nil
-	}
-	out := slices.Clone(cls[:n])
-	for i := range out {
-		out[i].Weight /= cum
-	}
-	return out
+	return placement.Typical(placement.WorkloadFromJobs(jobs), popularity)
 }
 
 // WorkloadFor is the typical workload of mode over the untuned tasks.
