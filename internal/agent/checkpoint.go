@@ -168,6 +168,11 @@ type uploader struct {
 	store checkpoint.Store // nil: discard, do not save
 
 	seq int // orders checkpoints taken over, oldest first
+	// scanned is when takeOver last looked (at first, when the uploader
+	// was made): a checkpoint it finds complete now was completed after
+	// that, whatever its marker's time says. The workload writes the
+	// marker, and a job must not look dearer to preempt by backdating it.
+	scanned time.Time
 
 	// stopping is set once the process is asked to stop: what it saves
 	// from then on is its final checkpoint.
@@ -186,7 +191,7 @@ func (a *Agent) newUploader(in workflows.RunTaskInput, dirs taskDirs, log *slog.
 	if !in.Checkpoint {
 		return nil
 	}
-	u := &uploader{a: a, in: in, dirs: dirs, log: log, stop: make(chan struct{}), done: make(chan struct{})}
+	u := &uploader{a: a, in: in, dirs: dirs, log: log, stop: make(chan struct{}), done: make(chan struct{}), scanned: time.Now()}
 	if in.Rank == 0 {
 		u.store = a.cfg.Checkpoints
 		if u.store == nil {
@@ -294,6 +299,8 @@ func (u *uploader) poll(ctx context.Context, final bool) {
 // uploading/, oldest first by their marker's time, so the workload can
 // neither change nor delete them while they are saved.
 func (u *uploader) takeOver() {
+	began := time.Now()
+	defer func() { u.scanned = began }()
 	entries, err := os.ReadDir(u.dirs.checkpoint)
 	if err != nil {
 		u.log.Warn("checkpoint scan failed", "dir", u.dirs.checkpoint, "error", err)
@@ -332,8 +339,13 @@ func (u *uploader) takeOver() {
 		}
 		// The directory keeps the marker's time, when the workload
 		// finished writing, for save (takenAt): the work since the
-		// checkpoint counts from then, not from when the upload starts.
-		if err := os.Chtimes(dst, c.at, c.at); err != nil {
+		// checkpoint counts from then, not from when the upload starts
+		// — but not from before the last look, which did not find it.
+		at := c.at
+		if at.Before(u.scanned) {
+			at = u.scanned
+		}
+		if err := os.Chtimes(dst, at, at); err != nil {
 			u.log.Warn("cannot keep the checkpoint's time", "dir", dst, "error", err)
 		}
 	}

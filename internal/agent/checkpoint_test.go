@@ -269,48 +269,50 @@ func TestRunTaskSavesPeriodicCheckpoints(t *testing.T) {
 }
 
 // TestRunTaskCheckpointTimeIsWhenWritten: a checkpoint's time — in the
-// store, the heartbeats and the view, from which the work since it counts
+// store and the view, from which the work since it counts
 // — is when the workload marked it complete, not when the agent got to
-// uploading it (up to a poll interval and an earlier upload later). The
-// marker is backdated a minute so that the two cannot coincide.
+// uploading it (up to a poll interval and an earlier upload later): here
+// the agent looks every 5 s, the process exits 0.5 s after its checkpoint
+// and the final look saves it. A marker backdated past the agent's last
+// look counts from that look: a job cannot make itself look dearer to
+// preempt.
 func TestRunTaskCheckpointTimeIsWhenWritten(t *testing.T) {
-	h := newCkptHarness(t, nil)
-	var mu sync.Mutex
-	var beat workflows.CheckpointRef
-	h.watchHeartbeats(func(p workflows.RunTaskProgress) {
-		mu.Lock()
-		defer mu.Unlock()
-		if p.Checkpoint.ID != "" {
-			beat = p.Checkpoint
-		}
-	})
-	written := time.Now().Add(-time.Minute).Truncate(time.Second)
-	script := fmt.Sprintf(`d="$GANGWAY_CHECKPOINT_DIR/step-7"; mkdir -p "$d"; echo 7 > "$d/step"; `+
-		`touch -d @%d "$d/COMPLETE"; while [ -e "$d" ]; do sleep 0.01; done; sleep 0.2`, written.Unix())
-	if _, err := h.run(h.rank0(script, 2)); err != nil {
-		t.Fatalf("RunTask: %v", err)
-	}
-	latest, err := h.store.Latest(context.Background(), "train-1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !latest.Taken.Equal(written) || !latest.Captured().Equal(written) {
-		t.Errorf("stored checkpoint taken %v (captured %v), want %v, when its marker was written", latest.Taken, latest.Captured(), written)
-	}
-	if !latest.Created.After(written.Add(30 * time.Second)) {
-		t.Errorf("save started %v, want about now, not the marker's time %v", latest.Created, written)
-	}
-	mu.Lock()
-	got := beat
-	mu.Unlock()
-	if got.ID != latest.ID || !got.At.Equal(written) {
-		t.Errorf("heartbeat carried %+v, want %s at %v", got, latest.ID, written)
-	}
-	h.cap.mu.Lock()
-	recorded := slices.Clone(h.cap.checkpointAt)
-	h.cap.mu.Unlock()
-	if len(recorded) != 1 || !recorded[0].Equal(written) {
-		t.Errorf("checkpoint times recorded in the view %v, want [%v]", recorded, written)
+	for _, tc := range []struct {
+		name     string
+		backdate bool
+	}{{"written before the exit", false}, {"marker backdated an hour", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newCkptHarness(t, nil)
+			h.a.cfg.CheckpointPoll = 5 * time.Second
+			touch := `touch "$d/COMPLETE"`
+			if tc.backdate {
+				touch = fmt.Sprintf(`touch -d @%d "$d/COMPLETE"`, time.Now().Add(-time.Hour).Unix())
+			}
+			began := time.Now()
+			script := `d="$GANGWAY_CHECKPOINT_DIR/step-7"; mkdir -p "$d"; echo 7 > "$d/step"; ` + touch + `; sleep 0.5`
+			if _, err := h.run(h.rank0(script, 2)); err != nil {
+				t.Fatalf("RunTask: %v", err)
+			}
+			latest, err := h.store.Latest(context.Background(), "train-1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			taken := latest.Captured()
+			switch {
+			case latest.Taken.IsZero() || !taken.Equal(latest.Taken):
+				t.Errorf("stored checkpoint taken %v, created %v: want the taken time kept and used", latest.Taken, latest.Created)
+			case taken.Before(began):
+				t.Errorf("checkpoint taken %v, before the task began %v: a backdated marker counted", taken, began)
+			case !tc.backdate && latest.Created.Sub(taken) < 400*time.Millisecond:
+				t.Errorf("checkpoint taken %v, its save began %v: want the marker's time, 0.5 s before the save", taken, latest.Created)
+			}
+			h.cap.mu.Lock()
+			recorded := slices.Clone(h.cap.checkpointAt)
+			h.cap.mu.Unlock()
+			if len(recorded) != 1 || !recorded[0].Equal(taken) {
+				t.Errorf("checkpoint times recorded in the view %v, want [%v]", recorded, taken)
+			}
+		})
 	}
 }
 
