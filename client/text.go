@@ -41,7 +41,7 @@ func (st JobStatus) WriteText(w io.Writer) error {
 	if st.LostGPUSeconds > 0 {
 		fmt.Fprintf(w, "Lost:      %.0f GPU-seconds of work redone after restarts\n", st.LostGPUSeconds)
 	}
-	writeAttempts(w, st.Attempts, st.EarlierAttempts)
+	writeAttempts(w, st.Attempts, st.EarlierAttempts, st.AsOf)
 	if len(st.Phases) > 0 {
 		fmt.Fprintln(w, "History:")
 		if st.EarlierPhases > 0 {
@@ -56,10 +56,11 @@ func (st JobStatus) WriteText(w io.Writer) error {
 	return nil
 }
 
-// writeAttempts shows where each run went, how it ended and what it
+// writeAttempts shows where each run went, how long it ran (the running
+// one: so far, when asOf says as of when), how it ended and what it
 // resumed from; runs the status no longer keeps one by one are summed on
 // one line first.
-func writeAttempts(w io.Writer, attempts []workflows.AttemptRecord, earlier *workflows.AttemptSummary) {
+func writeAttempts(w io.Writer, attempts []workflows.AttemptRecord, earlier *workflows.AttemptSummary, asOf time.Time) {
 	if len(attempts) == 0 {
 		return
 	}
@@ -76,8 +77,11 @@ func writeAttempts(w io.Writer, attempts []workflows.AttemptRecord, earlier *wor
 	fmt.Fprintf(tw, "  #	POOL	CAPACITY	NODES	RAN	ENDED	RESUMED FROM	LOST GPU-S	COST\n")
 	for _, a := range attempts {
 		ran, ended := "", a.Ended
-		if !a.EndedAt.IsZero() {
+		switch {
+		case !a.EndedAt.IsZero():
 			ran = round(a.EndedAt.Sub(a.StartedAt)).String()
+		case !asOf.IsZero() && !a.StartedAt.IsZero():
+			ran = round(max(asOf.Sub(a.StartedAt), 0)).String()
 		}
 		if ended == "" {
 			ended = "running"

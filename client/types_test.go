@@ -117,3 +117,20 @@ func TestWriteTextEarlierRuns(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteTextRunningRun: the run still going shows how long it has run
+// so far, as the job's totals do.
+func TestWriteTextRunningRun(t *testing.T) {
+	t0 := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	st := client.JobStatus{Status: workflows.Status{JobID: "j", Team: "ml", Phase: gangway.PhaseRunning, Attempt: 1,
+		Assignment: &gangway.Assignment{JobID: "j", Attempt: 1, Members: []gangway.Member{{NodeID: "n0", GPUs: []int{0}}}},
+		Attempts:   []workflows.AttemptRecord{{Attempt: 1, Pool: "onprem", CapacityType: gangway.CapacityOnPrem, Nodes: []string{"n0"}, StartedAt: t0}},
+		Phases:     []workflows.PhaseChange{{Phase: gangway.PhaseRunning, Attempt: 1, At: t0}}}}.Live(t0.Add(90 * time.Second))
+	var b strings.Builder
+	if err := st.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	if want := "  1  onprem  on-prem   n0     1m30s  running  -"; !strings.Contains(b.String(), want) {
+		t.Errorf("status text lacks %q:\n%s", want, b.String())
+	}
+}
