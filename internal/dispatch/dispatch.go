@@ -144,10 +144,12 @@ type Loop struct {
 	// arrivals is the typical workload placement measures fragmentation
 	// against (unless Config.Placement sets one): the jobs seen entering
 	// the queue, recent ones weighing more; queued the jobs of the last
-	// snapshot's queue, so that each arrival counts once. A new leader
-	// starts it afresh (placement falls back to the queue meanwhile).
-	arrivals placement.WorkloadHistory
-	queued   map[gangway.JobID]bool
+	// snapshot's queue, so that each arrival counts once (wasQueued the
+	// one before, kept to be refilled: no map is made per cycle). A new
+	// leader starts it afresh (placement falls back to the queue
+	// meanwhile).
+	arrivals          placement.WorkloadHistory
+	queued, wasQueued map[gangway.JobID]bool
 	// teams caches the team budgets read at teamsAt.
 	teams   map[string]placement.TeamPolicy
 	teamsAt time.Time
@@ -415,7 +417,11 @@ func (l *Loop) Cycle(ctx context.Context) (CycleResult, error) {
 // noteArrivals adds the jobs that entered the queue since the last
 // snapshot to the arrivals: a job's first attempt, once, in queue order.
 func (l *Loop) noteArrivals(queue []gangway.QueueEntry) {
-	now := make(map[gangway.JobID]bool, len(queue))
+	now := l.wasQueued
+	if now == nil {
+		now = make(map[gangway.JobID]bool, len(queue))
+	}
+	clear(now)
 	for i := range queue {
 		e := &queue[i]
 		now[e.JobID] = true
@@ -423,7 +429,7 @@ func (l *Loop) noteArrivals(queue []gangway.QueueEntry) {
 			l.arrivals.Add(e)
 		}
 	}
-	l.queued = now
+	l.queued, l.wasQueued = now, l.queued
 }
 
 func (l *Loop) cycle(ctx context.Context, res *CycleResult) (string, error) {
