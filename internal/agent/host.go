@@ -166,10 +166,16 @@ func (h *Host) heartbeat(ctx context.Context) {
 	// Every node's beat lock, in one order: a node's own beat as a task
 	// ends (RunTask) must not land before a batch that read its tasks
 	// earlier.
+	// One deferred unlock for them all: a defer per node is an allocation
+	// per node per beat.
 	for _, id := range h.ids {
 		h.agents[id].beatMu.Lock()
-		defer h.agents[id].beatMu.Unlock()
 	}
+	defer func() {
+		for _, id := range h.ids {
+			h.agents[id].beatMu.Unlock()
+		}
+	}()
 	now := time.Now()
 	missing, err := h.cap.HeartbeatNodes(ctx, h.beats(h.ids))
 	if err == nil && len(missing) > 0 {
