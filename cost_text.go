@@ -29,14 +29,16 @@ func (sum CostSummary) WriteText(w io.Writer) error {
 	var buf bytes.Buffer
 	tw := tabwriter.NewWriter(&buf, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "%-*s\tGPU-H ON-PREM\tGPU-H SPOT\tGPU-H ON-DEMAND\t$ ON-PREM\t$ SPOT\t$ ON-DEMAND\t$ TOTAL\tSPOT SAVED\tIN FLIGHT\t\n", width, strings.ToUpper(string(sum.By)))
+	// Money as Gangway shows it everywhere, the columns' "$" aside.
+	money := func(v float64) string { return strings.TrimPrefix(FormatDollars(v), "$") }
 	row := func(group string, r CostRow) {
 		saved := "-"
 		if r.SpotSavedDollars != nil {
-			saved = cell(*r.SpotSavedDollars, 2)
+			saved = money(*r.SpotSavedDollars)
 		}
 		fmt.Fprintf(tw, "%-*s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t\n", width, group,
 			cell(r.GPUHours.OnPrem, 1), cell(r.GPUHours.Spot, 1), cell(r.GPUHours.OnDemand, 1),
-			cell(r.Dollars.OnPrem, 2), cell(r.Dollars.Spot, 2), cell(r.Dollars.OnDemand, 2), cell(r.TotalDollars, 2), saved, r.InFlight)
+			money(r.Dollars.OnPrem), money(r.Dollars.Spot), money(r.Dollars.OnDemand), money(r.TotalDollars), saved, r.InFlight)
 	}
 	unknown := false
 	for i, r := range sum.Rows {
@@ -61,10 +63,10 @@ func (sum CostSummary) WriteText(w io.Writer) error {
 	return nil
 }
 
-// cell formats one of the table's numbers to decimals places, or, where
-// that would print a nonzero amount as zero (a few GPU-minutes, a
-// fraction of a cent), to its first two significant digits: usage that
-// happened never reads as none.
+// cell formats one of the table's GPU-hour counts to decimals places, or,
+// where that would print a nonzero amount as zero (a few GPU-minutes), to
+// its first two significant digits: usage that happened never reads as
+// none. Dollars are FormatDollars'.
 func cell(v float64, decimals int) string {
 	zero := func(s string) bool { return strings.Trim(s, "-0.") == "" }
 	s := strconv.FormatFloat(v, 'f', decimals, 64)
