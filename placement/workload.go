@@ -41,13 +41,21 @@ type WorkloadHistory struct {
 	// HalfLife is in arrivals; 0 means DefaultHalfLife.
 	HalfLife int
 
-	order  []classKey
-	count  map[classKey]float64
-	models map[classKey][]string
+	// classes in the order they first arrived, count in units of scale;
+	// index finds a key's.
+	classes []historyClass
+	index   map[classKey]int
 	// scale is what the next arrival adds: it grows by 2^(1/HalfLife) an
 	// arrival, so that older counts shrink relative to it without being
 	// touched; renormalize brings it back before it overflows.
 	scale float64
+}
+
+// historyClass is one class of a WorkloadHistory.
+type historyClass struct {
+	key    classKey
+	models []string // key.models, as a list
+	count  float64
 }
 
 // DefaultHalfLife is WorkloadHistory's half-life: about the last thousand
@@ -78,52 +86,53 @@ func (h *WorkloadHistory) add(j *gangway.QueueEntry, w float64) {
 	if j.GPUsPerReplica == 0 {
 		k.milli = 0
 	}
-	if h.count == nil {
-		h.count, h.models = map[classKey]float64{}, map[classKey][]string{}
-	}
+	var models []string
 	if len(j.GPUModels) > 0 {
-		m := slices.Clone(j.GPUModels)
-		slices.Sort(m)
-		k.models = strings.Join(m, "|")
-		h.models[k] = m
+		models = slices.Clone(j.GPUModels)
+		slices.Sort(models)
+		k.models = strings.Join(models, "|")
 	}
-	if _, seen := h.count[k]; !seen {
-		h.order = append(h.order, k)
+	i, seen := h.index[k]
+	if !seen {
+		if h.index == nil {
+			h.index = map[classKey]int{}
+		}
+		i = len(h.classes)
+		h.index[k] = i
+		h.classes = append(h.classes, historyClass{key: k, models: models})
 	}
-	h.count[k] += w * float64(max(j.Replicas, 1))
+	h.classes[i].count += w * float64(max(j.Replicas, 1))
 }
 
 // renormalize divides every count by scale, dropping the classes that
 // have faded to nothing, so that the history stays as large as the
 // classes that still matter.
 func (h *WorkloadHistory) renormalize() {
-	kept := h.order[:0]
-	for _, k := range h.order {
-		if c := h.count[k] / h.scale; c > 1e-9 {
-			h.count[k] = c
-			kept = append(kept, k)
-		} else {
-			delete(h.count, k)
-			delete(h.models, k)
+	kept := h.classes[:0]
+	clear(h.index)
+	for _, c := range h.classes {
+		if c.count /= h.scale; c.count > 1e-9 {
+			h.index[c.key] = len(kept)
+			kept = append(kept, c)
 		}
 	}
-	h.order, h.scale = kept, 1
+	h.classes, h.scale = kept, 1
 }
 
 // Classes is the history as a workload, weights summing to 1, classes in
 // the order they first arrived; nil before any arrival.
 func (h *WorkloadHistory) Classes() []WorkloadClass {
 	total := 0.0
-	for _, k := range h.order {
-		total += h.count[k]
+	for _, c := range h.classes {
+		total += c.count
 	}
 	if total == 0 {
 		return nil
 	}
-	out := make([]WorkloadClass, 0, len(h.order))
-	for _, k := range h.order {
-		out = append(out, WorkloadClass{GPUs: k.gpus, Milli: k.milli, CPUMilli: k.cpu, MemMiB: k.mem,
-			Models: h.models[k], Weight: h.count[k] / total})
+	out := make([]WorkloadClass, 0, len(h.classes))
+	for _, c := range h.classes {
+		out = append(out, WorkloadClass{GPUs: c.key.gpus, Milli: c.key.milli, CPUMilli: c.key.cpu, MemMiB: c.key.mem,
+			Models: c.models, Weight: c.count / total})
 	}
 	return out
 }
