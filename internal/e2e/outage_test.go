@@ -36,11 +36,7 @@ const temporalOutage = 15 * time.Second
 // in its first attempt, every member started exactly once, no GPU held
 // twice, and nothing left allocated.
 func TestTemporalOutageOnRealServers(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts real servers and runs real processes")
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
-	defer cancel()
+	ctx := outageContext(t)
 	o := startOutageStack(t, ctx, "")
 	st, rec, cl := o.Stack, o.rec, o.cl
 	specs := []gangway.JobSpec{
@@ -131,11 +127,7 @@ const redisOutage = 30 * time.Second
 // Succeeded in its first attempt, every member started once, no GPU held
 // twice, nothing left allocated, and the ledger agrees with every job.
 func TestRedisOutageOnRealServers(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts real servers and runs real processes")
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
-	defer cancel()
+	ctx := outageContext(t)
 	o := startOutageStack(t, ctx, "")
 	st, rec, cl := o.Stack, o.rec, o.cl
 	before := []gangway.JobSpec{
@@ -187,11 +179,7 @@ const ledgerOutage = 25 * time.Second
 // on-prem GPUs does not wait on the ledger; every job ends Succeeded in
 // its first attempt and the ledger agrees with each.
 func TestLedgerOutageOnRealServers(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts real servers and runs real processes")
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
-	defer cancel()
+	ctx := outageContext(t)
 	pg := devstacktest.Postgres(t)
 	if err := pg.CreateDatabase(ctx, "gangway"); err != nil {
 		t.Fatal(err)
@@ -275,6 +263,17 @@ type outageStack struct {
 	cl      *client.Client
 	logPath string
 	t       *testing.T
+}
+
+// outageContext skips the test under -short and bounds it to 4 minutes.
+func outageContext(t *testing.T) context.Context {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts real servers and runs real processes")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
 }
 
 // outageTiming times the outage tests' jobs: heartbeats time out in 3 s.
