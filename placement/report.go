@@ -4,7 +4,7 @@ import "github.com/gangwayhq/gangway"
 
 // Report is the fragmentation view of a fleet at one moment: where the
 // free GPUs are, the largest block free together at each topology level,
-// and how much free capacity the pending mix cannot use.
+// and how much free capacity a workload (the typical one) cannot use.
 type Report struct {
 	FreeGPUs   int // entirely free GPUs on schedulable nodes
 	FreeMilli  int // free milli-GPU, shares included

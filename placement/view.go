@@ -90,13 +90,15 @@ type Candidate struct {
 
 // WorkloadClass is one kind of task in the typical workload, with its
 // share of all tasks: what fragmentation is measured against.
+// The JSON names are those the dispatch leader stores it under
+// (capacity.View.SaveWorkload).
 type WorkloadClass struct {
-	GPUs     int // whole GPUs per task (1 with Milli < Whole for a share; 0 for CPU-only)
-	Milli    int // per GPU
-	CPUMilli int64
-	MemMiB   int64
-	Models   []string // allowed models; empty = any
-	Weight   float64  // popularity; weights sum to 1
+	GPUs     int      `json:"gpus"`  // whole GPUs per task (1 with Milli < Whole for a share; 0 for CPU-only)
+	Milli    int      `json:"milli"` // per GPU
+	CPUMilli int64    `json:"cpuMilli"`
+	MemMiB   int64    `json:"memMiB"`
+	Models   []string `json:"models,omitempty"` // allowed models; empty = any
+	Weight   float64  `json:"weight"`           // popularity; weights sum to 1
 }
 
 func newView(s *Snapshot, workload []WorkloadClass, rnd *rand.Rand) *View {

@@ -82,13 +82,19 @@ func (h *WorkloadHistory) add(j *gangway.QueueEntry, w float64) {
 	if j.MIG() {
 		return
 	}
-	k := classKey{gpus: j.GPUsPerReplica, milli: j.MilliEachGPU(), cpu: j.CPUMilli, mem: j.MemMiB}
+	milli := j.MilliEachGPU()
 	if j.GPUsPerReplica == 0 {
-		k.milli = 0
+		milli = 0
 	}
+	h.addClass(j.GPUsPerReplica, milli, j.CPUMilli, j.MemMiB, j.GPUModels, w*float64(max(j.Replicas, 1)))
+}
+
+// addClass adds w to the class of one replica shape.
+func (h *WorkloadHistory) addClass(gpus, milli int, cpu, mem int64, allowed []string, w float64) {
+	k := classKey{gpus: gpus, milli: milli, cpu: cpu, mem: mem}
 	var models []string
-	if len(j.GPUModels) > 0 {
-		models = slices.Clone(j.GPUModels)
+	if len(allowed) > 0 {
+		models = slices.Clone(allowed)
 		slices.Sort(models)
 		k.models = strings.Join(models, "|")
 	}
@@ -101,7 +107,41 @@ func (h *WorkloadHistory) add(j *gangway.QueueEntry, w float64) {
 		h.index[k] = i
 		h.classes = append(h.classes, historyClass{key: k, models: models})
 	}
-	h.classes[i].count += w * float64(max(j.Replicas, 1))
+	h.classes[i].count += w
+}
+
+// Weight is how many arriving replicas the history holds, each counted
+// at its weight now (the latest about 1): it grows by one a replica and, as the
+// weights halve, levels off near HalfLife ÷ ln 2. With Classes it is what
+// Restore carries a history on from.
+func (h *WorkloadHistory) Weight() float64 {
+	if h.scale == 0 {
+		return 0
+	}
+	total := 0.0
+	for _, c := range h.classes {
+		total += c.count
+	}
+	return total / h.scale
+}
+
+// Restore adds a history saved as its Classes and Weight — another
+// server's, before this one took over — so that a new dispatch leader
+// goes on from the picture the last one had instead of from nothing. It
+// is meant for an empty history: added to one that holds arrivals, the
+// restored ones weigh as much as its latest.
+func (h *WorkloadHistory) Restore(classes []WorkloadClass, weight float64) {
+	if weight <= 0 {
+		return
+	}
+	if h.scale == 0 {
+		h.scale = 1
+	}
+	for _, c := range classes {
+		if c.Weight > 0 {
+			h.addClass(c.GPUs, c.Milli, c.CPUMilli, c.MemMiB, c.Models, c.Weight*weight*h.scale)
+		}
+	}
 }
 
 // renormalize divides every count by scale, dropping the classes that

@@ -1,8 +1,11 @@
 package placement
 
 import (
+	"encoding/json"
 	"math"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/gangwayhq/gangway"
 )
@@ -85,6 +88,56 @@ func TestWorkloadHistory(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestWorkloadHistoryRestore: a history restored from another's Classes
+// and Weight — saved as JSON, as the dispatch leader stores it — goes on
+// as the original does: the same classes and weights after the same
+// arrivals, and a Weight that levels off near HalfLife ÷ ln 2.
+func TestWorkloadHistoryRestore(t *testing.T) {
+	one, eight, half := shape(1, 0), shape(8, 0), shape(1, 500)
+	constrained := shape(2, 0)
+	constrained.GPUModels = []string{"H100", "A100"}
+	orig := WorkloadHistory{HalfLife: 50}
+	for i := range 400 {
+		switch i % 4 {
+		case 0:
+			orig.Add(&eight)
+		case 1:
+			orig.Add(&constrained)
+		default:
+			orig.Add(&one)
+		}
+	}
+	if w, level := orig.Weight(), 50/math.Ln2; math.Abs(w-level) > 0.05*level {
+		t.Errorf("Weight after 400 arrivals with a half-life of 50 = %.1f, want about %.1f", w, level)
+	}
+	raw, err := json.Marshal(orig.Classes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var saved []WorkloadClass
+	if err := json.Unmarshal(raw, &saved); err != nil {
+		t.Fatal(err)
+	}
+	restored := WorkloadHistory{HalfLife: 50}
+	restored.Restore(saved, orig.Weight())
+	for range 30 {
+		orig.Add(&half)
+		restored.Add(&half)
+	}
+	near := cmp.Comparer(func(a, b float64) bool { return math.Abs(a-b) < 1e-9 })
+	if diff := cmp.Diff(orig.Classes(), restored.Classes(), near); diff != "" {
+		t.Errorf("restored history after 30 more arrivals (-original +restored):\n%s", diff)
+	}
+	if math.Abs(orig.Weight()-restored.Weight()) > 1e-6 {
+		t.Errorf("Weight: original %v, restored %v", orig.Weight(), restored.Weight())
+	}
+	var none WorkloadHistory
+	none.Restore(saved, 0)
+	if none.Classes() != nil || none.Weight() != 0 {
+		t.Errorf("a restore of no arrivals left %v, weight %v", none.Classes(), none.Weight())
+	}
 }
 
 func TestTypical(t *testing.T) {

@@ -97,6 +97,9 @@ type keySet struct {
 	// taskDone starts the keys of tasks their agents saw exit 0
 	// (taskdone.go).
 	taskDone string
+	// workload is the typical workload the dispatch leader learned
+	// (workload.go).
+	workload string
 }
 
 func newKeys(prefix string) keySet {
@@ -129,6 +132,7 @@ func newKeys(prefix string) keySet {
 		checkpoints:  prefix + ":checkpoints",
 		reasonsStamp: prefix + ":reasons-stamp",
 		taskDone:     prefix + ":task-done:",
+		workload:     prefix + ":workload",
 	}
 }
 

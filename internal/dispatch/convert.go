@@ -56,10 +56,22 @@ func placementSnapshot(s capacity.Snapshot, nodeTTL time.Duration, onPremPrices 
 	return ps
 }
 
-// Measure is the fragmentation report of the view s against its pending
-// mix, with nodes silent longer than nodeTTL not schedulable: what each
-// cycle exports as metrics, for readers outside the loop (the web view
-// samples it over time).
-func Measure(s capacity.Snapshot, nodeTTL time.Duration) placement.Report {
-	return placement.Measure(placementSnapshot(s, nodeTTL, nil), placement.WorkloadFromJobs(s.Queue))
+// Measure is the fragmentation report of the view s against the typical
+// workload w the dispatch leader stored (capacity.View.Workload), cut as
+// the loop cuts it, or against the pending mix while there is none, with
+// nodes silent longer than nodeTTL not schedulable: what each cycle
+// exports as metrics, for readers outside the loop (the web view samples
+// it over time).
+func Measure(s capacity.Snapshot, w capacity.Workload, nodeTTL time.Duration) placement.Report {
+	typical := placement.Typical(w.Classes, placement.TypicalPopularity)
+	return placement.Measure(placementSnapshot(s, nodeTTL, nil), workloadOr(typical, s.Queue))
+}
+
+// workloadOr is w, or the queue's mix when w is empty: before any job has
+// arrived the queue (often empty too) is all there is.
+func workloadOr(w []placement.WorkloadClass, queue []gangway.QueueEntry) []placement.WorkloadClass {
+	if len(w) > 0 {
+		return w
+	}
+	return placement.WorkloadFromJobs(queue)
 }

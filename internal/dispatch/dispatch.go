@@ -111,6 +111,21 @@ type Config struct {
 	// Holdings a new view is taken as empty.
 	Holdings   Holdings
 	NodeStates NodeStates
+	// Workloads, when set, keeps the typical workload the loop learns
+	// from the arrivals between leaders: the leader stores it at most
+	// every workloadSaveEvery while jobs arrive, and a leader taking over
+	// with none of its own goes on from it. Without it a new leader
+	// starts from nothing (placement falls back to the queue meanwhile).
+	Workloads WorkloadStore
+}
+
+// WorkloadStore keeps the typical workload between dispatch leaders
+// (capacity.View).
+type WorkloadStore interface {
+	// SaveWorkload stores w if holder holds the dispatch lease.
+	SaveWorkload(ctx context.Context, holder string, w capacity.Workload) error
+	// Workload is the one stored last; the zero Workload if none is.
+	Workload(ctx context.Context) (capacity.Workload, error)
 }
 
 // Offers is the cloud capacity jobs may burst to.
@@ -146,10 +161,16 @@ type Loop struct {
 	// the queue, recent ones weighing more; queued the jobs of the last
 	// snapshot's queue, so that each arrival counts once (wasQueued the
 	// one before, kept to be refilled: no map is made per cycle). A new
-	// leader starts it afresh (placement falls back to the queue
-	// meanwhile).
-	arrivals          placement.WorkloadHistory
-	queued, wasQueued map[gangway.JobID]bool
+	// leader restores it from Config.Workloads (workload.go): jobs
+	// enqueued by countedUntil were counted by the leader that stored
+	// it. arrived counts the arrivals, savedArrived those stored at
+	// savedAt in the view of generation savedGen.
+	arrivals              placement.WorkloadHistory
+	queued, wasQueued     map[gangway.JobID]bool
+	countedUntil          time.Time
+	arrived, savedArrived int
+	savedAt               time.Time
+	savedGen              string
 	// teams caches the team budgets read at teamsAt.
 	teams   map[string]placement.TeamPolicy
 	teamsAt time.Time
@@ -357,6 +378,7 @@ func (l *Loop) takeOver(ctx context.Context) {
 		}
 		l.bursts[id] = req
 	}
+	l.restoreWorkload(ctx)
 	l.log.Info("took over dispatch", "allocations", len(allocs), "bursts", len(bursts))
 }
 
@@ -425,8 +447,9 @@ func (l *Loop) noteArrivals(queue []gangway.QueueEntry) {
 	for i := range queue {
 		e := &queue[i]
 		now[e.JobID] = true
-		if e.Attempt <= 1 && !l.queued[e.JobID] {
+		if e.Attempt <= 1 && !l.queued[e.JobID] && (l.countedUntil.IsZero() || e.EnqueuedAt.After(l.countedUntil)) {
 			l.arrivals.Add(e)
+			l.arrived++
 		}
 	}
 	l.queued, l.wasQueued = now, l.queued
@@ -446,9 +469,10 @@ func (l *Loop) cycle(ctx context.Context, res *CycleResult) (string, error) {
 		}
 		ps := placementSnapshot(snap, l.cfg.NodeTTL, l.cfg.OnPremPrices)
 		l.noteArrivals(snap.Queue)
+		l.saveWorkload(ctx, snap.Generation)
 		opts := l.placementOptions(ctx, snap.Now, snap.Queue)
 		plan := l.cfg.Placer.Place(ps, snap.Queue, opts)
-		l.observe(snap, ps, plan)
+		l.observe(snap, ps, opts.Workload, plan)
 		l.preempt(ctx, append(slices.Clip(plan.Preemptions), l.defragged(snap, plan)...))
 		l.burst(ctx, plan.Bursts)
 		if len(plan.Assignments) == 0 {
@@ -733,8 +757,9 @@ func (l *Loop) preempt(ctx context.Context, ps []placement.Preemption) {
 }
 
 // observe updates the fleet, node, allocation, queue and waiting-reason
-// gauges, and now and then the fragmentation ones.
-func (l *Loop) observe(snap capacity.Snapshot, ps placement.Snapshot, plan placement.Plan) {
+// gauges, and now and then the fragmentation ones, against the workload
+// placement measured fragmentation against (the queue's when it had none).
+func (l *Loop) observe(snap capacity.Snapshot, ps placement.Snapshot, workload []placement.WorkloadClass, plan placement.Plan) {
 	m := l.cfg.Metrics
 	if m == nil {
 		return
@@ -769,15 +794,15 @@ func (l *Loop) observe(snap capacity.Snapshot, ps placement.Snapshot, plan place
 		byReason[string(u.Reason)]++
 	}
 	m.Unplaced(byReason)
-	// Fragmentation reads the whole fleet against the whole queue: at
-	// most every measureEvery, beside the cycle on the wall clock.
+	// Fragmentation reads the whole fleet against the typical workload:
+	// at most every measureEvery, beside the cycle on the wall clock.
 	now := l.cfg.Clock.Now()
 	if now.Sub(l.measuredAt) < measureEvery || l.measuring.Load() {
 		return
 	}
 	l.measuredAt = now
 	measure := func() {
-		r := placement.Measure(ps, placement.WorkloadFromJobs(queue))
+		r := placement.Measure(ps, workloadOr(workload, queue))
 		m.Fragmentation(r.Rate, r.Largest)
 	}
 	if !l.background {

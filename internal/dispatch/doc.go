@@ -4,9 +4,10 @@
 //  1. takes a snapshot of nodes, free GPUs and the queue;
 //  2. calls placement (pure) for a plan, measuring fragmentation against
 //     the jobs it has seen arrive (placement.WorkloadHistory, recent ones
-//     weighing more), unless Config.Placement sets a workload: a new
-//     leader starts that history afresh, and the queue stands in until it
-//     has arrivals;
+//     weighing more), unless Config.Placement sets a workload: the leader
+//     stores that history in the view (Config.Workloads, workload.go) and
+//     a new leader goes on from it; with none stored, the queue stands in
+//     until jobs arrive;
 //  3. commits the whole plan in one Lua script — all GPUs of every gang or
 //     nothing; a plan made on stale data is rejected and made again;
 //  4. signals each placed job's workflow. Commit comes before signal; a job
@@ -23,8 +24,8 @@
 // and calibrates against the starts it sees. On the wall clock the
 // forecast runs beside the cycles, not inside them (cycles that start
 // while it runs skip estimating; its estimates are stored from the next
-// cycle on), and so does the fragmentation measure behind the metrics,
-// taken at most every five seconds: neither adds to a cycle's time. On a
+// cycle on), and so does the fragmentation measure behind the metrics —
+// against the same typical workload — taken at most every five seconds: neither adds to a cycle's time. On a
 // virtual clock both run inside the cycle, so a replay is deterministic.
 // The reasons are written as differences from the last cycle's
 // (capacity.View.SetReasons): with ten thousand jobs waiting for the same

@@ -424,6 +424,7 @@ var chaosEvents = []struct{ line, what string }{
 	{"Temporal lost track of a task; adopting it", "tasks adopted after Temporal lost track of them"},
 	{"node missing from the view; registering again", "nodes registered again"},
 	{"terminated orphan instance", "orphan instances terminated"},
+	{restoredWorkload, "typical workloads restored by a new leader"},
 }
 
 // rerunsAfterFinish counts the tasks started again after their job's run
@@ -651,10 +652,18 @@ func (c *chaosRun) faults(ctx context.Context, before func(i int)) {
 		}},
 		{"SIGKILL the dispatch leader, then start another server", func() {
 			holder, pid := c.leader(ctx)
+			c.workloadStored(ctx, "before the leader is killed")
+			restored := c.logLines(restoredWorkload)
 			c.killServer(pid)
 			waitFor(t, ctx, "a new dispatch leader", func() bool {
 				h, err := c.view.LeaseHolder(ctx)
 				return err == nil && h != "" && h != holder
+			})
+			// The new leader never led: it goes on from the stored workload.
+			rctx, cancel := context.WithTimeout(ctx, time.Minute)
+			defer cancel()
+			waitFor(t, rctx, "the new leader to restore the typical workload", func() bool {
+				return c.logLines(restoredWorkload) > restored
 			})
 			c.startServer()
 		}},
@@ -681,6 +690,8 @@ func (c *chaosRun) faults(ctx context.Context, before func(i int)) {
 		{"FLUSHALL", func() {
 			must(t, c.rdb.FlushAll(ctx).Err())
 			c.rebuilt(ctx, "FLUSHALL")
+			// The leader stores its workload again in the new view.
+			c.workloadStored(ctx, "after FLUSHALL")
 		}},
 		{"fail Redis over through the Sentinel: the master SIGKILLed, its replica promoted", func() {
 			rc := redis.NewClient(&redis.Options{Addr: c.replica.Addr})
@@ -777,6 +788,34 @@ func (c *chaosRun) killServer(pid int) {
 	}
 	c.mu.Unlock()
 	c.s.killServer(pid)
+}
+
+// restoredWorkload is what a new leader logs as it goes on from the
+// typical workload the last one stored.
+const restoredWorkload = "take over: restored the typical workload"
+
+// workloadStored waits until the view holds the typical workload the
+// dispatch leader learns (it stores it at most every 15 s).
+func (c *chaosRun) workloadStored(ctx context.Context, when string) {
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	waitFor(c.t, wctx, "the typical workload stored "+when, func() bool {
+		w, err := c.view.Workload(ctx)
+		return err == nil && len(w.Classes) > 0 && w.Arrivals > 0
+	})
+}
+
+// logLines counts the lines of the servers' and agents' logs that hold s.
+func (c *chaosRun) logLines(s string) int {
+	logs, _ := filepath.Glob(filepath.Join(c.s.logDir, "*.log"))
+	n := 0
+	for _, l := range logs {
+		data, err := os.ReadFile(l)
+		if err == nil {
+			n += strings.Count(string(data), s)
+		}
+	}
+	return n
 }
 
 // rebuilt waits until the view is rebuilt for its current generation.

@@ -91,7 +91,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	}
 	m.fragRate = prometheus.NewGauge(prometheus.GaugeOpts{
 		Namespace: namespace, Name: "fragmentation_ratio",
-		Help: "Share of free GPU capacity the pending job mix cannot use (FGD's measure).",
+		Help: "Share of free GPU capacity the typical job mix (the arrivals') cannot use (FGD's measure).",
 	})
 	m.largestFree = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: namespace, Name: "largest_free_block_gpus",

@@ -323,6 +323,10 @@ func Run(ctx context.Context, o Options) error {
 	if ns, ok := o.Ledger.(dispatch.NodeStates); ok && o.Dispatch.NodeStates == nil {
 		o.Dispatch.NodeStates = ns
 	}
+	// The typical workload the leader learns outlives it (dispatch/workload.go).
+	if o.Dispatch.Workloads == nil {
+		o.Dispatch.Workloads = o.View
+	}
 	loop := dispatch.New(o.Dispatch, o.View, jobs.New(o.Temporal))
 	return loop.Run(ctx)
 }

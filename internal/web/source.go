@@ -45,8 +45,8 @@ type Fleet struct {
 // FragSample is the fleet's fragmentation at one instant.
 type FragSample struct {
 	At time.Time `json:"at"`
-	// Rate is the share of free GPU capacity the pending mix cannot use
-	// (placement.Report.Rate).
+	// Rate is the share of free GPU capacity the typical workload cannot
+	// use (placement.Report.Rate; dispatch.Measure).
 	Rate float64 `json:"rate"`
 	// FreeGPUs are entirely free GPUs on schedulable nodes, LargestNode
 	// the most of them free on one node.
