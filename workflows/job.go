@@ -29,31 +29,57 @@ var serverActivity = workflow.ActivityOptions{
 // that runs the workflow task, in it, with one marker in the history
 // instead of an activity task's round trip and its six events.
 //
-// A local activity's tries stop at its ScheduleToCloseTimeout, which
-// defaults to its StartToCloseTimeout: 10 s of Redis or ledger outage
-// would end them, and with them the job ("cancelled while queueing"), its
-// release or its usage record. serverActivity's tries have no limit;
-// serverRetryLimit is the same in practice.
+// While a local activity is tried the workflow task stays open: the
+// worker heartbeats it every few seconds, three events each time, and the
+// job answers no query. That is cheap for a blip, not for an outage of
+// Redis or the ledger that lasts hours — a job would pile up a thousand
+// events an hour, and `gangway status` would get no answer. So a local
+// activity is tried for localTries only; then server goes on with the same
+// activity on the server task queue (serverActivity), whose tries have no
+// limit, leave no event until one succeeds, and let the workflow task
+// close in between.
 var serverLocal = workflow.LocalActivityOptions{
 	StartToCloseTimeout:    serverActivity.StartToCloseTimeout,
-	ScheduleToCloseTimeout: serverRetryLimit,
+	ScheduleToCloseTimeout: localTries,
 	RetryPolicy:            serverActivity.RetryPolicy,
 }
 
-// serverRetryLimit is how long a server-side local activity is tried
-// before the job gives up on it: longer than any outage a job should
-// outlive.
-const serverRetryLimit = 365 * 24 * time.Hour
+// localTries is how long a server-side local activity is tried before
+// the activity moves to the server task queue: past the blips of a
+// healthy Redis (a failover takes a few seconds), within a couple of the
+// workflow task's heartbeats.
+const localTries = 20 * time.Second
 
 // server runs one of the short server-side activities (Enqueue,
-// CheckPlacement, Dequeue, Release, RecordUsage, LatestCheckpoint): as a
-// local activity from versionLocal on, else as an activity on the server
-// task queue.
+// CheckPlacement, Dequeue, Release, RecordUsage, LatestCheckpoint,
+// TaskDone): as a local activity from versionLocal on — and, if that runs
+// out of tries, as an activity on the server task queue — else as an
+// activity alone. Its error is one the activity would not retry, or the
+// job's cancellation.
 func (j *job) server(ctx workflow.Context, name string, in any) workflow.Future {
-	if j.local {
-		return workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, serverLocal), name, in)
+	remote := func() workflow.Future {
+		return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, serverActivity), name, in)
 	}
-	return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, serverActivity), name, in)
+	if !j.local {
+		return remote()
+	}
+	local := workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, serverLocal), name, in)
+	f, set := workflow.NewFuture(ctx)
+	workflow.Go(ctx, func(gctx workflow.Context) {
+		if err := local.Get(gctx, nil); err != nil && retryable(err) {
+			set.Chain(remote())
+			return
+		}
+		set.Chain(local)
+	})
+	return f
+}
+
+// retryable reports whether an activity's err is one more tries could
+// cure: not its cancellation, nor an error it marked as final.
+func retryable(err error) bool {
+	var app *temporal.ApplicationError
+	return !temporal.IsCanceledError(err) && !(errors.As(err, &app) && app.NonRetryable())
 }
 
 // runGrace is added to a job's max runtime for the RunTask StartToClose

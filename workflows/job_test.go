@@ -46,23 +46,23 @@ type fakeActivities struct {
 	asked    []TaskDoneInput
 	// down, when set, is asked before each server-side activity runs
 	// (Enqueue, Dequeue, Release, RecordUsage, LatestCheckpoint,
-	// CheckPlacement): an error fails that try, as an outage of Redis or
-	// the ledger would.
-	down func(activity string) error
+	// CheckPlacement), with whether it runs as a local activity: an error
+	// fails that try, as an outage of Redis or the ledger would.
+	down func(activity string, local bool) error
 }
 
-// outage is down's answer for one activity.
-func (f *fakeActivities) outage(name string) error {
+// outage is down's answer for one try of an activity.
+func (f *fakeActivities) outage(ctx context.Context, name string) error {
 	if f.down == nil {
 		return nil
 	}
-	return f.down(name)
+	return f.down(name, activity.GetInfo(ctx).IsLocalActivity)
 }
 
 func (f *fakeActivities) register(env *testsuite.TestWorkflowEnvironment) {
 	env.RegisterWorkflowWithOptions(JobWorkflow, workflow.RegisterOptions{Name: WorkflowName})
-	env.RegisterActivityWithOptions(func(_ context.Context, in EnqueueInput) error {
-		if err := f.outage(ActivityEnqueue); err != nil {
+	env.RegisterActivityWithOptions(func(ctx context.Context, in EnqueueInput) error {
+		if err := f.outage(ctx, ActivityEnqueue); err != nil {
 			return err
 		}
 		f.mu.Lock()
@@ -71,8 +71,8 @@ func (f *fakeActivities) register(env *testsuite.TestWorkflowEnvironment) {
 		f.entries = append(f.entries, in.Entry)
 		return nil
 	}, activity.RegisterOptions{Name: ActivityEnqueue})
-	env.RegisterActivityWithOptions(func(_ context.Context, _ DequeueInput) error {
-		if err := f.outage(ActivityDequeue); err != nil {
+	env.RegisterActivityWithOptions(func(ctx context.Context, _ DequeueInput) error {
+		if err := f.outage(ctx, ActivityDequeue); err != nil {
 			return err
 		}
 		f.mu.Lock()
@@ -80,8 +80,8 @@ func (f *fakeActivities) register(env *testsuite.TestWorkflowEnvironment) {
 		f.dequeued++
 		return nil
 	}, activity.RegisterOptions{Name: ActivityDequeue})
-	env.RegisterActivityWithOptions(func(_ context.Context, in ReleaseInput) (int, error) {
-		if err := f.outage(ActivityRelease); err != nil {
+	env.RegisterActivityWithOptions(func(ctx context.Context, in ReleaseInput) (int, error) {
+		if err := f.outage(ctx, ActivityRelease); err != nil {
 			return 0, err
 		}
 		f.mu.Lock()
@@ -99,8 +99,8 @@ func (f *fakeActivities) register(env *testsuite.TestWorkflowEnvironment) {
 		}
 		return RunTaskResult{}, f.run(ctx, in)
 	}, activity.RegisterOptions{Name: ActivityRunTask})
-	env.RegisterActivityWithOptions(func(_ context.Context, in RecordUsageInput) error {
-		if err := f.outage(ActivityRecordUsage); err != nil {
+	env.RegisterActivityWithOptions(func(ctx context.Context, in RecordUsageInput) error {
+		if err := f.outage(ctx, ActivityRecordUsage); err != nil {
 			return err
 		}
 		f.mu.Lock()
@@ -114,8 +114,8 @@ func (f *fakeActivities) register(env *testsuite.TestWorkflowEnvironment) {
 		f.runs = append(f.runs, in)
 		return nil
 	}, activity.RegisterOptions{Name: ActivityRecordRun})
-	env.RegisterActivityWithOptions(func(_ context.Context, _ LatestCheckpointInput) (CheckpointRef, error) {
-		if err := f.outage(ActivityLatestCheckpoint); err != nil {
+	env.RegisterActivityWithOptions(func(ctx context.Context, _ LatestCheckpointInput) (CheckpointRef, error) {
+		if err := f.outage(ctx, ActivityLatestCheckpoint); err != nil {
 			return CheckpointRef{}, err
 		}
 		f.mu.Lock()
@@ -139,8 +139,8 @@ func (f *fakeActivities) register(env *testsuite.TestWorkflowEnvironment) {
 		}
 		return AwaitNodesResult{}, nil
 	}, activity.RegisterOptions{Name: ActivityAwaitNodes})
-	env.RegisterActivityWithOptions(func(_ context.Context, in CheckPlacementInput) (CheckPlacementResult, error) {
-		if err := f.outage(ActivityCheckPlacement); err != nil {
+	env.RegisterActivityWithOptions(func(ctx context.Context, in CheckPlacementInput) (CheckPlacementResult, error) {
+		if err := f.outage(ctx, ActivityCheckPlacement); err != nil {
 			return CheckPlacementResult{}, err
 		}
 		f.mu.Lock()
@@ -565,7 +565,7 @@ func TestJobWorkflowOutlivesAnOutage(t *testing.T) {
 	env := s.NewTestWorkflowEnvironment()
 	f := &fakeActivities{}
 	tries := map[string]int{}
-	f.down = func(name string) error {
+	f.down = func(name string, _ bool) error {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		if tries[name]++; tries[name] <= failures {
@@ -593,6 +593,59 @@ func TestJobWorkflowOutlivesAnOutage(t *testing.T) {
 	for _, name := range []string{ActivityEnqueue, ActivityCheckPlacement, ActivityRelease, ActivityRecordUsage} {
 		if tries[name] <= failures {
 			t.Errorf("%s tried %d times, want past the %d failures", name, tries[name], failures)
+		}
+	}
+}
+
+// TestJobWorkflowTakesLongOutagesOffTheWorkflowTask: a server-side
+// activity is tried as a local activity for 20 s — the workflow task held
+// open and heartbeated meanwhile — and then on the server task queue: the
+// job ends as it would have, each activity tried locally only for its
+// first 20 s. (The test environment caps an activity's tries at 10, where
+// a server has no limit: the outage here lasts about a minute.)
+func TestJobWorkflowTakesLongOutagesOffTheWorkflowTask(t *testing.T) {
+	const failures = 15 // 7 local tries, then 8 remote ones fail
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	f := &fakeActivities{}
+	type tries struct{ local, remote int }
+	tried := map[string]*tries{}
+	f.down = func(name string, local bool) error {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		n := tried[name]
+		if n == nil {
+			n = &tries{}
+			tried[name] = n
+		}
+		if local {
+			n.local++
+		} else {
+			n.remote++
+		}
+		if n.local+n.remote <= failures {
+			return fmt.Errorf("%s: dial tcp 127.0.0.1:6379: connect: connection refused", name)
+		}
+		return nil
+	}
+	f.register(env)
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(SignalPlaced, assignment(1, 1, 1)) }, 2*time.Hour)
+	st := runJob(t, env, testSpec(1, 1, 0))
+	if st.Phase != gangway.PhaseSucceeded {
+		t.Fatalf("job ended %s (%s), want Succeeded", st.Phase, st.Reason)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.enqueued) != 1 || len(f.released) == 0 || len(f.usage) != 1 {
+		t.Errorf("enqueued %v, released %v, usage segments %d: want one enqueue, the GPUs released and one segment",
+			f.enqueued, f.released, len(f.usage))
+	}
+	// Backoffs of 0.2 s doubling: tries at 0, 0.2, 0.6, 1.4, 3, 6.2 and
+	// 12.6 s fit in 20 s.
+	for _, name := range []string{ActivityEnqueue, ActivityCheckPlacement, ActivityRelease, ActivityRecordUsage} {
+		n := tried[name]
+		if n == nil || n.local != 7 || n.local+n.remote != failures+1 {
+			t.Errorf("%s tried %+v, want 7 local tries, then remote ones up to the first past the %d failures", name, n, failures)
 		}
 	}
 }

@@ -73,9 +73,10 @@
 // there with the same end, or an earlier one, changes nothing and Record
 // reports nothing new, so counters fed from Record never count a segment
 // twice. Recording it with a later end extends it, and Record returns the
-// extension: the activity runs as a local activity, inside a workflow task,
-// and a task that ran it but did not complete (the Temporal server died)
-// runs again at a later workflow time, whose end the job's status keeps.
+// extension: the activity runs as a local activity, inside a workflow task
+// (or, after 20 s of failed tries, on the server task queue), and a task
+// that ran it but did not complete (the Temporal server died) runs again
+// at a later workflow time, whose end the job's status keeps.
 // A segment's end only moves later, also when several servers record the
 // same segment at once.
 //

@@ -113,17 +113,19 @@ func TestTemporalOutageOnRealServers(t *testing.T) {
 
 // redisOutage is how long redis-server is stopped: long enough that a job
 // submitted into it — whose submit spends about 10 s finding the view
-// does not answer — then meets more than the 10 s a server-side
-// activity's one try may take, and far longer than the agents' heartbeats
-// may be late before their node is called lost.
-const redisOutage = 30 * time.Second
+// does not answer — then meets more than the 20 s a server-side activity
+// is tried as a local activity before it moves to the server task queue,
+// and far longer than the agents' heartbeats may be late before their
+// node is called lost.
+const redisOutage = 45 * time.Second
 
 // TestRedisOutageOnRealServers SIGSTOPs redis-server — up, but answering
-// nothing, as a hung or partitioned Redis is — for 30 s under running
+// nothing, as a hung or partitioned Redis is — for 45 s under running
 // jobs, and SIGCONTs it. A gang running across the outage finishes; a job
 // that exits during it is released and billed once Redis answers; a job
 // submitted during it is accepted (with a warning that it was not checked
-// against the fleet), queued when Redis answers, and runs. Each ends
+// against the fleet), answers `gangway status` while Redis is still
+// stopped, is queued when Redis answers, and runs. Each ends
 // Succeeded in its first attempt, every member started once, no GPU held
 // twice, nothing left allocated, and the ledger agrees with every job.
 func TestRedisOutageOnRealServers(t *testing.T) {
@@ -131,7 +133,7 @@ func TestRedisOutageOnRealServers(t *testing.T) {
 	o := startOutageStack(t, ctx, "")
 	st, rec, cl := o.Stack, o.rec, o.cl
 	before := []gangway.JobSpec{
-		shJob("across", 2, 4, "sleep 45"), // runs on after Redis answers again
+		shJob("across", 2, 4, "sleep 60"), // runs on after Redis answers again
 		shJob("ends-during", 1, 2, "sleep 6"),
 	}
 	o.submitAll(ctx, before)
@@ -150,6 +152,22 @@ func TestRedisOutageOnRealServers(t *testing.T) {
 	if len(warnings) != 1 || !strings.Contains(warnings[0], "not checked against the fleet") {
 		t.Errorf("submit while Redis is stopped warned %q, want that the fleet was not checked", warnings)
 	}
+	// Its Enqueue cannot reach Redis: once it has moved off the workflow
+	// task, the job answers `gangway status` while Redis is still stopped.
+	submitted, answered := time.Now(), time.Duration(-1)
+	for answered < 0 && time.Until(stopped.Add(redisOutage)) > 3*time.Second {
+		qctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		_, err := cl.Status(qctx, late.Name)
+		cancel()
+		if err == nil {
+			answered = time.Since(submitted)
+		} else {
+			time.Sleep(500 * time.Millisecond)
+		}
+	}
+	if answered < 0 {
+		t.Errorf("%s's status went unanswered for the rest of the outage (%s after its submit)", late.Name, time.Since(submitted).Round(time.Second))
+	}
 	time.Sleep(time.Until(stopped.Add(redisOutage)))
 	resume()
 	t.Log("redis-server answers again")
@@ -164,8 +182,24 @@ func TestRedisOutageOnRealServers(t *testing.T) {
 		allocs, err := st.View.Allocations(ctx)
 		return err == nil && len(allocs) == 0
 	})
-	t.Logf("across a %s Redis outage: %d of %d jobs Succeeded in their first attempt, %d billed as they ran; %d tasks started",
-		redisOutage, succeeded, len(all), billed, starts)
+	events := make([]string, 0, len(all))
+	for _, s := range all {
+		d, err := st.TemporalClient.DescribeWorkflowExecution(ctx, s.Name, "")
+		if err != nil {
+			t.Fatalf("describe %s: %v", s.Name, err)
+		}
+		events = append(events, fmt.Sprintf("%s %d", s.Name, d.GetWorkflowExecutionInfo().GetHistoryLength()))
+	}
+	t.Logf("across a %s Redis outage: %d of %d jobs Succeeded in their first attempt, %d billed as they ran; %d tasks started; %s's status answered %s after its submit; history events: %s",
+		redisOutage, succeeded, len(all), billed, starts, late.Name, after(answered), strings.Join(events, ", "))
+}
+
+// after is d, rounded, or "never" for a negative one.
+func after(d time.Duration) string {
+	if d < 0 {
+		return "never"
+	}
+	return d.Round(100 * time.Millisecond).String()
 }
 
 // ledgerOutage is how long PostgreSQL is stopped: longer than the 10 s a
