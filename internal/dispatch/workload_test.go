@@ -2,7 +2,6 @@ package dispatch_test
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -36,48 +35,69 @@ func shapes(w []placement.WorkloadClass) map[[2]int]float64 {
 	return out
 }
 
+// oneNode is a fake view and workflows with one node of gpus H100s, for
+// the workload tests: job enqueues a 1-replica job of gpus GPUs and starts
+// its workflow; tick advances the clock and runs one turn of l.
+type oneNode struct {
+	t     *testing.T
+	clock *dispatchtest.Clock
+	c     *dispatchtest.Capacity
+	w     *dispatchtest.Workflows
+}
+
+func newOneNode(t *testing.T, clock *dispatchtest.Clock, gpus int) *oneNode {
+	f := &oneNode{t: t, clock: clock, c: dispatchtest.NewCapacity(clock), w: dispatchtest.NewWorkflows()}
+	n := gangway.Node{ID: "n0", Pool: "onprem", CPUMilli: 1 << 20, MemMiB: 1 << 20}
+	for i := range gpus {
+		n.GPUs = append(n.GPUs, gangway.GPU{Index: i, Model: "H100", Healthy: true})
+	}
+	f.c.RegisterNode(n)
+	return f
+}
+
+func (f *oneNode) loop(cfg dispatch.Config) *dispatch.Loop {
+	cfg.Clock = f.clock
+	return dispatch.New(cfg, f.c, f.w)
+}
+
+func (f *oneNode) job(id gangway.JobID, gpus int) {
+	f.c.Enqueue(gangway.QueueEntry{JobID: id, Team: "a", Attempt: 1, Replicas: 1, GPUsPerReplica: gpus, CPUMilli: 1000, MemMiB: 1024,
+		MaxRuntime: time.Hour, SubmittedAt: f.clock.Now(), EnqueuedAt: f.clock.Now()})
+	f.w.Start(id)
+}
+
+func (f *oneNode) tick(l *dispatch.Loop, after time.Duration) {
+	f.t.Helper()
+	f.clock.Advance(after)
+	f.c.Heartbeat()
+	if err := l.Tick(f.t.Context()); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// near compares workload weights to a hundredth.
+var near = cmp.Comparer(func(a, b float64) bool { return a-b < 0.01 && b-a < 0.01 })
+
 // TestLoopLearnsTheTypicalWorkload: placement measures fragmentation
 // against the jobs that have arrived, each once, not against the queue of
 // the moment: after an 8-GPU job has been placed, a 1-GPU job is placed
 // knowing 8-GPU jobs come; a job requeued or still waiting is not counted
 // again; Config.Placement's own workload, when set, is used as it is.
 func TestLoopLearnsTheTypicalWorkload(t *testing.T) {
-	clock := dispatchtest.NewClock(start)
-	c, w := dispatchtest.NewCapacity(clock), dispatchtest.NewWorkflows()
-	n := gangway.Node{ID: "n0", Pool: "onprem", CPUMilli: 1 << 20, MemMiB: 1 << 20}
-	for i := range 16 {
-		n.GPUs = append(n.GPUs, gangway.GPU{Index: i, Model: "H100", Healthy: true})
-	}
-	c.RegisterNode(n)
-	job := func(id gangway.JobID, gpus int) gangway.QueueEntry {
-		return gangway.QueueEntry{JobID: id, Team: "a", Attempt: 1, Replicas: 1, GPUsPerReplica: gpus, CPUMilli: 1000, MemMiB: 1024,
-			MaxRuntime: time.Hour, SubmittedAt: clock.Now(), EnqueuedAt: clock.Now()}
-	}
+	f := newOneNode(t, dispatchtest.NewClock(start), 16)
 	p := &workloadPlacer{}
-	l := dispatch.New(dispatch.Config{Holder: "me", Clock: clock, Placer: p}, c, w)
-	tick := func() {
-		t.Helper()
-		clock.Advance(time.Second)
-		c.Heartbeat()
-		if err := l.Tick(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	c.Enqueue(job("big", 8))
-	w.Start("big")
-	tick()
+	l := f.loop(dispatch.Config{Holder: "me", Placer: p})
+	f.job("big", 8)
+	f.tick(l, time.Second)
 	// A job the fleet cannot hold stays queued, cycle after cycle.
-	c.Enqueue(job("huge", 32))
-	w.Start("huge")
-	tick()
-	tick()
-	c.Enqueue(job("small", 1))
-	w.Start("small")
-	tick()
+	f.job("huge", 32)
+	f.tick(l, time.Second)
+	f.tick(l, time.Second)
+	f.job("small", 1)
+	f.tick(l, time.Second)
 
 	last := shapes(p.seen[len(p.seen)-1])
 	want := map[[2]int]float64{{8, 1000}: 1.0 / 3, {32, 1000}: 1.0 / 3, {1, 1000}: 1.0 / 3}
-	near := cmp.Comparer(func(a, b float64) bool { return a-b < 0.01 && b-a < 0.01 })
 	if diff := cmp.Diff(want, last, near); diff != "" {
 		t.Errorf("the workload the small job was placed against (-want +got):\n%s", diff)
 	}
@@ -88,12 +108,7 @@ func TestLoopLearnsTheTypicalWorkload(t *testing.T) {
 	// A workload set in the config is the placement's.
 	fixed := []placement.WorkloadClass{{GPUs: 4, Milli: 1000, Weight: 1}}
 	p2 := &workloadPlacer{}
-	l2 := dispatch.New(dispatch.Config{Holder: "me", Clock: clock, Placer: p2, Placement: placement.Options{Workload: fixed}}, c, w)
-	clock.Advance(time.Second)
-	c.Heartbeat()
-	if err := l2.Tick(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	f.tick(f.loop(dispatch.Config{Holder: "me", Placer: p2, Placement: placement.Options{Workload: fixed}}), time.Second)
 	if len(p2.seen) == 0 || !cmp.Equal(fixed, p2.seen[len(p2.seen)-1]) {
 		t.Errorf("a configured workload was replaced: %v", p2.seen)
 	}
@@ -120,66 +135,44 @@ func (s *workloadStore) Workload(context.Context) (capacity.Workload, error) { r
 // would know only its queue.
 func TestTypicalWorkloadSurvivesALeaderChange(t *testing.T) {
 	clock := dispatchtest.NewClock(start)
-	c, w := dispatchtest.NewCapacity(clock), dispatchtest.NewWorkflows()
-	n := gangway.Node{ID: "n0", Pool: "onprem", CPUMilli: 1 << 20, MemMiB: 1 << 20}
-	for i := range 16 {
-		n.GPUs = append(n.GPUs, gangway.GPU{Index: i, Model: "H100", Healthy: true})
-	}
-	c.RegisterNode(n)
-	job := func(id gangway.JobID, gpus int) {
-		c.Enqueue(gangway.QueueEntry{JobID: id, Team: "a", Attempt: 1, Replicas: 1, GPUsPerReplica: gpus, CPUMilli: 1000, MemMiB: 1024,
-			MaxRuntime: time.Hour, SubmittedAt: clock.Now(), EnqueuedAt: clock.Now()})
-		w.Start(id)
-	}
-	tick := func(l *dispatch.Loop, after time.Duration) {
-		t.Helper()
-		clock.Advance(after)
-		c.Heartbeat()
-		if err := l.Tick(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-	}
+	f := newOneNode(t, clock, 16)
 	store := &workloadStore{}
-	old := dispatch.New(dispatch.Config{Holder: "old", Clock: clock, Workloads: store}, c, w)
-	job("big", 8)
-	tick(old, time.Second)
-	job("huge", 32) // never fits: still queued at the change of leader
-	tick(old, time.Second)
+	old := f.loop(dispatch.Config{Holder: "old", Workloads: store})
+	f.job("big", 8)
+	f.tick(old, time.Second)
+	f.job("huge", 32) // never fits: still queued at the change of leader
+	f.tick(old, time.Second)
 	if len(store.holders) != 1 {
 		t.Fatalf("%d stores in the first 15 s, want 1 (the first arrival's)", len(store.holders))
 	}
-	tick(old, 15*time.Second)
+	f.tick(old, 15*time.Second)
 	if len(store.holders) != 2 || store.holders[1] != "old" {
 		t.Fatalf("stores %v, want a second by the leader once 15 s had passed", store.holders)
 	}
-	tick(old, 15*time.Second)
+	f.tick(old, 15*time.Second)
 	if len(store.holders) != 2 {
 		t.Errorf("stores %v: stored again with nothing new arrived", store.holders)
 	}
 
 	// The old leader stops; its lease runs out; a small job arrives.
 	clock.Advance(10 * time.Second)
-	job("small", 1)
+	f.job("small", 1)
 	p := &workloadPlacer{}
-	next := dispatch.New(dispatch.Config{Holder: "next", Clock: clock, Placer: p, Workloads: store}, c, w)
-	tick(next, time.Second)
-	want := map[[2]int]float64{{8, 1000}: 1.0 / 3, {32, 1000}: 1.0 / 3, {1, 1000}: 1.0 / 3}
-	near := cmp.Comparer(func(a, b float64) bool { return a-b < 0.01 && b-a < 0.01 })
+	f.tick(f.loop(dispatch.Config{Holder: "next", Placer: p, Workloads: store}), time.Second)
 	if len(p.demand) == 0 {
 		t.Fatal("the new leader placed nothing")
 	}
+	want := map[[2]int]float64{{8, 1000}: 1.0 / 3, {32, 1000}: 1.0 / 3, {1, 1000}: 1.0 / 3}
 	if diff := cmp.Diff(want, shapes(p.demand[0]), near); diff != "" {
 		t.Errorf("the new leader's first demand (-want +got):\n%s", diff)
 	}
 
 	// Without a store the new leader has its queue only.
-	c2, w2 := dispatchtest.NewCapacity(clock), dispatchtest.NewWorkflows()
-	c2.RegisterNode(n)
-	c, w = c2, w2
-	job("huge", 32)
-	job("small", 1)
+	f2 := newOneNode(t, clock, 16)
+	f2.job("huge", 32)
+	f2.job("small", 1)
 	p2 := &workloadPlacer{}
-	tick(dispatch.New(dispatch.Config{Holder: "next", Clock: clock, Placer: p2}, c2, w2), time.Second)
+	f2.tick(f2.loop(dispatch.Config{Holder: "next", Placer: p2}), time.Second)
 	if diff := cmp.Diff(map[[2]int]float64{{32, 1000}: 0.5, {1, 1000}: 0.5}, shapes(p2.demand[0]), near); diff != "" {
 		t.Errorf("a new leader without a store (-want +got):\n%s", diff)
 	}
@@ -191,37 +184,18 @@ func TestTypicalWorkloadSurvivesALeaderChange(t *testing.T) {
 // node; one 1-GPU job runs on the only one: none of its 7 free GPUs can
 // take the 8-GPU half, so the rate is 0.5 (against the empty queue, 0).
 func TestFragmentationGaugeReadsTheTypicalWorkload(t *testing.T) {
-	clock := dispatchtest.NewClock(start)
-	c, w := dispatchtest.NewCapacity(clock), dispatchtest.NewWorkflows()
-	n := gangway.Node{ID: "n0", Pool: "onprem", CPUMilli: 1 << 20, MemMiB: 1 << 20}
-	for i := range 8 {
-		n.GPUs = append(n.GPUs, gangway.GPU{Index: i, Model: "H100", Healthy: true})
-	}
-	c.RegisterNode(n)
+	f := newOneNode(t, dispatchtest.NewClock(start), 8)
 	reg := prometheus.NewRegistry()
-	l := dispatch.New(dispatch.Config{Holder: "me", Clock: clock, Metrics: metrics.New(reg)}, c, w)
-	tick := func() {
-		t.Helper()
-		clock.Advance(10 * time.Second)
-		c.Heartbeat()
-		if err := l.Tick(t.Context()); err != nil {
-			t.Fatal(err)
-		}
+	l := f.loop(dispatch.Config{Holder: "me", Metrics: metrics.New(reg)})
+	f.job("j8", 8)
+	f.tick(l, 10*time.Second)
+	if _, err := f.c.Release(t.Context(), "j8", 1); err != nil { // it ran and ended
+		t.Fatal(err)
 	}
-	for i, gpus := range []int{8, 1} {
-		id := gangway.JobID(fmt.Sprintf("j%d", i))
-		c.Enqueue(gangway.QueueEntry{JobID: id, Team: "a", Attempt: 1, Replicas: 1, GPUsPerReplica: gpus, CPUMilli: 1000, MemMiB: 1024,
-			MaxRuntime: time.Hour, SubmittedAt: clock.Now(), EnqueuedAt: clock.Now()})
-		w.Start(id)
-		tick()
-		if gpus == 8 { // it ran and ended: its GPUs are free again
-			if _, err := c.Release(t.Context(), id, 1); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	tick()
-	snap, err := c.Snapshot(t.Context())
+	f.job("j1", 1)
+	f.tick(l, 10*time.Second)
+	f.tick(l, 10*time.Second)
+	snap, err := f.c.Snapshot(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
