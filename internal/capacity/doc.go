@@ -46,7 +46,7 @@
 //	P:events          pub/sub enqueued | released | node: a change that may let a job start (events.go)
 //	P:gpu-events      stream  GPU faults and reclaims {event: GPUEvent JSON}, capped at GPUEventsMaxLen
 //	P:join-uses:<l>   set     node IDs that joined with launch l's one-use token (ClaimJoinUse; expires with it)
-//	P:workload        string  capacity.Workload JSON: the typical workload the dispatch leader learned from the arrivals (SaveWorkload, fenced by the lease)
+//	P:learned         string  capacity.Learned JSON: what the dispatch leader learned — the arrivals' typical workload, the start-time estimator's runtimes and calibration (SaveLearned, fenced by the lease)
 //
 // Agents reach only P:heartbeat (write), P:log:<job ID> (append) and
 // P:nodes and P:gpu-health (read) under their Redis ACL user

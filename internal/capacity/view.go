@@ -97,9 +97,8 @@ type keySet struct {
 	// taskDone starts the keys of tasks their agents saw exit 0
 	// (taskdone.go).
 	taskDone string
-	// workload is the typical workload the dispatch leader learned
-	// (workload.go).
-	workload string
+	// learned is what the dispatch leader learned (learned.go).
+	learned string
 }
 
 func newKeys(prefix string) keySet {
@@ -132,7 +131,7 @@ func newKeys(prefix string) keySet {
 		checkpoints:  prefix + ":checkpoints",
 		reasonsStamp: prefix + ":reasons-stamp",
 		taskDone:     prefix + ":task-done:",
-		workload:     prefix + ":workload",
+		learned:      prefix + ":learned",
 	}
 }
 

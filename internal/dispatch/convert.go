@@ -57,13 +57,13 @@ func placementSnapshot(s capacity.Snapshot, nodeTTL time.Duration, onPremPrices 
 }
 
 // Measure is the fragmentation report of the view s against the typical
-// workload w the dispatch leader stored (capacity.View.Workload), cut as
-// the loop cuts it, or against the pending mix while there is none, with
-// nodes silent longer than nodeTTL not schedulable: what each cycle
+// workload w the dispatch leader stored (capacity.Learned.Workload), cut
+// as the loop cuts it, or against the pending mix while there is none,
+// with nodes silent longer than nodeTTL not schedulable: what each cycle
 // exports as metrics, for readers outside the loop (the web view samples
 // it over time).
-func Measure(s capacity.Snapshot, w capacity.Workload, nodeTTL time.Duration) placement.Report {
-	typical := placement.Typical(w.Classes, placement.TypicalPopularity)
+func Measure(s capacity.Snapshot, w []placement.WorkloadClass, nodeTTL time.Duration) placement.Report {
+	typical := placement.Typical(w, placement.TypicalPopularity)
 	return placement.Measure(placementSnapshot(s, nodeTTL, nil), workloadOr(typical, s.Queue))
 }
 

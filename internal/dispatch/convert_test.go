@@ -80,23 +80,23 @@ func TestMeasure(t *testing.T) {
 	}
 	s := capacity.Snapshot{Now: now, Nodes: []gangway.NodeStatus{node("n1", now, 0), node("n2", now.Add(-time.Hour))},
 		Queue: []gangway.QueueEntry{{JobID: "q", Replicas: 1, GPUsPerReplica: 4}}}
-	r := Measure(s, capacity.Workload{}, time.Minute)
+	r := Measure(s, nil, time.Minute)
 	if r.FreeGPUs != 3 || r.Largest[string(gangway.LevelNode)] != 3 {
 		t.Errorf("free %d, largest per node %d; want 3 and 3 (n2 is silent)", r.FreeGPUs, r.Largest[string(gangway.LevelNode)])
 	}
 	if r.Rate != 1 {
 		t.Errorf("rate %v, want 1: no 4-GPU job fits in 3 free GPUs", r.Rate)
 	}
-	ones := capacity.Workload{Classes: []placement.WorkloadClass{{GPUs: 1, Milli: placement.Whole, Weight: 1}}, Arrivals: 10}
+	ones := []placement.WorkloadClass{{GPUs: 1, Milli: placement.Whole, Weight: 1}}
 	if r := Measure(s, ones, time.Minute); r.Rate != 0 {
 		t.Errorf("rate %v against a workload of 1-GPU jobs, want 0: the queue's 4-GPU job is not the typical one", r.Rate)
 	}
-	fours := capacity.Workload{Classes: []placement.WorkloadClass{{GPUs: 4, Milli: placement.Whole, Weight: 1}}, Arrivals: 10}
+	fours := []placement.WorkloadClass{{GPUs: 4, Milli: placement.Whole, Weight: 1}}
 	s.Queue = nil
 	if r := Measure(s, fours, time.Minute); r.Rate != 1 {
 		t.Errorf("rate %v against a workload of 4-GPU jobs with nothing queued, want 1", r.Rate)
 	}
-	if r := Measure(s, capacity.Workload{}, time.Minute); r.Rate != 0 {
+	if r := Measure(s, nil, time.Minute); r.Rate != 0 {
 		t.Errorf("rate %v with no workload and nothing queued, want 0", r.Rate)
 	}
 }

@@ -111,21 +111,23 @@ type Config struct {
 	// Holdings a new view is taken as empty.
 	Holdings   Holdings
 	NodeStates NodeStates
-	// Workloads, when set, keeps the typical workload the loop learns
-	// from the arrivals between leaders: the leader stores it at most
-	// every workloadSaveEvery while jobs arrive, and a leader taking over
-	// with none of its own goes on from it. Without it a new leader
-	// starts from nothing (placement falls back to the queue meanwhile).
-	Workloads WorkloadStore
+	// Learned, when set, keeps what the loop learns between leaders —
+	// the arrivals' typical workload, the estimator's runtimes and
+	// calibration (learned.go): the leader stores it at most every
+	// learnedSaveEvery while it learns, and a leader taking over that has
+	// learned nothing yet goes on from it. Without it a new leader starts
+	// from nothing: placement measures against the queue until jobs
+	// arrive, estimates assume the declared runtimes until runs end.
+	Learned LearnedStore
 }
 
-// WorkloadStore keeps the typical workload between dispatch leaders
+// LearnedStore keeps what the dispatch loop learned between leaders
 // (capacity.View).
-type WorkloadStore interface {
-	// SaveWorkload stores w if holder holds the dispatch lease.
-	SaveWorkload(ctx context.Context, holder string, w capacity.Workload) error
-	// Workload is the one stored last; the zero Workload if none is.
-	Workload(ctx context.Context) (capacity.Workload, error)
+type LearnedStore interface {
+	// SaveLearned stores l if holder holds the dispatch lease.
+	SaveLearned(ctx context.Context, holder string, l capacity.Learned) error
+	// Learned is what was stored last; the zero Learned if nothing is.
+	Learned(ctx context.Context) (capacity.Learned, error)
 }
 
 // Offers is the cloud capacity jobs may burst to.
@@ -161,16 +163,16 @@ type Loop struct {
 	// the queue, recent ones weighing more; queued the jobs of the last
 	// snapshot's queue, so that each arrival counts once (wasQueued the
 	// one before, kept to be refilled: no map is made per cycle). A new
-	// leader restores it from Config.Workloads (workload.go): jobs
-	// enqueued by countedUntil were counted by the leader that stored
-	// it. arrived counts the arrivals, savedArrived those stored at
-	// savedAt in the view of generation savedGen.
-	arrivals              placement.WorkloadHistory
-	queued, wasQueued     map[gangway.JobID]bool
-	countedUntil          time.Time
-	arrived, savedArrived int
-	savedAt               time.Time
-	savedGen              string
+	// leader restores it from Config.Learned (learned.go): jobs enqueued
+	// by countedUntil were counted by the leader that stored it. arrived
+	// counts the arrivals; saved is what was stored last, saving whether
+	// a store runs beside the cycles, saveFailed whether the last failed.
+	arrivals           placement.WorkloadHistory
+	queued, wasQueued  map[gangway.JobID]bool
+	countedUntil       time.Time
+	arrived            int
+	saved              savedLearned
+	saving, saveFailed atomic.Bool
 	// teams caches the team budgets read at teamsAt.
 	teams   map[string]placement.TeamPolicy
 	teamsAt time.Time
@@ -378,7 +380,7 @@ func (l *Loop) takeOver(ctx context.Context) {
 		}
 		l.bursts[id] = req
 	}
-	l.restoreWorkload(ctx)
+	l.restoreLearned(ctx)
 	l.log.Info("took over dispatch", "allocations", len(allocs), "bursts", len(bursts))
 }
 
@@ -469,7 +471,7 @@ func (l *Loop) cycle(ctx context.Context, res *CycleResult) (string, error) {
 		}
 		ps := placementSnapshot(snap, l.cfg.NodeTTL, l.cfg.OnPremPrices)
 		l.noteArrivals(snap.Queue)
-		l.saveWorkload(ctx, snap.Generation)
+		l.saveLearned(ctx, snap.Generation)
 		opts := l.placementOptions(ctx, snap.Now, snap.Queue)
 		plan := l.cfg.Placer.Place(ps, snap.Queue, opts)
 		l.observe(snap, ps, opts.Workload, plan)

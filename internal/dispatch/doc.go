@@ -5,7 +5,7 @@
 //  2. calls placement (pure) for a plan, measuring fragmentation against
 //     the jobs it has seen arrive (placement.WorkloadHistory, recent ones
 //     weighing more), unless Config.Placement sets a workload: the leader
-//     stores that history in the view (Config.Workloads, workload.go) and
+//     stores that history in the view (Config.Learned, learned.go) and
 //     a new leader goes on from it; with none stored, the queue stands in
 //     until jobs arrive;
 //  3. commits the whole plan in one Lua script — all GPUs of every gang or
@@ -21,7 +21,9 @@
 // forecasting takes more than a fifth of the loop's time, the loop
 // simulates the cycle's snapshot forward through the same placement
 // engine; the estimator learns runtimes from the allocations it sees end
-// and calibrates against the starts it sees. On the wall clock the
+// and calibrates against the starts it sees, and what it learned is
+// stored in the view beside the typical workload (learned.go), for a new
+// leader to go on from. On the wall clock the
 // forecast runs beside the cycles, not inside them (cycles that start
 // while it runs skip estimating; its estimates are stored from the next
 // cycle on), and so does the fragmentation measure behind the metrics —

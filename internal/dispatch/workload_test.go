@@ -2,6 +2,7 @@ package dispatch_test
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/gangwayhq/gangway/internal/dispatch/dispatchtest"
 	"github.com/gangwayhq/gangway/internal/metrics"
 	"github.com/gangwayhq/gangway/placement"
+	"github.com/gangwayhq/gangway/placement/forecast"
 )
 
 // workloadPlacer is placement.Place, remembering the typical workload and
@@ -114,42 +116,42 @@ func TestLoopLearnsTheTypicalWorkload(t *testing.T) {
 	}
 }
 
-// workloadStore is a dispatch.WorkloadStore in memory: the last workload
-// saved, and by whom.
-type workloadStore struct {
-	w       capacity.Workload
+// learnedStore is a dispatch.LearnedStore in memory: the last record
+// stored, and by whom.
+type learnedStore struct {
+	l       capacity.Learned
 	holders []string
 }
 
-func (s *workloadStore) SaveWorkload(_ context.Context, holder string, w capacity.Workload) error {
-	s.w, s.holders = w, append(s.holders, holder)
+func (s *learnedStore) SaveLearned(_ context.Context, holder string, l capacity.Learned) error {
+	s.l, s.holders = l, append(s.holders, holder)
 	return nil
 }
 
-func (s *workloadStore) Workload(context.Context) (capacity.Workload, error) { return s.w, nil }
+func (s *learnedStore) Learned(context.Context) (capacity.Learned, error) { return s.l, nil }
 
 // TestTypicalWorkloadSurvivesALeaderChange: the leader stores the typical
-// workload it learns, at most every 15 s while jobs arrive; a server that
+// workload it learns, at most every minute while jobs arrive; a server that
 // takes over goes on from it — a job still queued then, counted by the
 // old leader, is not counted again — where without it the new leader
 // would know only its queue.
 func TestTypicalWorkloadSurvivesALeaderChange(t *testing.T) {
 	clock := dispatchtest.NewClock(start)
 	f := newOneNode(t, clock, 16)
-	store := &workloadStore{}
-	old := f.loop(dispatch.Config{Holder: "old", Workloads: store})
+	store := &learnedStore{}
+	old := f.loop(dispatch.Config{Holder: "old", Learned: store})
 	f.job("big", 8)
 	f.tick(old, time.Second)
 	f.job("huge", 32) // never fits: still queued at the change of leader
 	f.tick(old, time.Second)
 	if len(store.holders) != 1 {
-		t.Fatalf("%d stores in the first 15 s, want 1 (the first arrival's)", len(store.holders))
+		t.Fatalf("%d stores in the first minute, want 1 (the first arrival's)", len(store.holders))
 	}
-	f.tick(old, 15*time.Second)
+	f.tick(old, time.Minute)
 	if len(store.holders) != 2 || store.holders[1] != "old" {
-		t.Fatalf("stores %v, want a second by the leader once 15 s had passed", store.holders)
+		t.Fatalf("stores %v, want a second by the leader once a minute had passed", store.holders)
 	}
-	f.tick(old, 15*time.Second)
+	f.tick(old, time.Minute)
 	if len(store.holders) != 2 {
 		t.Errorf("stores %v: stored again with nothing new arrived", store.holders)
 	}
@@ -158,7 +160,7 @@ func TestTypicalWorkloadSurvivesALeaderChange(t *testing.T) {
 	clock.Advance(10 * time.Second)
 	f.job("small", 1)
 	p := &workloadPlacer{}
-	f.tick(f.loop(dispatch.Config{Holder: "next", Placer: p, Workloads: store}), time.Second)
+	f.tick(f.loop(dispatch.Config{Holder: "next", Placer: p, Learned: store}), time.Second)
 	if len(p.demand) == 0 {
 		t.Fatal("the new leader placed nothing")
 	}
@@ -221,4 +223,41 @@ func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	}
 	t.Fatalf("no gauge %s", name)
 	return 0
+}
+
+// TestEstimatorSurvivesALeaderChange: the runtimes the estimator learned
+// from the runs it saw end are stored with the workload; a leader that
+// takes over estimates from them, not from the declared limits.
+func TestEstimatorSurvivesALeaderChange(t *testing.T) {
+	clock := dispatchtest.NewClock(start)
+	f := newOneNode(t, clock, 8)
+	store := &learnedStore{}
+	eta := forecast.NewEstimator(nil, forecast.Options{})
+	old := f.loop(dispatch.Config{Holder: "old", Learned: store, ETA: eta})
+	// Jobs that ask for an hour run ten minutes.
+	for i := range 5 {
+		id := gangway.JobID(fmt.Sprintf("train-%d", i))
+		f.job(id, 8)
+		f.tick(old, time.Second) // placed
+		f.tick(old, time.Second) // seen running
+		clock.Advance(10 * time.Minute)
+		if _, err := f.c.Release(t.Context(), id, 1); err != nil {
+			t.Fatal(err)
+		}
+		f.tick(old, time.Second)
+	}
+	f.tick(old, time.Minute)
+	if store.l.ETA == nil || len(store.l.ETA.Runtimes) == 0 {
+		t.Fatalf("stored %+v, want the estimator's runtimes in it", store.l)
+	}
+	if diff := cmp.Diff(eta.State(), *store.l.ETA); diff != "" {
+		t.Errorf("stored estimator state (-the leader's +stored):\n%s", diff)
+	}
+
+	clock.Advance(10 * time.Second) // the old leader's lease runs out
+	next := forecast.NewEstimator(nil, forecast.Options{})
+	f.tick(f.loop(dispatch.Config{Holder: "next", Learned: store, ETA: next}), time.Second)
+	if diff := cmp.Diff(eta.State(), next.State()); diff != "" {
+		t.Errorf("the new leader's estimator (-the old leader's +new):\n%s", diff)
+	}
 }

@@ -424,7 +424,7 @@ var chaosEvents = []struct{ line, what string }{
 	{"Temporal lost track of a task; adopting it", "tasks adopted after Temporal lost track of them"},
 	{"node missing from the view; registering again", "nodes registered again"},
 	{"terminated orphan instance", "orphan instances terminated"},
-	{restoredWorkload, "typical workloads restored by a new leader"},
+	{restoredWorkload, "new leaders that went on from what the last one learned"},
 }
 
 // rerunsAfterFinish counts the tasks started again after their job's run
@@ -790,18 +790,19 @@ func (c *chaosRun) killServer(pid int) {
 	c.s.killServer(pid)
 }
 
-// restoredWorkload is what a new leader logs as it goes on from the
-// typical workload the last one stored.
-const restoredWorkload = "take over: restored the typical workload"
+// restoredWorkload is what a new leader logs as it goes on from what the
+// last one stored.
+const restoredWorkload = "take over: restored what the last leader learned"
 
 // workloadStored waits until the view holds the typical workload the
-// dispatch leader learns (it stores it at most every 15 s).
+// dispatch leader learns (it stores what it learned at its first arrival,
+// at most every minute after, and at once in a rebuilt view).
 func (c *chaosRun) workloadStored(ctx context.Context, when string) {
 	wctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	waitFor(c.t, wctx, "the typical workload stored "+when, func() bool {
-		w, err := c.view.Workload(ctx)
-		return err == nil && len(w.Classes) > 0 && w.Arrivals > 0
+		l, err := c.view.Learned(ctx)
+		return err == nil && len(l.Workload) > 0 && l.Arrivals > 0
 	})
 }
 

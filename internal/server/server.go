@@ -323,9 +323,9 @@ func Run(ctx context.Context, o Options) error {
 	if ns, ok := o.Ledger.(dispatch.NodeStates); ok && o.Dispatch.NodeStates == nil {
 		o.Dispatch.NodeStates = ns
 	}
-	// The typical workload the leader learns outlives it (dispatch/workload.go).
-	if o.Dispatch.Workloads == nil {
-		o.Dispatch.Workloads = o.View
+	// What the leader learns outlives it (dispatch/learned.go).
+	if o.Dispatch.Learned == nil {
+		o.Dispatch.Learned = o.View
 	}
 	loop := dispatch.New(o.Dispatch, o.View, jobs.New(o.Temporal))
 	return loop.Run(ctx)

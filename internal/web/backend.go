@@ -113,11 +113,11 @@ func (b *Backend) SampleOnce(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	w, err := b.View.Workload(ctx)
+	learned, err := b.View.Learned(ctx)
 	if err != nil {
 		return err
 	}
-	r := dispatch.Measure(snap, w, b.NodeTTL)
+	r := dispatch.Measure(snap, learned.Workload, b.NodeTTL)
 	b.Frag.Add(FragSample{At: snap.Now, Rate: r.Rate, FreeGPUs: r.FreeGPUs,
 		LargestNode: r.Largest[string(gangway.LevelNode)], Pending: len(snap.Queue)})
 	return nil

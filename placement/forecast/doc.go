@@ -38,6 +38,12 @@
 // the factor rises while the queue grows. Until it has seen starts, the
 // P90 is twice the median wait, tracked the same way.
 //
+// What an Estimator has learned — the History's histograms, the
+// calibration's scores, the tracking factors — is its State, which
+// another Estimator can Restore: the dispatch leader stores it in the
+// view, and a new leader goes on from it instead of from the declared
+// runtimes, uncalibrated.
+//
 // Like placement, the package is pure: no clock (now is the snapshot's),
 // no I/O, no global randomness. The dispatch loop feeds it; the trace
 // replay measures how well it is calibrated (`gangway replay trace --eta`).

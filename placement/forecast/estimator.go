@@ -111,6 +111,8 @@ type Estimator struct {
 	// The P50 is left alone: chasing the share of late starts there swings
 	// it into the tails of the scores, where a ±25% estimate is lost.
 	boost90 map[int]float64
+	// learned counts what was learned (Learned, state.go).
+	learned int64
 }
 
 // firstEstimate is the first estimate of one attempt: the wait the
@@ -249,6 +251,7 @@ func (e *Estimator) Observe(s placement.Snapshot, queue []gangway.QueueEntry, st
 		})
 		for _, a := range ended {
 			e.learn.Observe(RunningJob(&a), now.Sub(a.At))
+			e.learned++
 		}
 	}
 	e.prev = cur
@@ -293,6 +296,7 @@ func compareIDs(a, b gangway.JobID) int {
 // the ratio of the real wait to the median simulation's (both plus
 // Slack), whose median and 90th percentile scale later estimates.
 func (e *Estimator) score(f firstEstimate, actual time.Duration) {
+	e.learned++
 	if !f.judged {
 		e.track(f.priority, actual > f.shown90)
 	}
@@ -336,6 +340,7 @@ func (e *Estimator) judgeLate(now time.Time, running map[gangway.JobID]gangway.A
 
 // track moves a priority's boost90 after one of its P90s was judged.
 func (e *Estimator) track(priority int, late bool) {
+	e.learned++
 	miss := 0.0
 	if late {
 		miss = 1
