@@ -102,30 +102,33 @@ type DefragSpent struct {
 
 // DefragPlan is one defragmentation: the running jobs to move so that Job
 // fits, where Job will run (Dest, reserved for it) and what it costs.
+//
+// The JSON names are those the dispatch leader stores it under
+// (capacity.View.SaveDefrags).
 type DefragPlan struct {
-	Job gangway.JobID
+	Job gangway.JobID `json:"job"`
 	// At is when it was planned.
-	At time.Time
+	At time.Time `json:"at"`
 	// Dest is where Job fits once the moves are done: its members' nodes
 	// and GPUs.
-	Dest  []gangway.Member
-	Moves []Move
+	Dest  []gangway.Member `json:"dest"`
+	Moves []Move           `json:"moves"`
 	// LostGPUSeconds is the moves' cost together.
-	LostGPUSeconds float64
+	LostGPUSeconds float64 `json:"lostGPUSeconds"`
 }
 
 // Move is one running job moved to make room: stopped after a checkpoint
 // and restarted on To (where it fits now, reserved for it).
 type Move struct {
-	JobID   gangway.JobID
-	Attempt int
+	JobID   gangway.JobID `json:"jobId"`
+	Attempt int           `json:"attempt"`
 	// GPUs it holds (shares count as a fraction) on From.
-	GPUs float64
-	From string
-	To   []gangway.Member
+	GPUs float64          `json:"gpus"`
+	From string           `json:"from"`
+	To   []gangway.Member `json:"to"`
 	// LostGPUSeconds is its GPU time since its newest checkpoint plus
 	// the restart overhead.
-	LostGPUSeconds float64
+	LostGPUSeconds float64 `json:"lostGPUSeconds"`
 }
 
 // Movers lists the jobs the plan moves.

@@ -47,6 +47,7 @@
 //	P:gpu-events      stream  GPU faults and reclaims {event: GPUEvent JSON}, capped at GPUEventsMaxLen
 //	P:join-uses:<l>   set     node IDs that joined with launch l's one-use token (ClaimJoinUse; expires with it)
 //	P:learned         string  capacity.Learned JSON: what the dispatch leader learned — the arrivals' typical workload, the start-time estimator's runtimes and calibration (SaveLearned, fenced by the lease)
+//	P:defrags         string  capacity.Defrags JSON: the dispatch leader's defragmentations under way and the last hour's spend (SaveDefrags, fenced by the lease)
 //
 // Agents reach only P:heartbeat (write), P:log:<job ID> (append) and
 // P:nodes and P:gpu-health (read) under their Redis ACL user

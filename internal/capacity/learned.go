@@ -32,42 +32,89 @@ type Learned struct {
 	At time.Time `json:"at"`
 }
 
-var (
-	//go:embed scripts/learned_save.lua
-	learnedSaveLua    string
-	learnedSaveScript = redis.NewScript(learnedSaveLua)
-)
-
 // SaveLearned stores l if holder holds the dispatch lease; ErrNotLeader
 // (nothing stored) if it does not.
 func (v *View) SaveLearned(ctx context.Context, holder string, l Learned) error {
-	b, err := json.Marshal(l)
-	if err != nil {
-		return fmt.Errorf("save learned: %w", err)
-	}
-	n, err := learnedSaveScript.Run(ctx, v.rdb, []string{v.k.lease, v.k.learned}, holder, b).Int()
-	if err != nil {
-		return fmt.Errorf("save learned: %w", err)
-	}
-	if n == 0 {
-		return fmt.Errorf("save learned: %w", ErrNotLeader)
-	}
-	return nil
+	return v.leaderSet(ctx, "save learned", holder, v.k.learned, l)
 }
 
 // Learned returns what the dispatch leader stored last; the zero Learned
 // when nothing is, as in a new or flushed view.
 func (v *View) Learned(ctx context.Context) (Learned, error) {
-	raw, err := v.rdb.Get(ctx, v.k.learned).Bytes()
+	var l Learned
+	err := v.leaderGet(ctx, "learned", v.k.learned, &l)
+	return l, err
+}
+
+// Defrags is the dispatch leader's record of defragmentation
+// (internal/dispatch's defrag.go), as it stores it each time it changes:
+// a new leader keeps the reservations of those under way and counts the
+// hour's moves against the budget instead of spending it again.
+type Defrags struct {
+	// InFlight are the defragmentations under way: their moved jobs are
+	// stopping, the job they make room for waits.
+	InFlight []placement.DefragPlan `json:"inFlight,omitempty"`
+	// Spent is what those planned in the last hour cost, oldest first.
+	Spent []DefragSpend `json:"spent,omitempty"`
+}
+
+// DefragSpend is what one planned defragmentation cost, when.
+type DefragSpend struct {
+	At             time.Time `json:"at"`
+	Moves          int       `json:"moves"`
+	LostGPUSeconds float64   `json:"lostGPUSeconds"`
+}
+
+// SaveDefrags stores d if holder holds the dispatch lease; ErrNotLeader
+// (nothing stored) if it does not.
+func (v *View) SaveDefrags(ctx context.Context, holder string, d Defrags) error {
+	return v.leaderSet(ctx, "save defragmentations", holder, v.k.defrags, d)
+}
+
+// Defrags returns the record the dispatch leader stored last; the zero
+// Defrags when none is.
+func (v *View) Defrags(ctx context.Context) (Defrags, error) {
+	var d Defrags
+	err := v.leaderGet(ctx, "defragmentations", v.k.defrags, &d)
+	return d, err
+}
+
+var (
+	//go:embed scripts/leader_set.lua
+	leaderSetLua    string
+	leaderSetScript = redis.NewScript(leaderSetLua)
+)
+
+// leaderSet stores x's JSON under key if holder holds the dispatch lease;
+// ErrNotLeader (nothing stored) if it does not. what names the operation
+// in errors.
+func (v *View) leaderSet(ctx context.Context, what, holder, key string, x any) error {
+	b, err := json.Marshal(x)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	n, err := leaderSetScript.Run(ctx, v.rdb, []string{v.k.lease, key}, holder, b).Int()
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("%s: %w", what, ErrNotLeader)
+	}
+	return nil
+}
+
+// leaderGet decodes key's JSON into x, leaving x as it is when the key
+// does not exist.
+func (v *View) leaderGet(ctx context.Context, what, key string, x any) error {
+	raw, err := v.rdb.Get(ctx, key).Bytes()
 	if errors.Is(err, redis.Nil) {
-		return Learned{}, nil
+		return nil
 	}
 	if err != nil {
-		return Learned{}, fmt.Errorf("learned: %w", err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
-	var l Learned
-	if err := json.Unmarshal(raw, &l); err != nil {
-		return Learned{}, fmt.Errorf("learned: decode %s: %w", v.k.learned, err)
+	if err := json.Unmarshal(raw, x); err != nil {
+		return fmt.Errorf("%s: decode %s: %w", what, key, err)
 	}
-	return l, nil
+	return nil
 }

@@ -7,12 +7,13 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/placement"
 	"github.com/gangwayhq/gangway/placement/forecast"
 )
 
-// TestSaveLearned: what the leader learned reads back as stored; only the
-// lease's holder stores it, and a leader that lost the lease leaves the
+// TestSaveLearned: what the leader learned, and its defragmentations,
+// read back as stored; only the lease's holder stores them, and a leader that lost the lease leaves the
 // next one's in place; a view with nothing stored reads as the zero
 // Learned, an undecodable record as an error.
 func TestSaveLearned(t *testing.T) {
@@ -53,6 +54,24 @@ func TestSaveLearned(t *testing.T) {
 	}
 	if got, err := v.Learned(ctx); err != nil || got.Arrivals != l.Arrivals {
 		t.Errorf("after a save by a non-leader Learned is %+v, %v; want the leader's", got, err)
+	}
+	d := Defrags{InFlight: []placement.DefragPlan{{Job: "wide", At: t0, Dest: []gangway.Member{{NodeID: "n1", GPUs: []int{0, 1}}},
+		Moves: []placement.Move{{JobID: "small", Attempt: 2, GPUs: 0.5, From: "n1", To: []gangway.Member{{NodeID: "n2", GPUs: []int{3}, Milli: 500}},
+			LostGPUSeconds: 40}}, LostGPUSeconds: 40}},
+		Spent: []DefragSpend{{At: t0, Moves: 1, LostGPUSeconds: 40}}}
+	if got, err := v.Defrags(ctx); err != nil || len(got.InFlight) != 0 {
+		t.Fatalf("Defrags before any = %+v, %v; want none", got, err)
+	}
+	if err := v.SaveDefrags(ctx, "dispatch-b", d); !errors.Is(err, ErrNotLeader) {
+		t.Errorf("SaveDefrags by a server that does not hold the lease = %v, want ErrNotLeader", err)
+	}
+	if err := v.SaveDefrags(ctx, leader, d); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := v.Defrags(ctx); err != nil {
+		t.Fatal(err)
+	} else if diff := cmp.Diff(d, got); diff != "" {
+		t.Errorf("Defrags (-stored +read):\n%s", diff)
 	}
 	if err := rdb.Set(ctx, v.k.learned, "{", 0).Err(); err != nil {
 		t.Fatal(err)

@@ -97,8 +97,9 @@ type keySet struct {
 	// taskDone starts the keys of tasks their agents saw exit 0
 	// (taskdone.go).
 	taskDone string
-	// learned is what the dispatch leader learned (learned.go).
-	learned string
+	// learned is what the dispatch leader learned, defrags its record of
+	// defragmentations (learned.go).
+	learned, defrags string
 }
 
 func newKeys(prefix string) keySet {
@@ -132,6 +133,7 @@ func newKeys(prefix string) keySet {
 		reasonsStamp: prefix + ":reasons-stamp",
 		taskDone:     prefix + ":task-done:",
 		learned:      prefix + ":learned",
+		defrags:      prefix + ":defrags",
 	}
 }
 

@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"slices"
@@ -19,28 +20,22 @@ import (
 // limit but seconds to minutes in practice.
 const defragTimeout = 10 * time.Minute
 
-// defragSpend is what one planned defragmentation cost, when.
-type defragSpend struct {
-	at    time.Time
-	moves int
-	lost  float64
-}
-
 // defragOptions gives placement what it needs from the loop's record
 // (placement.Defrag): the defragmentations under way, which keep their
 // reservations, and what the moves planned in the last hour cost, against
-// the hourly budget. The record lives in the leader's memory: a new
-// leader starts with none, and a defragmentation under way then ends as
-// its moved jobs stop (the job fits, or is planned for again).
+// the hourly budget. The record lives in the leader's memory and, with
+// Config.Records, in the view (saveDefrags): a new leader goes on from
+// it; without, it starts with none, and a defragmentation under way then
+// ends as its moved jobs stop (the job fits, or is planned for again).
 func (l *Loop) defragOptions(o *placement.Options, now time.Time) {
 	if !o.Defrag.Enabled {
 		return
 	}
-	l.defragLog = slices.DeleteFunc(l.defragLog, func(s defragSpend) bool { return now.Sub(s.at) >= time.Hour })
+	l.defragLog = slices.DeleteFunc(l.defragLog, func(s capacity.DefragSpend) bool { return now.Sub(s.At) >= time.Hour })
 	var spent placement.DefragSpent
 	for _, s := range l.defragLog {
-		spent.Moves += s.moves
-		spent.LostGPUSeconds += s.lost
+		spent.Moves += s.Moves
+		spent.LostGPUSeconds += s.LostGPUSeconds
 	}
 	o.Defrag.Spent = spent
 	o.Defrag.InFlight = nil
@@ -50,6 +45,7 @@ func (l *Loop) defragOptions(o *placement.Options, now time.Time) {
 			l.log.Warn("defragmentation took too long; its reservations lapse", "job_id", id,
 				"moving", strings.Join(p.Movers(), ","), "planned", p.At)
 			delete(l.defrags, id)
+			l.defragsChanged = true
 			continue
 		}
 		o.Defrag.InFlight = append(o.Defrag.InFlight, p)
@@ -75,6 +71,7 @@ func (l *Loop) defragged(snap capacity.Snapshot, plan placement.Plan) []placemen
 	for id := range l.defrags {
 		if !waiting[id] {
 			delete(l.defrags, id) // started, gone, or the plan no longer holds
+			l.defragsChanged = true
 		}
 	}
 	for _, p := range plan.Defrags {
@@ -82,7 +79,8 @@ func (l *Loop) defragged(snap capacity.Snapshot, plan placement.Plan) []placemen
 			l.defrags = map[gangway.JobID]placement.DefragPlan{}
 		}
 		l.defrags[p.Job] = p
-		l.defragLog = append(l.defragLog, defragSpend{at: snap.Now, moves: len(p.Moves), lost: p.LostGPUSeconds})
+		l.defragLog = append(l.defragLog, capacity.DefragSpend{At: snap.Now, Moves: len(p.Moves), LostGPUSeconds: p.LostGPUSeconds})
+		l.defragsChanged = true
 		if l.cfg.Metrics != nil {
 			l.cfg.Metrics.Defragmented(len(p.Moves), p.LostGPUSeconds)
 		}
@@ -117,4 +115,49 @@ func moveReason(p *placement.DefragPlan, m placement.Move) string {
 		to = append(to, t.NodeID)
 	}
 	return fmt.Sprintf("moved from %s to %s to make room for %s (defragmentation)", m.From, strings.Join(to, ","), p.Job)
+}
+
+// saveDefrags stores the record (Config.Records) when it changed since it
+// was last stored, before the cycle asks the moved jobs to stop: a leader
+// that dies after asking leaves the next one the plan. A failed store is
+// logged and tried again next cycle.
+func (l *Loop) saveDefrags(ctx context.Context) {
+	if l.cfg.Records == nil || !l.defragsChanged {
+		return
+	}
+	d := capacity.Defrags{Spent: l.defragLog}
+	for _, id := range slices.Sorted(maps.Keys(l.defrags)) {
+		d.InFlight = append(d.InFlight, l.defrags[id])
+	}
+	if err := l.cfg.Records.SaveDefrags(ctx, l.cfg.Holder, d); err != nil {
+		l.log.Warn("defragmentations not stored; a new leader would not know of them", "error", err)
+		return
+	}
+	l.defragsChanged = false
+}
+
+// restoreDefrags, as the loop takes over with no record of its own, goes
+// on from the last leader's: the defragmentations under way keep their
+// reservations (those past defragTimeout lapse at the next cycle, as
+// they would have), and the hour's moves count against the budget.
+func (l *Loop) restoreDefrags(ctx context.Context) {
+	if l.cfg.Records == nil || len(l.defrags) > 0 || len(l.defragLog) > 0 {
+		return
+	}
+	d, err := l.cfg.Records.Defrags(ctx)
+	if err != nil {
+		l.log.Warn("take over: the last leader's defragmentations are unreadable; starting without them", "error", err)
+		return
+	}
+	if len(d.InFlight) == 0 && len(d.Spent) == 0 {
+		return
+	}
+	l.defragLog = d.Spent
+	for _, p := range d.InFlight {
+		if l.defrags == nil {
+			l.defrags = map[gangway.JobID]placement.DefragPlan{}
+		}
+		l.defrags[p.Job] = p
+	}
+	l.log.Info("take over: restored the last leader's defragmentations", "under_way", len(d.InFlight), "planned_last_hour", len(d.Spent))
 }

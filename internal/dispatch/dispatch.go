@@ -111,23 +111,29 @@ type Config struct {
 	// Holdings a new view is taken as empty.
 	Holdings   Holdings
 	NodeStates NodeStates
-	// Learned, when set, keeps what the loop learns between leaders —
-	// the arrivals' typical workload, the estimator's runtimes and
-	// calibration (learned.go): the leader stores it at most every
-	// learnedSaveEvery while it learns, and a leader taking over that has
-	// learned nothing yet goes on from it. Without it a new leader starts
-	// from nothing: placement measures against the queue until jobs
-	// arrive, estimates assume the declared runtimes until runs end.
-	Learned LearnedStore
+	// Records, when set, keeps the leader's own records between
+	// leaders. What the loop learns — the arrivals' typical workload,
+	// the estimator's runtimes and calibration (learned.go) — is stored
+	// at most every learnedSaveEvery while it learns, and a leader taking
+	// over that has learned nothing yet goes on from it; the
+	// defragmentations under way and the hour's spend (defrag.go) are
+	// stored as they change, and a new leader keeps them. Without it a
+	// new leader starts from nothing: placement measures against the
+	// queue until jobs arrive, estimates assume the declared runtimes
+	// until runs end, and defragmentations under way lose their
+	// reservations.
+	Records LeaderRecords
 }
 
-// LearnedStore keeps what the dispatch loop learned between leaders
-// (capacity.View).
-type LearnedStore interface {
-	// SaveLearned stores l if holder holds the dispatch lease.
+// LeaderRecords keeps the dispatch leader's own records between leaders
+// (capacity.View). The saves store only while holder holds the lease.
+type LeaderRecords interface {
 	SaveLearned(ctx context.Context, holder string, l capacity.Learned) error
 	// Learned is what was stored last; the zero Learned if nothing is.
 	Learned(ctx context.Context) (capacity.Learned, error)
+	SaveDefrags(ctx context.Context, holder string, d capacity.Defrags) error
+	// Defrags is the record stored last; the zero Defrags if none is.
+	Defrags(ctx context.Context) (capacity.Defrags, error)
 }
 
 // Offers is the cloud capacity jobs may burst to.
@@ -163,7 +169,7 @@ type Loop struct {
 	// the queue, recent ones weighing more; queued the jobs of the last
 	// snapshot's queue, so that each arrival counts once (wasQueued the
 	// one before, kept to be refilled: no map is made per cycle). A new
-	// leader restores it from Config.Learned (learned.go): jobs enqueued
+	// leader restores it from Config.Records (learned.go): jobs enqueued
 	// by countedUntil were counted by the leader that stored it. arrived
 	// counts the arrivals; saved is what was stored last, saving whether
 	// a store runs beside the cycles, saveFailed whether the last failed.
@@ -198,9 +204,11 @@ type Loop struct {
 	}
 	// defrags are the defragmentations under way, by the job they make
 	// room for; defragLog what those planned in the last hour cost
-	// (defrag.go).
-	defrags   map[gangway.JobID]placement.DefragPlan
-	defragLog []defragSpend
+	// (defrag.go); defragsChanged whether they changed since they were
+	// last stored.
+	defrags        map[gangway.JobID]placement.DefragPlan
+	defragLog      []capacity.DefragSpend
+	defragsChanged bool
 }
 
 // etaGap bounds the loop's time spent forecasting: after a forecast
@@ -381,6 +389,7 @@ func (l *Loop) takeOver(ctx context.Context) {
 		l.bursts[id] = req
 	}
 	l.restoreLearned(ctx)
+	l.restoreDefrags(ctx)
 	l.log.Info("took over dispatch", "allocations", len(allocs), "bursts", len(bursts))
 }
 
@@ -475,7 +484,9 @@ func (l *Loop) cycle(ctx context.Context, res *CycleResult) (string, error) {
 		opts := l.placementOptions(ctx, snap.Now, snap.Queue)
 		plan := l.cfg.Placer.Place(ps, snap.Queue, opts)
 		l.observe(snap, ps, opts.Workload, plan)
-		l.preempt(ctx, append(slices.Clip(plan.Preemptions), l.defragged(snap, plan)...))
+		moves := l.defragged(snap, plan)
+		l.saveDefrags(ctx) // before the moved jobs are asked to stop
+		l.preempt(ctx, append(slices.Clip(plan.Preemptions), moves...))
 		l.burst(ctx, plan.Bursts)
 		if len(plan.Assignments) == 0 {
 			res.Unplaced = len(plan.Unplaced)

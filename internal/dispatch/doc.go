@@ -40,8 +40,9 @@
 // every cycle, which keeps the waiting job's destination and each moved
 // job's landing spot reserved — until the job starts or stops waiting for
 // it, at most ten minutes, and keeps the last hour's moves for the budget
-// (defrag.go). This record is the leader's own: a new leader starts
-// without it. Workflows are reached through the small Workflows
+// (defrag.go). The leader stores this record in the view as it changes,
+// before it asks the moved jobs to stop (Config.Records), and a new
+// leader goes on from it. Workflows are reached through the small Workflows
 // interface; in production that is *jobs.Jobs (workflows/jobs), whose
 // ErrJobGone is the loop's "workflow not running".
 //

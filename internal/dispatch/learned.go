@@ -8,7 +8,7 @@ import (
 )
 
 // learnedSaveEvery is how often, at most, the leader stores what it
-// learned (Config.Learned) while it learns: a leader that dies loses
+// learned (Config.Records) while it learns: a leader that dies loses
 // what it learned since. The record grows with the estimator's groups
 // (teams, projects, name prefixes): about 14 KB for 70 groups, 1.4 MB
 // for 8,000.
@@ -33,7 +33,7 @@ type savedLearned struct {
 // of the period: the loop places and estimates as well without it.
 func (l *Loop) saveLearned(ctx context.Context, gen string) {
 	now := l.cfg.Clock.Now()
-	if l.cfg.Learned == nil || (now.Sub(l.saved.at) < learnedSaveEvery && gen == l.saved.gen) || l.saving.Load() {
+	if l.cfg.Records == nil || (now.Sub(l.saved.at) < learnedSaveEvery && gen == l.saved.gen) || l.saving.Load() {
 		return
 	}
 	if l.eta != nil {
@@ -64,7 +64,7 @@ func (l *Loop) saveLearned(ctx context.Context, gen string) {
 	// turn (saveFailed), whatever was learned meanwhile.
 	l.saved = next
 	save := func() {
-		if err := l.cfg.Learned.SaveLearned(ctx, l.cfg.Holder, rec); err != nil {
+		if err := l.cfg.Records.SaveLearned(ctx, l.cfg.Holder, rec); err != nil {
 			l.log.Warn("what the dispatch loop learned was not stored; a new leader would start from an older record", "error", err)
 			l.saveFailed.Store(true)
 		}
@@ -89,7 +89,7 @@ func (l *Loop) saveLearned(ctx context.Context, gen string) {
 // time the record was stored were counted in it and are not counted
 // again.
 func (l *Loop) restoreLearned(ctx context.Context) {
-	if l.cfg.Learned == nil {
+	if l.cfg.Records == nil {
 		return
 	}
 	if l.eta != nil {
@@ -100,7 +100,7 @@ func (l *Loop) restoreLearned(ctx context.Context) {
 	if !workload && !eta {
 		return
 	}
-	rec, err := l.cfg.Learned.Learned(ctx)
+	rec, err := l.cfg.Records.Learned(ctx)
 	if err != nil {
 		l.log.Warn("take over: what the last leader learned is unreadable; learning afresh", "error", err)
 		return

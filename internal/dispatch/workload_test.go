@@ -116,19 +116,29 @@ func TestLoopLearnsTheTypicalWorkload(t *testing.T) {
 	}
 }
 
-// learnedStore is a dispatch.LearnedStore in memory: the last record
-// stored, and by whom.
-type learnedStore struct {
+// records is a dispatch.LeaderRecords in memory: the last record of each
+// kind stored, and by whom.
+type records struct {
 	l       capacity.Learned
-	holders []string
+	d       capacity.Defrags
+	holders []string // of the Learned records
+	defrags int      // Defrags records stored
 }
 
-func (s *learnedStore) SaveLearned(_ context.Context, holder string, l capacity.Learned) error {
+func (s *records) SaveLearned(_ context.Context, holder string, l capacity.Learned) error {
 	s.l, s.holders = l, append(s.holders, holder)
 	return nil
 }
 
-func (s *learnedStore) Learned(context.Context) (capacity.Learned, error) { return s.l, nil }
+func (s *records) Learned(context.Context) (capacity.Learned, error) { return s.l, nil }
+
+func (s *records) SaveDefrags(_ context.Context, _ string, d capacity.Defrags) error {
+	s.d = d
+	s.defrags++
+	return nil
+}
+
+func (s *records) Defrags(context.Context) (capacity.Defrags, error) { return s.d, nil }
 
 // TestTypicalWorkloadSurvivesALeaderChange: the leader stores the typical
 // workload it learns, at most every minute while jobs arrive; a server that
@@ -138,8 +148,8 @@ func (s *learnedStore) Learned(context.Context) (capacity.Learned, error) { retu
 func TestTypicalWorkloadSurvivesALeaderChange(t *testing.T) {
 	clock := dispatchtest.NewClock(start)
 	f := newOneNode(t, clock, 16)
-	store := &learnedStore{}
-	old := f.loop(dispatch.Config{Holder: "old", Learned: store})
+	store := &records{}
+	old := f.loop(dispatch.Config{Holder: "old", Records: store})
 	f.job("big", 8)
 	f.tick(old, time.Second)
 	f.job("huge", 32) // never fits: still queued at the change of leader
@@ -160,7 +170,7 @@ func TestTypicalWorkloadSurvivesALeaderChange(t *testing.T) {
 	clock.Advance(10 * time.Second)
 	f.job("small", 1)
 	p := &workloadPlacer{}
-	f.tick(f.loop(dispatch.Config{Holder: "next", Placer: p, Learned: store}), time.Second)
+	f.tick(f.loop(dispatch.Config{Holder: "next", Placer: p, Records: store}), time.Second)
 	if len(p.demand) == 0 {
 		t.Fatal("the new leader placed nothing")
 	}
@@ -231,9 +241,9 @@ func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
 func TestEstimatorSurvivesALeaderChange(t *testing.T) {
 	clock := dispatchtest.NewClock(start)
 	f := newOneNode(t, clock, 8)
-	store := &learnedStore{}
+	store := &records{}
 	eta := forecast.NewEstimator(nil, forecast.Options{})
-	old := f.loop(dispatch.Config{Holder: "old", Learned: store, ETA: eta})
+	old := f.loop(dispatch.Config{Holder: "old", Records: store, ETA: eta})
 	// Jobs that ask for an hour run ten minutes.
 	for i := range 5 {
 		id := gangway.JobID(fmt.Sprintf("train-%d", i))
@@ -256,8 +266,54 @@ func TestEstimatorSurvivesALeaderChange(t *testing.T) {
 
 	clock.Advance(10 * time.Second) // the old leader's lease runs out
 	next := forecast.NewEstimator(nil, forecast.Options{})
-	f.tick(f.loop(dispatch.Config{Holder: "next", Learned: store, ETA: next}), time.Second)
+	f.tick(f.loop(dispatch.Config{Holder: "next", Records: store, ETA: next}), time.Second)
 	if diff := cmp.Diff(eta.State(), next.State()); diff != "" {
 		t.Errorf("the new leader's estimator (-the old leader's +new):\n%s", diff)
+	}
+}
+
+// defragPlacer plans, on its first call, one defragmentation that moves
+// "small" to make room for "wide", and from then on leaves "wide" waiting
+// for it; it remembers the defragmentation options of each call.
+type defragPlacer struct{ seen []placement.Defrag }
+
+func (p *defragPlacer) Place(_ placement.Snapshot, _ []gangway.QueueEntry, o placement.Options) placement.Plan {
+	p.seen = append(p.seen, o.Defrag)
+	plan := placement.Plan{Unplaced: []placement.Unplaced{{JobID: "wide", Reason: placement.ReasonDefragmenting, Detail: "moving 1 job"}}}
+	if len(p.seen) == 1 {
+		plan.Defrags = []placement.DefragPlan{{Job: "wide", At: start, Dest: []gangway.Member{{NodeID: "n0", GPUs: []int{0, 1, 2, 3, 4, 5, 6, 7}}},
+			Moves:          []placement.Move{{JobID: "small", Attempt: 1, GPUs: 1, From: "n0", To: []gangway.Member{{NodeID: "n1", GPUs: []int{0}}}, LostGPUSeconds: 90}},
+			LostGPUSeconds: 90}}
+	}
+	return plan
+}
+
+// TestDefragmentationSurvivesALeaderChange: a defragmentation the leader
+// plans is stored before its moved job is asked to stop; a leader that
+// takes over keeps it under way — its reservations handed back to
+// placement — and counts its moves against the hour's budget.
+func TestDefragmentationSurvivesALeaderChange(t *testing.T) {
+	clock := dispatchtest.NewClock(start)
+	f := newOneNode(t, clock, 8)
+	store := &records{}
+	opts := placement.Options{Defrag: placement.Defrag{Enabled: true, MaxMovesPerHour: 4, MaxLostGPUSecondsPerHour: 1000}}
+	f.job("wide", 8)
+	old := f.loop(dispatch.Config{Holder: "old", Records: store, Placer: &defragPlacer{}, Placement: opts})
+	f.tick(old, time.Second)
+	if store.defrags != 1 || len(store.d.InFlight) != 1 || store.d.InFlight[0].Job != "wide" || len(store.d.Spent) != 1 {
+		t.Fatalf("stored %d records, the last %+v; want the plan for wide and its spend", store.defrags, store.d)
+	}
+	f.tick(old, time.Second)
+	if store.defrags != 1 {
+		t.Errorf("stored %d records with nothing changed, want 1", store.defrags)
+	}
+
+	clock.Advance(10 * time.Second)                  // the old leader's lease runs out
+	p := &defragPlacer{seen: []placement.Defrag{{}}} // plans nothing more
+	f.tick(f.loop(dispatch.Config{Holder: "next", Records: store, Placer: p, Placement: opts}), time.Second)
+	got := p.seen[len(p.seen)-1]
+	if len(got.InFlight) != 1 || got.InFlight[0].Job != "wide" || got.Spent.Moves != 1 || got.Spent.LostGPUSeconds != 90 {
+		t.Errorf("the new leader's first defragmentation options: in flight %+v, spent %+v; want wide's plan, 1 move, 90 GPU-s",
+			got.InFlight, got.Spent)
 	}
 }

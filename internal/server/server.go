@@ -323,9 +323,9 @@ func Run(ctx context.Context, o Options) error {
 	if ns, ok := o.Ledger.(dispatch.NodeStates); ok && o.Dispatch.NodeStates == nil {
 		o.Dispatch.NodeStates = ns
 	}
-	// What the leader learns outlives it (dispatch/learned.go).
-	if o.Dispatch.Learned == nil {
-		o.Dispatch.Learned = o.View
+	// The leader's own records outlive it (dispatch/learned.go, defrag.go).
+	if o.Dispatch.Records == nil {
+		o.Dispatch.Records = o.View
 	}
 	loop := dispatch.New(o.Dispatch, o.View, jobs.New(o.Temporal))
 	return loop.Run(ctx)
