@@ -98,7 +98,7 @@ type keySet struct {
 	// (taskdone.go).
 	taskDone string
 	// learned is what the dispatch leader learned, defrags its record of
-	// defragmentations (learned.go).
+	// defragmentations (records.go).
 	learned, defrags string
 }
 

@@ -5,7 +5,7 @@
 //  2. calls placement (pure) for a plan, measuring fragmentation against
 //     the jobs it has seen arrive (placement.WorkloadHistory, recent ones
 //     weighing more), unless Config.Placement sets a workload: the leader
-//     stores that history in the view (Config.Learned, learned.go) and
+//     stores that history in the view (Config.Records, learned.go) and
 //     a new leader goes on from it; with none stored, the queue stands in
 //     until jobs arrive;
 //  3. commits the whole plan in one Lua script — all GPUs of every gang or

@@ -302,16 +302,24 @@ func (e *Estimator) score(f firstEstimate, actual time.Duration) {
 	}
 	s := e.ratio(actual, f.w50)
 	for k, key := range scoreKeys(f.priority, f.w50) {
-		r := e.scores[key]
-		if r == nil {
-			if len(e.scores) >= maxScoreKeys && key.priority != anyPriority {
-				continue
-			}
-			r = &ring{}
-			e.scores[key] = r
+		if r := e.scoreRing(key); r != nil {
+			r.add(s, e.window(k))
 		}
-		r.add(s, e.window(k))
 	}
+}
+
+// scoreRing is key's group of scores, made if need be; nil when the
+// groups are at maxScoreKeys and key is a new one of a priority.
+func (e *Estimator) scoreRing(key scoreKey) *ring {
+	r := e.scores[key]
+	if r == nil {
+		if len(e.scores) >= maxScoreKeys && key.priority != anyPriority {
+			return nil
+		}
+		r = &ring{}
+		e.scores[key] = r
+	}
+	return r
 }
 
 // judgeLate judges, as a miss, the P90 of every first estimate whose job

@@ -93,13 +93,9 @@ func (e *Estimator) Restore(s State) error {
 		case key.band == allBands:
 			k = 1
 		}
-		r := e.scores[key]
+		r := e.scoreRing(key)
 		if r == nil {
-			if len(e.scores) >= maxScoreKeys && key.priority != anyPriority {
-				continue
-			}
-			r = &ring{}
-			e.scores[key] = r
+			continue
 		}
 		for _, x := range sc.Ratios {
 			r.add(x, e.window(k))
