@@ -63,7 +63,10 @@
 // changes, the dispatch leader restores the queue and the allocations from
 // the job workflows and the cordons from the ledger, and the agents'
 // heartbeats say which GPUs run tasks, so a GPU whose owner the view does
-// not know is shown held by the task's job and never offered. Until the
+// not know is shown held by the task's job and never offered. The
+// leader's own records (P:learned, P:defrags) are not rebuilt: the
+// leader stores them again from its memory as soon as it plans in the
+// new generation. Until the
 // generation is rebuilt nothing is placed, and Commit (CommitIn) refuses a
 // plan made from another generation.
 //

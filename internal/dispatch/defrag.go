@@ -118,11 +118,16 @@ func moveReason(p *placement.DefragPlan, m placement.Move) string {
 }
 
 // saveDefrags stores the record (Config.Records) when it changed since it
-// was last stored, before the cycle asks the moved jobs to stop: a leader
-// that dies after asking leaves the next one the plan. A failed store is
-// logged and tried again next cycle.
-func (l *Loop) saveDefrags(ctx context.Context) {
-	if l.cfg.Records == nil || !l.defragsChanged {
+// was last stored, or the view is of another generation than the one it
+// was stored in (flushed or lost), before the cycle asks the moved jobs
+// to stop: a leader that dies after asking leaves the next one the plan.
+// A failed store is logged and tried again next cycle.
+func (l *Loop) saveDefrags(ctx context.Context, gen string) {
+	if l.cfg.Records == nil || (!l.defragsChanged && gen == l.defragsGen) {
+		return
+	}
+	if !l.defragsChanged && len(l.defrags) == 0 && len(l.defragLog) == 0 {
+		l.defragsGen = gen // nothing to store again
 		return
 	}
 	d := capacity.Defrags{Spent: l.defragLog}
@@ -133,7 +138,7 @@ func (l *Loop) saveDefrags(ctx context.Context) {
 		l.log.Warn("defragmentations not stored; a new leader would not know of them", "error", err)
 		return
 	}
-	l.defragsChanged = false
+	l.defragsChanged, l.defragsGen = false, gen
 }
 
 // restoreDefrags, as the loop takes over with no record of its own, goes

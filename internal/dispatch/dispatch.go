@@ -205,10 +205,11 @@ type Loop struct {
 	// defrags are the defragmentations under way, by the job they make
 	// room for; defragLog what those planned in the last hour cost
 	// (defrag.go); defragsChanged whether they changed since they were
-	// last stored.
+	// last stored, in the view of generation defragsGen.
 	defrags        map[gangway.JobID]placement.DefragPlan
 	defragLog      []capacity.DefragSpend
 	defragsChanged bool
+	defragsGen     string
 }
 
 // etaGap bounds the loop's time spent forecasting: after a forecast
@@ -485,7 +486,7 @@ func (l *Loop) cycle(ctx context.Context, res *CycleResult) (string, error) {
 		plan := l.cfg.Placer.Place(ps, snap.Queue, opts)
 		l.observe(snap, ps, opts.Workload, plan)
 		moves := l.defragged(snap, plan)
-		l.saveDefrags(ctx) // before the moved jobs are asked to stop
+		l.saveDefrags(ctx, snap.Generation) // before the moved jobs are asked to stop
 		l.preempt(ctx, append(slices.Clip(plan.Preemptions), moves...))
 		l.burst(ctx, plan.Bursts)
 		if len(plan.Assignments) == 0 {
