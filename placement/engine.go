@@ -90,9 +90,7 @@ func (Engine) Place(s Snapshot, queue []gangway.QueueEntry, o Options) Plan {
 // the others wait. It is pure: the same snapshot, queue and options always
 // give the same plan.
 func Place(s Snapshot, queue []gangway.QueueEntry, o Options) Plan {
-	if o.Workload == nil {
-		o.Workload = WorkloadFromJobs(queue)
-	}
+	o.Workload = WorkloadOr(o.Workload, queue)
 	return NewSession(s, o).Place(queue)
 }
 

@@ -23,6 +23,16 @@ func WorkloadFromJobs(jobs []gangway.QueueEntry) []WorkloadClass {
 	return h.Classes()
 }
 
+// WorkloadOr is w, or the queue's mix (WorkloadFromJobs) when w is empty:
+// the workload Place measures fragmentation against when it is given
+// none, and so the one to measure a fleet against beside it.
+func WorkloadOr(w []WorkloadClass, queue []gangway.QueueEntry) []WorkloadClass {
+	if len(w) > 0 {
+		return w
+	}
+	return WorkloadFromJobs(queue)
+}
+
 // classKey is one class of replica shape.
 type classKey struct {
 	gpus, milli int

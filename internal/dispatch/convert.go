@@ -64,14 +64,5 @@ func placementSnapshot(s capacity.Snapshot, nodeTTL time.Duration, onPremPrices 
 // it over time).
 func Measure(s capacity.Snapshot, w []placement.WorkloadClass, nodeTTL time.Duration) placement.Report {
 	typical := placement.Typical(w, placement.TypicalPopularity)
-	return placement.Measure(placementSnapshot(s, nodeTTL, nil), workloadOr(typical, s.Queue))
-}
-
-// workloadOr is w, or the queue's mix when w is empty: before any job has
-// arrived the queue (often empty too) is all there is.
-func workloadOr(w []placement.WorkloadClass, queue []gangway.QueueEntry) []placement.WorkloadClass {
-	if len(w) > 0 {
-		return w
-	}
-	return placement.WorkloadFromJobs(queue)
+	return placement.Measure(placementSnapshot(s, nodeTTL, nil), placement.WorkloadOr(typical, s.Queue))
 }

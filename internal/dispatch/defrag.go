@@ -126,10 +126,6 @@ func (l *Loop) saveDefrags(ctx context.Context, gen string) {
 	if l.cfg.Records == nil || (!l.defragsChanged && gen == l.defragsGen) {
 		return
 	}
-	if !l.defragsChanged && len(l.defrags) == 0 && len(l.defragLog) == 0 {
-		l.defragsGen = gen // nothing to store again
-		return
-	}
 	d := capacity.Defrags{Spent: l.defragLog}
 	for _, id := range slices.Sorted(maps.Keys(l.defrags)) {
 		d.InFlight = append(d.InFlight, l.defrags[id])
@@ -158,10 +154,8 @@ func (l *Loop) restoreDefrags(ctx context.Context) {
 		return
 	}
 	l.defragLog = d.Spent
+	l.defrags = make(map[gangway.JobID]placement.DefragPlan, len(d.InFlight))
 	for _, p := range d.InFlight {
-		if l.defrags == nil {
-			l.defrags = map[gangway.JobID]placement.DefragPlan{}
-		}
 		l.defrags[p.Job] = p
 	}
 	l.log.Info("take over: restored the last leader's defragmentations", "under_way", len(d.InFlight), "planned_last_hour", len(d.Spent))

@@ -816,17 +816,24 @@ func (l *Loop) observe(snap capacity.Snapshot, ps placement.Snapshot, workload [
 	}
 	l.measuredAt = now
 	measure := func() {
-		r := placement.Measure(ps, workloadOr(workload, queue))
+		r := placement.Measure(ps, placement.WorkloadOr(workload, queue))
 		m.Fragmentation(r.Rate, r.Largest)
 	}
+	l.aside(&l.measuring, measure)
+}
+
+// aside runs f beside the cycles on the wall clock, busy set while it
+// runs, and inside the cycle on any other, so that a replay is
+// deterministic.
+func (l *Loop) aside(busy *atomic.Bool, f func()) {
 	if !l.background {
-		measure()
+		f()
 		return
 	}
-	l.measuring.Store(true)
+	busy.Store(true)
 	l.side.Go(func() {
-		defer l.measuring.Store(false)
-		measure()
+		defer busy.Store(false)
+		f()
 	})
 }
 

@@ -46,7 +46,8 @@ func (l *Loop) saveLearned(ctx context.Context, gen string) {
 	if l.eta != nil {
 		next.eta = l.eta.Learned()
 	}
-	if next.arrived == l.saved.arrived && next.eta == l.saved.eta && gen == l.saved.gen && !l.saveFailed.Swap(false) {
+	failed := l.saveFailed.Swap(false)
+	if next.arrived == l.saved.arrived && next.eta == l.saved.eta && gen == l.saved.gen && !failed {
 		return
 	}
 	rec := capacity.Learned{Arrivals: l.arrivals.Weight(), At: now}
@@ -63,20 +64,11 @@ func (l *Loop) saveLearned(ctx context.Context, gen string) {
 	// Tried once a period: a failed store is tried again at the next
 	// turn (saveFailed), whatever was learned meanwhile.
 	l.saved = next
-	save := func() {
+	l.aside(&l.saving, func() {
 		if err := l.cfg.Records.SaveLearned(ctx, l.cfg.Holder, rec); err != nil {
 			l.log.Warn("what the dispatch loop learned was not stored; a new leader would start from an older record", "error", err)
 			l.saveFailed.Store(true)
 		}
-	}
-	if !l.background {
-		save()
-		return
-	}
-	l.saving.Store(true)
-	l.side.Go(func() {
-		defer l.saving.Store(false)
-		save()
 	})
 }
 
