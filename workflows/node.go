@@ -117,8 +117,8 @@ func NodeUpdateWorkflow(ctx workflow.Context, in NodeUpdateInput) (NodeUpdateRes
 // task's RunTask reported it.
 const ActivityTaskDone = "TaskDone"
 
-// TaskDone is an agent's record, written to the Redis view just before
-// RunTask returns, that a task's process exited 0. A node that dies in
+// TaskDone is an agent's record, written to the Redis view as soon as
+// the agent sees a task's process exit 0, that it did. A node that dies in
 // between (the instance gone, the agent killed) leaves the workflow with
 // a lost node for a task that finished; the record tells it so, and the
 // job ends Succeeded instead of running again. It is signed with the

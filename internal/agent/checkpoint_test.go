@@ -451,3 +451,53 @@ func TestRunTaskRetriesFailedSave(t *testing.T) {
 		t.Errorf("%d failed saves observed, want 2: %+v", errs, h.obs.all())
 	}
 }
+
+// gatedStore holds every save until release is closed, saying on saving
+// that one has begun.
+type gatedStore struct {
+	checkpoint.Store
+	saving  chan struct{}
+	release chan struct{}
+}
+
+func (s *gatedStore) Save(ctx context.Context, job, dir string, m checkpoint.Manifest) (checkpoint.Manifest, error) {
+	select {
+	case s.saving <- struct{}{}:
+	default:
+	}
+	<-s.release
+	return s.Store.Save(ctx, job, dir, m)
+}
+
+// TestRunTaskRecordsExitBeforeTheLastSave: a task that exits 0 is
+// recorded done while its last checkpoint is still being saved — an
+// agent killed during the save must not cost the job a rerun.
+func TestRunTaskRecordsExitBeforeTheLastSave(t *testing.T) {
+	h := newCkptHarness(t, nil)
+	gate := &gatedStore{Store: h.store, saving: make(chan struct{}, 1), release: make(chan struct{})}
+	h.a.cfg.Checkpoints = gate
+	script := `d="$GANGWAY_CHECKPOINT_DIR/step-9"; mkdir "$d"; echo 9 > "$d/step"; touch "$d/COMPLETE"; exit 0`
+	done := h.start(h.rank0(script, 0))
+	select {
+	case <-gate.saving:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no save began within 10s")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(h.cap.taskDone()) == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := h.cap.taskDone(); !slices.Equal(got, []string{"train-1/2/0"}) {
+		t.Errorf("task-done records while the last save is held: %v, want train-1/2/0's", got)
+	}
+	close(gate.release)
+	if o := wait(t, done); o.err != nil {
+		t.Fatalf("RunTask: %v", o.err)
+	}
+	if got := h.cap.taskDone(); len(got) != 1 {
+		t.Errorf("task-done records %v, want one", got)
+	}
+	if diff := cmp.Diff([]int64{9}, h.saved(t)); diff != "" {
+		t.Errorf("saved steps (-want +got):\n%s", diff)
+	}
+}

@@ -34,7 +34,8 @@
 // keeps running, and an adopting RunTask from its workflow attaches to it,
 // or learns how it ended and with what exit code. An orphan its workflow no
 // longer runs for is stopped.
-// Before RunTask reports a task that exited 0, the agent records it in the
+// As soon as a task exits 0, before it drains the output, saves the last
+// checkpoint and reports, the agent records it in the
 // view (workflows.TaskDone, signed with the node's token), so a node that
 // dies before the report reaches Temporal does not cost the job a rerun.
 //

@@ -133,6 +133,12 @@ func (a *Agent) RunTask(ctx context.Context, in workflows.RunTaskInput) (_ workf
 	// background process must not keep holding the GPUs after release.
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	res.FinishedAt = time.Now()
+	if why.reason == stopExited && waitErr == nil {
+		// First of all: the agent may die in what follows (the output's
+		// drain, the heartbeat, the final upload), and a task that
+		// exited 0 must not run again.
+		a.recordDone(ctx, in, log)
+	}
 	out.Close() // flush the log streamer before reporting
 	// The GPUs are free once the group is gone; the save that follows
 	// uses only the disk and the network. The view counts the GPUs of a
@@ -169,14 +175,14 @@ func (a *Agent) RunTask(ctx context.Context, in workflows.RunTaskInput) (_ workf
 		return res, temporal.NewNonRetryableApplicationError(msg, workflows.ErrTypeTaskFailed, nil, progress)
 	}
 	log.Info("task succeeded", "ran", res.FinishedAt.Sub(res.StartedAt))
-	a.recordDone(ctx, in, log)
 	return res, nil
 }
 
-// recordDone tells the view the task exited 0 before RunTask reports it:
-// if the node dies before Temporal has the report, the workflow finds the
-// record rather than running the task again (workflows.TaskDone). A
-// record that cannot be written only loses that.
+// recordDone tells the view the task exited 0 as soon as the agent knows
+// it, before it drains the output, heartbeats, saves the last checkpoint
+// and reports: if the node dies before Temporal has the report, the
+// workflow finds the record rather than running the task again
+// (workflows.TaskDone). A record that cannot be written only loses that.
 func (a *Agent) recordDone(ctx context.Context, in workflows.RunTaskInput, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
