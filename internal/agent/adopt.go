@@ -80,6 +80,19 @@ func (e *endedTasks) put(k taskKey, r taskResult) {
 	e.m[k] = ended{taskResult: r, at: now}
 }
 
+// exited0 is the tasks kept that exited 0, each with when it did.
+func (e *endedTasks) exited0() map[taskKey]time.Time {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := map[taskKey]time.Time{}
+	for k, v := range e.m {
+		if v.err == nil {
+			out[k] = v.res.FinishedAt
+		}
+	}
+	return out
+}
+
 func (e *endedTasks) get(k taskKey) (taskResult, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -211,7 +211,8 @@ func nodeTaskQueue(n gangway.Node) string {
 
 // heartbeat refreshes the node in Redis, with the tasks it runs,
 // re-registering it if the view lost it (Redis is a rebuildable view; the
-// agent holds the truth about its node).
+// agent holds the truth about its node) with the records of its tasks
+// that exited 0 in the last hour.
 func (a *Agent) heartbeat(ctx context.Context) {
 	// One at a time: a beat that read the tasks earlier must not land
 	// after one that read them later.
@@ -222,6 +223,7 @@ func (a *Agent) heartbeat(ctx context.Context) {
 	if errors.Is(err, capacity.ErrNotFound) {
 		a.log.Warn("node missing from the view; registering again")
 		if err = a.cap.RegisterNode(ctx, a.nodeView()); err == nil {
+			a.recordDoneAgain(ctx)
 			err = a.cap.Heartbeat(ctx, a.cfg.Node.ID, a.tasks.reports())
 		}
 	}

@@ -741,6 +741,35 @@ func TestHeartbeat(t *testing.T) {
 	}
 }
 
+// TestHeartbeatRecordsDoneAgain: a node the view lost (Redis restarted
+// empty) writes again the records of its tasks that exited 0, and only
+// those, when it registers again.
+func TestHeartbeatRecordsDoneAgain(t *testing.T) {
+	h := newHarness(t)
+	if _, err := h.run(h.task(`exit 0`)); err != nil {
+		t.Fatalf("RunTask: %v", err)
+	}
+	failing := h.task(`exit 3`)
+	failing.JobID = "eval-1"
+	if _, err := h.run(failing); err == nil {
+		t.Fatal("RunTask of a task that exits 3 succeeded")
+	}
+	h.cap.mu.Lock()
+	h.cap.done, h.cap.heartbeatErr = nil, nil
+	h.cap.mu.Unlock()
+	h.a.heartbeat(context.Background())
+	if got := h.cap.taskDone(); len(got) != 0 {
+		t.Errorf("a node the view knows wrote task-done records again: %v", got)
+	}
+	h.cap.mu.Lock()
+	h.cap.heartbeatErr = capacity.ErrNotFound
+	h.cap.mu.Unlock()
+	h.a.heartbeat(context.Background())
+	if got := h.cap.taskDone(); !slices.Equal(got, []string{"train-1/2/1"}) {
+		t.Errorf("task-done records written on registering again: %v, want train-1/2/1's alone", got)
+	}
+}
+
 // TestClaimShares: shares of one GPU run side by side up to one GPU; a
 // whole claim needs the GPU free; a released share makes room again.
 func TestClaimShares(t *testing.T) {

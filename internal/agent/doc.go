@@ -34,10 +34,13 @@
 // keeps running, and an adopting RunTask from its workflow attaches to it,
 // or learns how it ended and with what exit code. An orphan its workflow no
 // longer runs for is stopped.
+//
 // As soon as a task exits 0, before it drains the output, saves the last
-// checkpoint and reports, the agent records it in the
-// view (workflows.TaskDone, signed with the node's token), so a node that
-// dies before the report reaches Temporal does not cost the job a rerun.
+// checkpoint and reports, the agent records it in the view
+// (workflows.TaskDone, signed with the node's token), so a node that dies
+// before the report reaches Temporal does not cost the job a rerun; it
+// writes the last hour's records again when it registers in a view that
+// lost its node.
 //
 // The node's inventory comes from package gpuinfo (NVML on a GPU node), or is
 // synthetic (ParseFleet, `--fake-gpus`, which may put GPUs in MIG mode:

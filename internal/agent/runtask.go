@@ -192,6 +192,22 @@ func (a *Agent) recordDone(ctx context.Context, in workflows.RunTaskInput, log *
 	}
 }
 
+// recordDoneAgain writes again the task-done records of the tasks that
+// exited 0 in the last hour (endedRetention), into a view that lost the
+// node and so may have lost them too (Redis restarted empty): a job whose
+// node is lost now must still find that its task finished.
+func (a *Agent) recordDoneAgain(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	for k, at := range a.ended.exited0() {
+		d := workflows.TaskDone{TaskRef: workflows.TaskRef{JobID: k.job, Attempt: k.attempt, Rank: k.rank, NodeID: a.cfg.Node.ID}, At: at}
+		if err := a.cap.RecordTaskDone(ctx, d); err != nil {
+			a.log.Warn("cannot record again in the view that a task exited 0", "job_id", k.job, "attempt", k.attempt, "rank", k.rank, "error", err)
+			return
+		}
+	}
+}
+
 type stopReason int
 
 const (
