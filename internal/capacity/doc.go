@@ -46,7 +46,7 @@
 //	P:events          pub/sub enqueued | released | node: a change that may let a job start (events.go)
 //	P:gpu-events      stream  GPU faults and reclaims {event: GPUEvent JSON}, capped at GPUEventsMaxLen
 //	P:join-uses:<l>   set     node IDs that joined with launch l's one-use token (ClaimJoinUse; expires with it)
-//	P:learned         string  capacity.Learned JSON: what the dispatch leader learned — the arrivals' typical workload, the start-time estimator's runtimes and calibration (SaveLearned, fenced by the lease)
+//	P:learned         string  capacity.Learned JSON: what the dispatch leader learned — the arrivals' typical workload, the start-time estimator's runtimes, calibration and waiting jobs' first estimates (SaveLearned, fenced by the lease)
 //	P:defrags         string  capacity.Defrags JSON: the dispatch leader's defragmentations under way and the last hour's spend (SaveDefrags, fenced by the lease)
 //
 // Agents reach only P:heartbeat (write), P:log:<job ID> (append) and

@@ -107,7 +107,8 @@ func (l *Loop) restoreLearned(ctx context.Context) {
 		if err := l.eta.Restore(*rec.ETA); err != nil {
 			l.log.Warn("take over: the stored estimator state is not usable; estimates learn afresh", "error", err)
 		} else {
-			restored = append(restored, "runtime_groups", len(rec.ETA.Runtimes), "score_groups", len(rec.ETA.Scores))
+			restored = append(restored, "runtime_groups", len(rec.ETA.Runtimes), "score_groups", len(rec.ETA.Scores),
+				"first_estimates", len(rec.ETA.First))
 		}
 	}
 	if len(restored) > 0 {

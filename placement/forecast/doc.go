@@ -39,10 +39,12 @@
 // P90 is twice the median wait, tracked the same way.
 //
 // What an Estimator has learned — the History's histograms, the
-// calibration's scores, the tracking factors — is its State, which
-// another Estimator can Restore: the dispatch leader stores it in the
-// view, and a new leader goes on from it instead of from the declared
-// runtimes, uncalibrated.
+// calibration's scores, the tracking factors, the waiting jobs' first
+// estimates — is its State, which another Estimator can Restore: the
+// dispatch leader stores it in the view, and a new leader goes on from it
+// instead of from the declared runtimes, uncalibrated, and scores a job
+// that waited through the change against the estimate shown at its
+// submit.
 //
 // Like placement, the package is pure: no clock (now is the snapshot's),
 // no I/O, no global randomness. The dispatch loop feeds it; the trace

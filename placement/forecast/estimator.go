@@ -401,6 +401,7 @@ func (e *Estimator) Forecast(in Input) {
 		switch f, seen := e.first[id]; {
 		case e.o.NoCalibration || r.Bursting:
 		case !seen || f.attempt != j.Attempt:
+			e.learned++
 			e.first[id] = firstEstimate{attempt: j.Attempt, priority: j.Priority, at: r.At, w50: r.P50.Sub(r.At),
 				shown90: cal.P90.Sub(r.At), projected: r.P50.Sub(r.At)}
 		default:

@@ -5,18 +5,37 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
+
+	"github.com/gangwayhq/gangway"
 )
 
 // State is what an Estimator has learned, in a form that can be stored
 // and handed to another Estimator (a new dispatch leader's): the runtime
 // model's histograms when the model is a History, the calibration's
-// scores and the P90's tracking factors. The waiting jobs' first
-// estimates and the latest estimates are not in it: the next forecast
-// makes them again.
+// scores, the P90's tracking factors, and the waiting jobs' first
+// estimates, which each job scores when it starts. The latest estimates
+// are not in it: the next forecast makes them again.
 type State struct {
 	Runtimes []GroupState    `json:"runtimes,omitempty"`
 	Scores   []ScoreState    `json:"scores,omitempty"`
 	Boost90  map[int]float64 `json:"boost90,omitempty"`
+	First    []FirstState    `json:"first,omitempty"`
+}
+
+// FirstState is a waiting job's first estimate (of its attempt), made at
+// At: the median simulation's wait, uncalibrated (Wait50), the P90 wait
+// shown (Shown90), whether that P90 was judged, and the wait to the start
+// the latest simulation gave (Projected).
+type FirstState struct {
+	JobID     gangway.JobID `json:"job"`
+	Attempt   int           `json:"attempt"`
+	Priority  int           `json:"priority"`
+	At        time.Time     `json:"at"`
+	Wait50    time.Duration `json:"wait50"`
+	Shown90   time.Duration `json:"shown90"`
+	Judged    bool          `json:"judged,omitempty"`
+	Projected time.Duration `json:"projected"`
 }
 
 // GroupState is one group's histogram of actual ÷ requested runtime
@@ -54,11 +73,20 @@ func (e *Estimator) State() State {
 	if len(e.boost90) > 0 {
 		s.Boost90 = maps.Clone(e.boost90)
 	}
+	for id, f := range e.first {
+		s.First = append(s.First, FirstState{JobID: id, Attempt: f.attempt, Priority: f.priority, At: f.at,
+			Wait50: f.w50, Shown90: f.shown90, Judged: f.judged, Projected: f.projected})
+	}
+	slices.SortFunc(s.First, func(a, b FirstState) int {
+		return cmp.Or(a.At.Compare(b.At), compareIDs(a.JobID, b.JobID))
+	})
 	return s
 }
 
 // Learned counts what e has learned: runs observed ending, first
-// estimates scored and P90s judged. It changes whenever State would.
+// estimates made and scored, and P90s judged. It changes whenever State
+// would, but for a waiting job's projected start, which every forecast
+// makes again.
 func (e *Estimator) Learned() int64 { return e.learned }
 
 // Restore adds s to what e has learned: an Estimator that has learned
@@ -79,6 +107,11 @@ func (e *Estimator) Restore(s State) error {
 	for _, sc := range s.Scores {
 		if sc.Band != allBands && (sc.Band < 0 || sc.Band >= nBands) {
 			return fmt.Errorf("restore estimator: scores of priority %d: band %d is not -1 or 0–%d", sc.Priority, sc.Band, nBands-1)
+		}
+	}
+	for _, f := range s.First {
+		if f.JobID == "" || f.At.IsZero() {
+			return fmt.Errorf("restore estimator: a first estimate names no job or no time (job %q, at %s)", f.JobID, f.At)
 		}
 	}
 	if h, ok := e.rt.(*History); ok {
@@ -105,6 +138,16 @@ func (e *Estimator) Restore(s State) error {
 		if _, ok := e.boost90[p]; ok || len(e.boost90) < maxScoreKeys {
 			e.boost90[p] = min(max(b, -maxBoost), maxBoost)
 		}
+	}
+	// A first estimate made before one e made of the same attempt is the
+	// one the job was shown at submit; jobs that no longer wait drop
+	// theirs at the next Observe.
+	for _, fs := range s.First {
+		if f, ok := e.first[fs.JobID]; ok && (f.attempt != fs.Attempt || !fs.At.Before(f.at)) {
+			continue
+		}
+		e.first[fs.JobID] = firstEstimate{attempt: fs.Attempt, priority: fs.Priority, at: fs.At, w50: fs.Wait50,
+			shown90: fs.Shown90, judged: fs.Judged, projected: fs.Projected}
 	}
 	e.learned++
 	return nil

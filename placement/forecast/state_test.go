@@ -91,3 +91,68 @@ func TestEstimatorState(t *testing.T) {
 		t.Error("a state with a bin out of range was restored")
 	}
 }
+
+// TestEstimatorStateKeepsFirstEstimates: a job that waits through a change
+// of leader is scored, when it starts, against the estimate it was shown
+// at submit, as the original estimator would score it — not against the
+// new leader's first forecast of it, made later and nearer its start.
+func TestEstimatorStateKeepsFirstEstimates(t *testing.T) {
+	o := forecast.Options{MinScores: 5, Slack: time.Second}
+	busy := func(now time.Time) placement.Snapshot {
+		s := placement.Snapshot{Now: now, Nodes: []placement.Node{node("n1", 8)}}
+		running(&s, "blocker", "nlp", "n1", all(8), now.Sub(t0), 10*time.Minute)
+		return s
+	}
+	q := []gangway.QueueEntry{queued("waiting", "nlp", 8, 100, time.Hour, 0)}
+	// step is what the leader does each cycle: observe, then forecast.
+	step := func(e *forecast.Estimator, now time.Time) {
+		e.Observe(busy(now), q, nil)
+		e.Forecast(forecast.Input{Snapshot: busy(now), Queue: q})
+	}
+	start := func(e *forecast.Estimator, now time.Time) {
+		s := placement.Snapshot{Now: now, Nodes: []placement.Node{node("n1", 8)}}
+		running(&s, "waiting", "nlp", "n1", all(8), 0, time.Hour)
+		e.Observe(s, nil, nil)
+	}
+	leader := forecast.NewEstimator(nil, o)
+	step(leader, t0)
+	st := leader.State()
+	if len(st.First) != 1 || st.First[0].JobID != "waiting" || !st.First[0].At.Equal(t0) {
+		t.Fatalf("state's first estimates %+v, want the waiting job's, made at %s", st.First, t0)
+	}
+	raw, err := json.Marshal(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stored forecast.State
+	if err := json.Unmarshal(raw, &stored); err != nil {
+		t.Fatal(err)
+	}
+	next, cold := forecast.NewEstimator(nil, o), forecast.NewEstimator(nil, o)
+	if err := next.Restore(stored); err != nil {
+		t.Fatal(err)
+	}
+	// The old leader would have gone on; the new one takes over five
+	// minutes in; the job starts after half an hour.
+	later, startAt := t0.Add(5*time.Minute), t0.Add(30*time.Minute)
+	for _, e := range []*forecast.Estimator{leader, next, cold} {
+		step(e, later)
+		start(e, startAt)
+	}
+	want := leader.State().Scores
+	if len(want) == 0 {
+		t.Fatal("the job's start scored nothing")
+	}
+	if diff := cmp.Diff(want, next.State().Scores); diff != "" {
+		t.Errorf("scores after a change of leader (-old leader's +new leader's):\n%s", diff)
+	}
+	if diff := cmp.Diff(want, cold.State().Scores); diff == "" {
+		t.Error("an estimator that never saw the first estimate scores the same: the test shows nothing")
+	}
+
+	bad := stored
+	bad.First = []forecast.FirstState{{JobID: "", At: t0}}
+	if err := forecast.NewEstimator(nil, o).Restore(bad); err == nil {
+		t.Error("a first estimate naming no job was restored")
+	}
+}
