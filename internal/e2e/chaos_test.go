@@ -116,8 +116,10 @@ type chaosRun struct {
 	sentinel *devstack.Redis
 	replica  *devstack.Redis
 
-	// succeeded are the jobs that ended Succeeded.
+	// succeeded are the jobs that ended Succeeded; results every job's
+	// final status.
 	succeeded map[string]bool
+	results   map[string]workflows.Status
 
 	mu      sync.Mutex
 	metrics map[*serverProc]string // each live server's /metrics address
@@ -133,7 +135,7 @@ func newChaosRun(t *testing.T) *chaosRun {
 	s.serverEnv = []string{"TMPDIR=" + filepath.Join(s.logDir, "tmp")}
 	must(t, os.Mkdir(filepath.Join(s.logDir, "tmp"), 0o755))
 	c := &chaosRun{t: t, s: s, records: filepath.Join(s.logDir, "records"), metrics: map[*serverProc]string{},
-		succeeded: map[string]bool{}, agents: map[string]*agentProc{}}
+		succeeded: map[string]bool{}, results: map[string]workflows.Status{}, agents: map[string]*agentProc{}}
 	must(t, os.Mkdir(c.records, 0o755))
 	c.replica = devstacktest.RedisWith(t, devstack.RedisOptions{ReplicaOf: s.Redis.Addr})
 	// The Sentinel fails the master over after 3 s without it: an empty
@@ -280,7 +282,7 @@ func TestChaosOnRealServers(t *testing.T) {
 	t.Logf("%d jobs submitted in %d batches, the last %s after the start", len(specs), len(batches), time.Since(began).Round(time.Second))
 
 	// Every job's result, waited for through Temporal outages.
-	results := map[string]workflows.Status{}
+	results := c.results
 	lost := 0
 	for _, sp := range specs {
 		st, err := chaosResult(ctx, cl, sp.Name)
@@ -510,7 +512,8 @@ func (c *chaosRun) rerunsAfterFinish(specs []gangway.JobSpec) int {
 		}
 		if a, ok := finishedAt[tk.job]; ok && tk.attempt > a {
 			n++
-			t.Logf("rerun after finish: %s attempt %d rank %d started on %s after attempt %d had finished", tk.job, tk.attempt, tk.rank, node, a)
+			t.Logf("rerun after finish: %s attempt %d rank %d started on %s after attempt %d had finished; %s", tk.job, tk.attempt, tk.rank, node, a,
+				c.attemptEnd(tk.job, a))
 		}
 	}
 	members := 0
@@ -522,6 +525,18 @@ func (c *chaosRun) rerunsAfterFinish(specs []gangway.JobSpec) int {
 	}
 	t.Logf("the tasks recorded %d starts (%d gang members in all) in %d task logs", starts, members, len(logs))
 	return n
+}
+
+// attemptEnd says how the job's workflow recorded the attempt's end, for a
+// rerun's log line.
+func (c *chaosRun) attemptEnd(job string, attempt int) string {
+	for _, a := range c.results[job].Attempts {
+		if a.Attempt == attempt {
+			return fmt.Sprintf("the workflow recorded attempt %d on %v ending %s at %s: %s",
+				attempt, a.Nodes, a.Ended, a.EndedAt.Local().Format("15:04:05.000"), a.Reason)
+		}
+	}
+	return fmt.Sprintf("the workflow kept no record of attempt %d", attempt)
 }
 
 // leaked counts what is still held once every job has ended: cloud
@@ -736,7 +751,7 @@ func (c *chaosRun) faults(ctx context.Context, before func(i int)) {
 		before(i)
 		time.Sleep(faultGap)
 		at := time.Now()
-		t.Logf("fault: %s", f.name)
+		t.Logf("fault at %s: %s", at.Format("15:04:05.000"), f.name)
 		f.do()
 		c.kills++
 		t.Logf("fault: %s: done in %s", f.name, time.Since(at).Round(100*time.Millisecond))
