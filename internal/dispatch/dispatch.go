@@ -156,7 +156,12 @@ type Loop struct {
 
 	leading bool
 	// holding is leading, for the lease renewer Run starts.
-	holding       atomic.Bool
+	holding atomic.Bool
+	// sawLeader: another server held the lease at one of this loop's
+	// turns; yieldSince: since when this loop has left a lost view's free
+	// lease to it (yieldToLastLeader).
+	sawLeader     bool
+	yieldSince    time.Time
 	lastReconcile time.Time
 	unsignaled    map[gangway.JobID]gangway.Assignment
 	// preempted remembers when each victim was last asked to stop, so a
@@ -334,12 +339,16 @@ func (l *Loop) renewLease(ctx context.Context) {
 // over after a change of leader, reconcile when due and run a Cycle. The
 // simulator calls it at each virtual instant instead of Run.
 func (l *Loop) Tick(ctx context.Context) error {
+	if l.yieldToLastLeader(ctx) {
+		return nil
+	}
 	ok, err := l.cap.AcquireLease(ctx, l.cfg.Holder, l.cfg.LeaseTTL)
 	if err != nil {
 		l.setLeading(false)
 		return fmt.Errorf("lease: %w", err)
 	}
 	if !ok {
+		l.sawLeader = true
 		l.setLeading(false)
 		return nil
 	}
@@ -352,6 +361,39 @@ func (l *Loop) Tick(ctx context.Context) error {
 	}
 	_, err = l.Cycle(ctx)
 	return err
+}
+
+// rebuiltReader says whether the view is rebuilt for its generation
+// (capacity.View.Rebuilt).
+type rebuiltReader interface {
+	Rebuilt(ctx context.Context) (bool, error)
+}
+
+// yieldToLastLeader reports whether this turn should leave the lease
+// alone. A view Redis lost (restarted empty, FLUSHALL) loses the lease
+// with it, and any server's next turn would take it; but what the leader
+// learned — the typical workload, the estimator, the defragmentations
+// under way — is in its memory alone until it stores it again in the new
+// view (learned.go, defrag.go), and a standby that took the lease would
+// start from nothing. So a standby that has seen another server lead, and
+// finds the view not rebuilt for its generation, leaves the lease for
+// half a LeaseTTL: the leader, renewing every third of one, takes it
+// back. A leader that died with the view is replaced that much later.
+func (l *Loop) yieldToLastLeader(ctx context.Context) bool {
+	rr, ok := l.cap.(rebuiltReader)
+	if l.leading || !l.sawLeader || !ok {
+		return false
+	}
+	if done, err := rr.Rebuilt(ctx); err != nil || done {
+		l.yieldSince = time.Time{}
+		return false
+	}
+	now := l.cfg.Clock.Now()
+	if l.yieldSince.IsZero() {
+		l.yieldSince = now
+		l.log.Info("the view is not rebuilt: leaving the lease to the last leader a moment", "for", l.cfg.LeaseTTL/2)
+	}
+	return now.Sub(l.yieldSince) < l.cfg.LeaseTTL/2
 }
 
 func (l *Loop) setLeading(v bool) {

@@ -49,7 +49,12 @@
 // A server that takes over the lease re-signals every allocation (the old
 // leader may have died between commit and signal; workflows ignore
 // repeats), Config.SignalParallelism at a time, and every so often the loop
-// releases allocations whose workflow is no longer running.
+// releases allocations whose workflow is no longer running. When Redis
+// loses the view (restarted empty, FLUSHALL) the lease goes with it; a
+// standby that has seen another server lead leaves the free lease alone
+// for half a LeaseTTL while the view is not rebuilt, so the leader, which
+// holds in memory what it learned and the defragmentations under way,
+// takes it back and stores them in the new view (yieldToLastLeader).
 //
 // Cycles start on the ticker (Config.Interval) and, sooner, on Config.Wake:
 // the server wires the view's change events to it (a job enqueued, GPUs

@@ -317,3 +317,68 @@ func TestDefragmentationSurvivesALeaderChange(t *testing.T) {
 			got.InFlight, got.Spent)
 	}
 }
+
+// lostView is the fake view with a rebuilt flag: false stands for a view
+// Redis lost (restarted empty, FLUSHALL) that no leader has rebuilt yet.
+type lostView struct {
+	*dispatchtest.Capacity
+	rebuilt bool
+}
+
+func (v *lostView) Rebuilt(context.Context) (bool, error) { return v.rebuilt, nil }
+
+// TestStandbyLeavesALostViewsLeaseToTheLeader: when Redis loses the view,
+// and the lease with it, a standby leaves the free lease to the leader,
+// which holds in memory what it learned, for half a lease; a leader that
+// died with the view is replaced after that.
+func TestStandbyLeavesALostViewsLeaseToTheLeader(t *testing.T) {
+	clock := dispatchtest.NewClock(start)
+	f := newOneNode(t, clock, 8)
+	v := &lostView{Capacity: f.c, rebuilt: true}
+	loop := func(holder string) *dispatch.Loop {
+		return dispatch.New(dispatch.Config{Holder: holder, Clock: clock, LeaseTTL: 4 * time.Second}, v, f.w)
+	}
+	leader, standby := loop("leader"), loop("standby")
+	f.tick(leader, time.Second)
+	f.tick(standby, 100*time.Millisecond)
+	lose := func() {
+		if err := f.c.ReleaseLease(t.Context(), "leader"); err != nil {
+			t.Fatal(err)
+		}
+		v.rebuilt = false
+	}
+
+	lose()
+	f.tick(standby, 100*time.Millisecond)
+	if h := f.c.LeaseHolder(); h != "" {
+		t.Fatalf("a standby took a lost view's lease at once: %q holds it", h)
+	}
+	f.tick(leader, 500*time.Millisecond)
+	if h := f.c.LeaseHolder(); h != "leader" {
+		t.Fatalf("the leader did not take its lease back: %q holds it", h)
+	}
+	v.rebuilt = true
+	f.tick(standby, 100*time.Millisecond)
+
+	// Again, and the leader died with the view.
+	lose()
+	f.tick(standby, 100*time.Millisecond)
+	f.tick(standby, time.Second)
+	if h := f.c.LeaseHolder(); h != "" {
+		t.Fatalf("%q holds the lease %s after the view was lost, want it free for half a lease", h, 1100*time.Millisecond)
+	}
+	f.tick(standby, time.Second)
+	if h := f.c.LeaseHolder(); h != "standby" {
+		t.Fatalf("the standby did not take over from a leader that died with the view: %q holds the lease", h)
+	}
+
+	// A first start: no leader seen, nothing to leave the lease to.
+	v2 := &lostView{Capacity: dispatchtest.NewCapacity(clock)}
+	first := dispatch.New(dispatch.Config{Holder: "first", Clock: clock, LeaseTTL: 4 * time.Second}, v2, f.w)
+	if err := first.Tick(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if h := v2.LeaseHolder(); h != "first" {
+		t.Errorf("the first server of a new view did not lead at once: %q holds the lease", h)
+	}
+}

@@ -456,6 +456,16 @@ func (c *Capacity) ReleaseLease(_ context.Context, holder string) error {
 	return nil
 }
 
+// LeaseHolder is who holds the lease now: "" when it is free or ran out.
+func (c *Capacity) LeaseHolder() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.clock.Now().Before(c.leaseTill) {
+		return ""
+	}
+	return c.holder
+}
+
 func (c *Capacity) leads(holder string) bool {
 	return c.holder == holder && c.clock.Now().Before(c.leaseTill)
 }
