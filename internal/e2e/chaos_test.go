@@ -427,6 +427,7 @@ var chaosEvents = []struct{ line, what string }{
 	{"node missing from the view; registering again", "nodes registered again"},
 	{"terminated orphan instance", "orphan instances terminated"},
 	{restoredWorkload, "new leaders that went on from what the last one learned"},
+	{"leaving the lease to the last leader", "standbys that left a lost view's lease to the last leader"},
 }
 
 // rerunsAfterFinish counts the tasks started again after their job's run
