@@ -272,7 +272,8 @@ func New(cfg Config, c Capacity, wf Workflows) *Loop {
 }
 
 // Run calls Tick every interval (on the configured clock), and soon after
-// each Wake, until ctx is done; then it gives the lease up. While leading it
+// each Wake, until ctx is done; then, leading, it stores what it learned
+// since the last store and gives the lease up. While leading it
 // also renews the lease every LeaseTTL/3 on its own, so a cycle that takes
 // long (a new leader re-signalling thousands of allocations) does not lose
 // it.
@@ -288,6 +289,7 @@ func (l *Loop) Run(ctx context.Context) error {
 		<-renewed
 		l.side.Wait()
 		if l.leading {
+			l.saveLearnedOnExit(ctx)
 			_ = l.cap.ReleaseLease(context.WithoutCancel(ctx), l.cfg.Holder)
 			l.setLeading(false)
 		}

@@ -22,8 +22,8 @@
 // simulates the cycle's snapshot forward through the same placement
 // engine; the estimator learns runtimes from the allocations it sees end
 // and calibrates against the starts it sees, and what it learned is
-// stored in the view beside the typical workload (learned.go), for a new
-// leader to go on from. On the wall clock the
+// stored in the view beside the typical workload (learned.go: at most
+// every minute, and as the leader stops), for a new leader to go on from. On the wall clock the
 // forecast runs beside the cycles, not inside them (cycles that start
 // while it runs skip estimating; its estimates are stored from the next
 // cycle on), and so does the fragmentation measure behind the metrics —

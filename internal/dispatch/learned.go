@@ -9,7 +9,8 @@ import (
 
 // learnedSaveEvery is how often, at most, the leader stores what it
 // learned (Config.Records) while it learns: a leader that dies loses
-// what it learned since. The record grows with the estimator's groups
+// what it learned since (one that stops stores it first:
+// saveLearnedOnExit). The record grows with the estimator's groups
 // (teams, projects, name prefixes): about 14 KB for 70 groups, 1.4 MB
 // for 8,000.
 const learnedSaveEvery = time.Minute
@@ -42,13 +43,47 @@ func (l *Loop) saveLearned(ctx context.Context, gen string) {
 		}
 		defer l.etaMu.Unlock()
 	}
+	rec, ok := l.learnedSince(now, gen)
+	if !ok {
+		return
+	}
+	l.aside(&l.saving, func() { l.storeLearned(ctx, rec) })
+}
+
+// saveLearnedOnExit stores, as the leader gives up the lease (Run's end:
+// a deploy, a shutdown), what it learned since the last store, so that
+// the server taking over loses none of it. Run has waited for the work
+// beside the cycles, a forecast or a store among them.
+func (l *Loop) saveLearnedOnExit(ctx context.Context) {
+	if l.cfg.Records == nil {
+		return
+	}
+	if l.eta != nil {
+		l.etaMu.Lock()
+		defer l.etaMu.Unlock()
+	}
+	if rec, ok := l.learnedSince(l.cfg.Clock.Now(), l.saved.gen); ok {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), exitStoreTimeout)
+		defer cancel()
+		l.storeLearned(ctx, rec)
+	}
+}
+
+// exitStoreTimeout bounds the last store of a leader that stops.
+const exitStoreTimeout = 5 * time.Second
+
+// learnedSince is the record to store at now in a view of generation gen,
+// and marks it stored; false when nothing was learned since the last one
+// (in the same generation) or there is nothing to store. The caller holds
+// etaMu.
+func (l *Loop) learnedSince(now time.Time, gen string) (capacity.Learned, bool) {
 	next := savedLearned{at: now, arrived: l.arrived, gen: gen}
 	if l.eta != nil {
 		next.eta = l.eta.Learned()
 	}
 	failed := l.saveFailed.Swap(false)
 	if next.arrived == l.saved.arrived && next.eta == l.saved.eta && gen == l.saved.gen && !failed {
-		return
+		return capacity.Learned{}, false
 	}
 	rec := capacity.Learned{Arrivals: l.arrivals.Weight(), At: now}
 	if rec.Arrivals > 0 {
@@ -59,17 +94,20 @@ func (l *Loop) saveLearned(ctx context.Context, gen string) {
 		rec.ETA = &st
 	}
 	if rec.Workload == nil && rec.ETA == nil {
-		return
+		return capacity.Learned{}, false
 	}
 	// Tried once a period: a failed store is tried again at the next
 	// turn (saveFailed), whatever was learned meanwhile.
 	l.saved = next
-	l.aside(&l.saving, func() {
-		if err := l.cfg.Records.SaveLearned(ctx, l.cfg.Holder, rec); err != nil {
-			l.log.Warn("what the dispatch loop learned was not stored; a new leader would start from an older record", "error", err)
-			l.saveFailed.Store(true)
-		}
-	})
+	return rec, true
+}
+
+// storeLearned stores rec, fenced by the lease.
+func (l *Loop) storeLearned(ctx context.Context, rec capacity.Learned) {
+	if err := l.cfg.Records.SaveLearned(ctx, l.cfg.Holder, rec); err != nil {
+		l.log.Warn("what the dispatch loop learned was not stored; a new leader would start from an older record", "error", err)
+		l.saveFailed.Store(true)
+	}
 }
 
 // restoreLearned, as the loop takes over, goes on from what the last

@@ -382,3 +382,35 @@ func TestStandbyLeavesALostViewsLeaseToTheLeader(t *testing.T) {
 		t.Errorf("the first server of a new view did not lead at once: %q holds the lease", h)
 	}
 }
+
+// TestLeaderStoresWhatItLearnedAsItStops: a leader that stops (a deploy)
+// stores what it learned since its last store before it gives up the
+// lease, so the server taking over counts every arrival.
+func TestLeaderStoresWhatItLearnedAsItStops(t *testing.T) {
+	clock := dispatchtest.NewClock(start)
+	f := newOneNode(t, clock, 16)
+	store := &records{}
+	old := f.loop(dispatch.Config{Holder: "old", Records: store})
+	ctx, stop := context.WithCancel(t.Context())
+	f.job("big", 8)
+	if err := old.Tick(ctx); err != nil {
+		t.Fatal(err)
+	}
+	f.job("huge", 32)
+	clock.Advance(time.Second)
+	if err := old.Tick(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(store.holders) != 1 || len(store.l.Workload) != 1 {
+		t.Fatalf("%d stores, the last of %d workload classes; want one, of the first arrival's", len(store.holders), len(store.l.Workload))
+	}
+	stop()
+	_ = old.Run(ctx) // returns at once: stores, and gives the lease up
+	if len(store.holders) != 2 || store.holders[1] != "old" || len(store.l.Workload) != 2 {
+		t.Errorf("stores by %v, the last of %d workload classes; want a second by the leader as it stopped, of both arrivals'",
+			store.holders, len(store.l.Workload))
+	}
+	if h := f.c.LeaseHolder(); h != "" {
+		t.Errorf("%q holds the lease after the leader stopped", h)
+	}
+}
