@@ -37,12 +37,10 @@ func (l *Loop) saveLearned(ctx context.Context, gen string) {
 	if l.cfg.Records == nil || (now.Sub(l.saved.at) < learnedSaveEvery && gen == l.saved.gen) || l.saving.Load() {
 		return
 	}
-	if l.eta != nil {
-		if !l.etaMu.TryLock() {
-			return // a forecast holds the estimator: a later cycle stores
-		}
-		defer l.etaMu.Unlock()
+	if !l.etaMu.TryLock() {
+		return // a forecast holds the estimator: a later cycle stores
 	}
+	defer l.etaMu.Unlock()
 	rec, ok := l.learnedSince(now, gen)
 	if !ok {
 		return
@@ -58,10 +56,8 @@ func (l *Loop) saveLearnedOnExit(ctx context.Context) {
 	if l.cfg.Records == nil {
 		return
 	}
-	if l.eta != nil {
-		l.etaMu.Lock()
-		defer l.etaMu.Unlock()
-	}
+	l.etaMu.Lock()
+	defer l.etaMu.Unlock()
 	if rec, ok := l.learnedSince(l.cfg.Clock.Now(), l.saved.gen); ok {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), exitStoreTimeout)
 		defer cancel()
@@ -122,10 +118,8 @@ func (l *Loop) restoreLearned(ctx context.Context) {
 	if l.cfg.Records == nil {
 		return
 	}
-	if l.eta != nil {
-		l.etaMu.Lock()
-		defer l.etaMu.Unlock()
-	}
+	l.etaMu.Lock()
+	defer l.etaMu.Unlock()
 	workload, eta := l.arrivals.Weight() == 0, l.eta != nil && l.eta.Learned() == 0
 	if !workload && !eta {
 		return
