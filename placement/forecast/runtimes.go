@@ -171,15 +171,7 @@ func (h *History) Observe(j Job, actual time.Duration) {
 	h.seq++
 	maxCount := orFloat(h.MaxCount, 1000)
 	for l, key := range groupKeys(j) {
-		if h.groups[l] == nil {
-			h.groups[l] = map[string]*hist{}
-		}
-		g := h.groups[l][key]
-		if g == nil {
-			h.forgetOld(l)
-			g = &hist{}
-			h.groups[l][key] = g
-		}
+		g := h.group(l, key)
 		if g.n+1 > maxCount {
 			for k := range g.c {
 				g.c[k] /= 2
@@ -190,6 +182,20 @@ func (h *History) Observe(j Job, actual time.Duration) {
 		g.n++
 		g.used = h.seq
 	}
+}
+
+// group is level l's group key, made if need be (making room first).
+func (h *History) group(l int, key string) *hist {
+	if h.groups[l] == nil {
+		h.groups[l] = map[string]*hist{}
+	}
+	g := h.groups[l][key]
+	if g == nil {
+		h.forgetOld(l)
+		g = &hist{}
+		h.groups[l][key] = g
+	}
+	return g
 }
 
 // forgetOld drops the least recently updated tenth of level l's groups

@@ -191,15 +191,7 @@ func (h *History) state() []GroupState {
 // were.
 func (h *History) restore(groups []GroupState) {
 	for _, gs := range groups {
-		if h.groups[gs.Level] == nil {
-			h.groups[gs.Level] = map[string]*hist{}
-		}
-		g := h.groups[gs.Level][gs.Key]
-		if g == nil {
-			h.forgetOld(gs.Level)
-			g = &hist{}
-			h.groups[gs.Level][gs.Key] = g
-		}
+		g := h.group(gs.Level, gs.Key)
 		g.n += gs.N
 		for b, c := range gs.Bins {
 			g.c[b] += c
