@@ -186,10 +186,15 @@ func (a *Agent) RunTask(ctx context.Context, in workflows.RunTaskInput) (_ workf
 func (a *Agent) recordDone(ctx context.Context, in workflows.RunTaskInput, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	d := workflows.TaskDone{TaskRef: workflows.TaskRef{JobID: in.JobID, Attempt: in.Attempt, Rank: in.Rank, NodeID: a.cfg.Node.ID}, At: time.Now()}
-	if err := a.cap.RecordTaskDone(ctx, d); err != nil {
+	if err := a.writeDone(ctx, keyOf(in), time.Now()); err != nil {
 		log.Warn("cannot record in the view that the task exited 0", "error", err)
 	}
+}
+
+// writeDone writes the record that this node's task k exited 0 at at.
+func (a *Agent) writeDone(ctx context.Context, k taskKey, at time.Time) error {
+	return a.cap.RecordTaskDone(ctx, workflows.TaskDone{
+		TaskRef: workflows.TaskRef{JobID: k.job, Attempt: k.attempt, Rank: k.rank, NodeID: a.cfg.Node.ID}, At: at})
 }
 
 // recordDoneAgain writes again the task-done records of the tasks that
@@ -200,8 +205,7 @@ func (a *Agent) recordDoneAgain(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	for k, at := range a.ended.exited0() {
-		d := workflows.TaskDone{TaskRef: workflows.TaskRef{JobID: k.job, Attempt: k.attempt, Rank: k.rank, NodeID: a.cfg.Node.ID}, At: at}
-		if err := a.cap.RecordTaskDone(ctx, d); err != nil {
+		if err := a.writeDone(ctx, k, at); err != nil {
 			a.log.Warn("cannot record again in the view that a task exited 0", "job_id", k.job, "attempt", k.attempt, "rank", k.rank, "error", err)
 			return
 		}
