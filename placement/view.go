@@ -91,7 +91,7 @@ type Candidate struct {
 // WorkloadClass is one kind of task in the typical workload, with its
 // share of all tasks: what fragmentation is measured against.
 // The JSON names are those the dispatch leader stores it under
-// (capacity.View.SaveWorkload).
+// (capacity.View.SaveLearned).
 type WorkloadClass struct {
 	GPUs     int      `json:"gpus"`  // whole GPUs per task (1 with Milli < Whole for a share; 0 for CPU-only)
 	Milli    int      `json:"milli"` // per GPU
