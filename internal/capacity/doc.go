@@ -46,7 +46,8 @@
 //	P:events          pub/sub enqueued | released | node: a change that may let a job start (events.go)
 //	P:gpu-events      stream  GPU faults and reclaims {event: GPUEvent JSON}, capped at GPUEventsMaxLen
 //	P:join-uses:<l>   set     node IDs that joined with launch l's one-use token (ClaimJoinUse; expires with it)
-//	P:learned         string  capacity.Learned JSON: what the dispatch leader learned — the arrivals' typical workload, the start-time estimator's runtimes, calibration and waiting jobs' first estimates (SaveLearned, fenced by the lease)
+//	P:learned         string  capacity.Learned JSON but its ETA: what the dispatch leader learned of the arrivals, their typical workload (SaveLearned, fenced by the lease; TypicalWorkload reads it alone)
+//	P:learned-eta     string  forecast.State JSON: the start-time estimator's runtimes, calibration and waiting jobs' first estimates, stored with P:learned
 //	P:defrags         string  capacity.Defrags JSON: the dispatch leader's defragmentations under way and the last hour's spend (SaveDefrags, fenced by the lease)
 //
 // Agents reach only P:heartbeat (write), P:log:<job ID> (append) and
@@ -64,7 +65,7 @@
 // the job workflows and the cordons from the ledger, and the agents'
 // heartbeats say which GPUs run tasks, so a GPU whose owner the view does
 // not know is shown held by the task's job and never offered. The
-// leader's own records (P:learned, P:defrags) are not rebuilt: the
+// leader's own records (P:learned, P:learned-eta, P:defrags) are not rebuilt: the
 // leader stores them again from its memory as soon as it plans in the
 // new generation. Until the
 // generation is rebuilt nothing is placed, and Commit (CommitIn) refuses a

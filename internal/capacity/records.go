@@ -33,17 +33,32 @@ type Learned struct {
 }
 
 // SaveLearned stores l if holder holds the dispatch lease; ErrNotLeader
-// (nothing stored) if it does not.
+// (nothing stored) if it does not. The estimator's state, which grows
+// with the groups it learned and the queue, goes under a key of its own,
+// so that the typical workload is read without it (TypicalWorkload).
 func (v *View) SaveLearned(ctx context.Context, holder string, l Learned) error {
-	return v.leaderSet(ctx, "save learned", holder, v.k.learned, l)
+	eta := l.ETA
+	l.ETA = nil
+	return v.leaderSet(ctx, "save learned", holder, []string{v.k.learned, v.k.learnedETA}, l, eta)
 }
 
 // Learned returns what the dispatch leader stored last; the zero Learned
 // when nothing is, as in a new or flushed view.
 func (v *View) Learned(ctx context.Context) (Learned, error) {
 	var l Learned
-	err := v.leaderGet(ctx, "learned", v.k.learned, &l)
+	if err := v.leaderGet(ctx, "learned", v.k.learned, &l); err != nil {
+		return l, err
+	}
+	err := v.leaderGet(ctx, "learned", v.k.learnedETA, &l.ETA)
 	return l, err
+}
+
+// TypicalWorkload is the typical workload the dispatch leader stored last
+// (Learned.Workload, without the estimator's state); nil when none is.
+func (v *View) TypicalWorkload(ctx context.Context) ([]placement.WorkloadClass, error) {
+	var l Learned
+	err := v.leaderGet(ctx, "typical workload", v.k.learned, &l)
+	return l.Workload, err
 }
 
 // Defrags is the dispatch leader's record of defragmentation
@@ -68,7 +83,7 @@ type DefragSpend struct {
 // SaveDefrags stores d if holder holds the dispatch lease; ErrNotLeader
 // (nothing stored) if it does not.
 func (v *View) SaveDefrags(ctx context.Context, holder string, d Defrags) error {
-	return v.leaderSet(ctx, "save defragmentations", holder, v.k.defrags, d)
+	return v.leaderSet(ctx, "save defragmentations", holder, []string{v.k.defrags}, d)
 }
 
 // Defrags returns the record the dispatch leader stored last; the zero
@@ -85,15 +100,19 @@ var (
 	leaderSetScript = redis.NewScript(leaderSetLua)
 )
 
-// leaderSet stores x's JSON under key if holder holds the dispatch lease;
-// ErrNotLeader (nothing stored) if it does not. what names the operation
-// in errors.
-func (v *View) leaderSet(ctx context.Context, what, holder, key string, x any) error {
-	b, err := json.Marshal(x)
-	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
+// leaderSet stores the JSON of each of xs under the key of the same
+// index, all at once, if holder holds the dispatch lease; ErrNotLeader
+// (nothing stored) if it does not. what names the operation in errors.
+func (v *View) leaderSet(ctx context.Context, what, holder string, keys []string, xs ...any) error {
+	args := []any{holder}
+	for _, x := range xs {
+		b, err := json.Marshal(x)
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		args = append(args, b)
 	}
-	n, err := leaderSetScript.Run(ctx, v.rdb, []string{v.k.lease, key}, holder, b).Int()
+	n, err := leaderSetScript.Run(ctx, v.rdb, append([]string{v.k.lease}, keys...), args...).Int()
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}

@@ -2,6 +2,7 @@ package capacity
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -46,6 +47,15 @@ func TestSaveLearned(t *testing.T) {
 	}
 	if diff := cmp.Diff(l, got); diff != "" {
 		t.Errorf("Learned (-stored +read):\n%s", diff)
+	}
+	// The typical workload is read without the estimator's state.
+	if w, err := v.TypicalWorkload(ctx); err != nil {
+		t.Fatal(err)
+	} else if diff := cmp.Diff(l.Workload, w); diff != "" {
+		t.Errorf("TypicalWorkload (-stored +read):\n%s", diff)
+	}
+	if raw, err := rdb.Get(ctx, v.k.learned).Result(); err != nil || strings.Contains(raw, "runtimes") {
+		t.Errorf("the workload's key holds %q, %v; want it without the estimator's state", raw, err)
 	}
 	stale := l
 	stale.Arrivals = 1

@@ -97,9 +97,10 @@ type keySet struct {
 	// taskDone starts the keys of tasks their agents saw exit 0
 	// (taskdone.go).
 	taskDone string
-	// learned is what the dispatch leader learned, defrags its record of
-	// defragmentations (records.go).
-	learned, defrags string
+	// learned is what the dispatch leader learned, learnedETA the
+	// estimator's part of it, defrags its record of defragmentations
+	// (records.go).
+	learned, learnedETA, defrags string
 }
 
 func newKeys(prefix string) keySet {
@@ -133,6 +134,7 @@ func newKeys(prefix string) keySet {
 		reasonsStamp: prefix + ":reasons-stamp",
 		taskDone:     prefix + ":task-done:",
 		learned:      prefix + ":learned",
+		learnedETA:   prefix + ":learned-eta",
 		defrags:      prefix + ":defrags",
 	}
 }

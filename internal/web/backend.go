@@ -113,11 +113,11 @@ func (b *Backend) SampleOnce(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	learned, err := b.View.Learned(ctx)
+	typical, err := b.View.TypicalWorkload(ctx)
 	if err != nil {
 		return err
 	}
-	r := dispatch.Measure(snap, learned.Workload, b.NodeTTL)
+	r := dispatch.Measure(snap, typical, b.NodeTTL)
 	b.Frag.Add(FragSample{At: snap.Now, Rate: r.Rate, FreeGPUs: r.FreeGPUs,
 		LargestNode: r.Largest[string(gangway.LevelNode)], Pending: len(snap.Queue)})
 	return nil
