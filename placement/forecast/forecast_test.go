@@ -320,6 +320,31 @@ func TestForecastCloud(t *testing.T) {
 	}
 }
 
+// TestForecastCloudPricesThePredictedRuntime: the cloud alternative is
+// priced over the runtime the model predicts, not the job's limit.
+func TestForecastCloudPricesThePredictedRuntime(t *testing.T) {
+	s := placement.Snapshot{Now: t0, Nodes: []placement.Node{node("n1", 8)}}
+	running(&s, "a", "nlp", "n1", all(8), 0, 4*time.Hour)
+	offer := gangway.Offer{Provider: "fake", Pool: "fake-a100", Zone: "z", InstanceType: "a100x8", GPUModel: "A100",
+		GPUsPerInstance: 8, CapacityType: gangway.CapacityOnDemand, PricePerHour: 30}
+	in := forecast.Input{Snapshot: s, Queue: []gangway.QueueEntry{queued("short", "nlp", 8, 100, 10*time.Hour, time.Minute)},
+		Options: placement.Options{Offers: []gangway.Offer{offer}}}
+	for _, tc := range []struct {
+		runs  time.Duration
+		hours float64 // what on-demand is paid for
+	}{{time.Hour, 1}, {5 * time.Hour, 5}, {forecast.Forever, 10}} {
+		est, _ := forecast.Forecast(in, exact{"a": 2 * time.Hour, "short": tc.runs}, forecast.Options{})
+		c := est["short"].Cloud
+		if c == nil {
+			t.Fatalf("predicted %s: no cloud alternative", tc.runs)
+		}
+		// A runtime the model cannot bound is priced over the limit.
+		if lo := tc.hours * 30; c.ExpectedCost < lo || c.ExpectedCost >= lo+30 {
+			t.Errorf("predicted %s: expected cost $%.2f, want $%.0f (%.0f h at $30/h) or a little more", tc.runs, c.ExpectedCost, lo, tc.hours)
+		}
+	}
+}
+
 // TestEstimatorSkipsPlacedAtOnce: a job the plan places in the cycle its
 // first estimate was made in never waited on it (its estimate was never
 // shown): it is not scored, so a run of them neither calibrates the next

@@ -122,7 +122,8 @@ type Run struct {
 	// capacity, with the offer it rents first.
 	Bursting map[gangway.JobID]gangway.BurstOffer
 	// Cloud is, per queued job that could rent, its cheapest option now
-	// (placement.Session.CloudOptions).
+	// (placement.Session.CloudOptions), priced over the runtime the
+	// simulation gives it.
 	Cloud map[gangway.JobID]gangway.BurstOffer
 	// PlaceCalls counts the engine's Place calls.
 	PlaceCalls int
@@ -200,8 +201,15 @@ func newSimulation(in Input, rt Runtimes, q float64, o Options) *simulation {
 	if len(po.Offers) > 0 {
 		s.out.Cloud = map[gangway.JobID]gangway.BurstOffer{}
 		for i := range in.Queue {
-			if c := s.se.CloudOptions(&in.Queue[i]); len(c) > 0 {
-				s.out.Cloud[in.Queue[i].JobID] = c[0]
+			// Priced over the runtime the model predicts, not the
+			// declared one: a team that asks for 24 h and runs 2 is
+			// shown what 2 h cost.
+			e := in.Queue[i]
+			if left := rt.Remaining(QueuedJob(&e), 0, q); left > 0 && left < Forever {
+				e.Runtime = left
+			}
+			if c := s.se.CloudOptions(&e); len(c) > 0 {
+				s.out.Cloud[e.JobID] = c[0]
 			}
 		}
 	}
