@@ -144,8 +144,9 @@ func CloudOptionOf(o BurstOffer, gpusPerReplica int) CloudOption {
 
 // String is the option for people: "start now on spot in fake-a100-spot,
 // about $4.10 expected over 2h (1×a2-highgpu-1g at $2.93/GPU-h)" — over
-// how long it is expected to run there (the job's estimatedRuntime, else
-// its maxRuntime, with the work interruptions redo).
+// how long it is expected to run there (the runtime the estimator
+// predicts for it, else its estimatedRuntime, else its maxRuntime, with
+// the work interruptions redo).
 func (c CloudOption) String() string {
 	verb := "start now"
 	switch {

@@ -1,6 +1,6 @@
 // Package forecast estimates when each waiting job starts: P50 and P90 of
 // its start time, the jobs whose end frees what it needs, and the priced
-// cloud alternative.
+// cloud alternative (priced over the median runtime the model predicts).
 //
 // It simulates the current state forward with the placement engine itself
 // (a placement.Session over the dispatch loop's snapshot and queue, with
