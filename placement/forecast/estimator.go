@@ -53,7 +53,9 @@ func Forecast(in Input, rt Runtimes, o Options) (map[gangway.JobID]Estimate, int
 // the P90 equals the P50 (calibration then spreads them).
 func forecast(in Input, rt Runtimes, o Options, spread bool) (map[gangway.JobID]Estimate, int) {
 	o = o.withDefaults()
-	r50 := newSimulation(in, rt, 0.5, o).run()
+	median := newSimulation(in, rt, 0.5, o)
+	cloud := median.cloud()
+	r50 := median.run()
 	r90, calls := r50, r50.PlaceCalls
 	if p, ok := rt.(PointModel); spread && (!ok || !p.Point()) {
 		r90 = newSimulation(in, rt, 0.9, o).run()
@@ -69,7 +71,7 @@ func forecast(in Input, rt Runtimes, o Options, spread bool) (map[gangway.JobID]
 		}
 		if b, ok := r50.Bursting[e.JobID]; ok {
 			est.Cloud, est.Bursting = &b, true
-		} else if c, ok := r50.Cloud[e.JobID]; ok {
+		} else if c, ok := cloud[e.JobID]; ok {
 			est.Cloud = &c
 		}
 		out[e.JobID] = est

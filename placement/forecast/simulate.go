@@ -121,10 +121,6 @@ type Run struct {
 	// Bursting are the jobs the plan at the first instant sends to rented
 	// capacity, with the offer it rents first.
 	Bursting map[gangway.JobID]gangway.BurstOffer
-	// Cloud is, per queued job that could rent, its cheapest option now
-	// (placement.Session.CloudOptions), priced over the runtime the
-	// simulation gives it.
-	Cloud map[gangway.JobID]gangway.BurstOffer
 	// PlaceCalls counts the engine's Place calls.
 	PlaceCalls int
 }
@@ -198,22 +194,29 @@ func newSimulation(in Input, rt Runtimes, q float64, o Options) *simulation {
 			}
 		}
 	}
-	if len(po.Offers) > 0 {
-		s.out.Cloud = map[gangway.JobID]gangway.BurstOffer{}
-		for i := range in.Queue {
-			// Priced over the runtime the model predicts, not the
-			// declared one: a team that asks for 24 h and runs 2 is
-			// shown what 2 h cost.
-			e := in.Queue[i]
-			if left := rt.Remaining(QueuedJob(&e), 0, q); left > 0 && left < Forever {
-				e.Runtime = left
-			}
-			if c := s.se.CloudOptions(&e); len(c) > 0 {
-				s.out.Cloud[e.JobID] = c[0]
-			}
+	return s
+}
+
+// cloud is, per queued job that could rent, its cheapest option now
+// (placement.Session.CloudOptions), priced over the runtime the model
+// gives it rather than the declared one: a team that asks for 24 h and
+// runs 2 is shown what 2 h cost. Call it before run, which moves the
+// session's clock.
+func (s *simulation) cloud() map[gangway.JobID]gangway.BurstOffer {
+	if len(s.in.Options.Offers) == 0 {
+		return nil
+	}
+	out := map[gangway.JobID]gangway.BurstOffer{}
+	for i := range s.in.Queue {
+		e := s.in.Queue[i]
+		if left := s.rt.Remaining(QueuedJob(&e), 0, s.q); left > 0 && left < Forever {
+			e.Runtime = left
+		}
+		if c := s.se.CloudOptions(&e); len(c) > 0 {
+			out[e.JobID] = c[0]
 		}
 	}
-	return s
+	return out
 }
 
 func (s *simulation) run() Run {
