@@ -150,11 +150,7 @@ func (se *Session) choose(j *gangway.QueueEntry, o gangway.Offer, team TeamPolic
 		return gangway.BurstOffer{}, false
 	}
 	c := gangway.BurstOffer{Offer: o, Count: j.Replicas}
-	runtime := j.Runtime
-	if runtime <= 0 {
-		runtime = j.MaxRuntime
-	}
-	work := spotpolicy.Work{Replicas: j.Replicas, GPUsPerReplica: j.GPUsPerReplica, Remaining: runtime,
+	work := spotpolicy.Work{Replicas: j.Replicas, GPUsPerReplica: j.GPUsPerReplica, Remaining: se.expected(j),
 		Checkpointable: j.Checkpointable, CheckpointInterval: j.CheckpointInterval, RestartOverhead: se.opts.RestartOverhead}
 	price := o.PricePerGPUHourFor(j.GPUsPerReplica)
 	if (b.MaxPricePerGPUHour > 0 && price > b.MaxPricePerGPUHour) ||
@@ -168,12 +164,28 @@ func (se *Session) choose(j *gangway.QueueEntry, o gangway.Offer, team TeamPolic
 	return c, true
 }
 
-// onPremETA estimates how long j waits on-prem: until its reservation
-// starts, or until enough of the running jobs that hold GPUs it may use
-// have ended (at their expected end: start plus estimated runtime, or max
-// runtime when none was given) to free its GPUs and the ahead GPUs the
-// blocked jobs before it in the queue wait for. A job being preempted or
-// defragmented for is about to start.
+// expected is how long the burst decision expects j's run to last: its
+// Options.Predicted runtime, unless it has a deadline or none is
+// predicted; else its estimated runtime, else its max runtime.
+func (se *Session) expected(j *gangway.QueueEntry) time.Duration {
+	if p, ok := se.opts.Predicted[j.JobID]; ok && p > 0 && j.Deadline.IsZero() {
+		return p
+	}
+	if j.Runtime > 0 {
+		return j.Runtime
+	}
+	return j.MaxRuntime
+}
+
+// onPremETA estimates how long j waits on-prem: until enough of the
+// running jobs that hold GPUs it may use have ended to free its GPUs and
+// the ahead GPUs the blocked jobs before it in the queue wait for, or
+// until its reservation starts if that is sooner. A running job ends at
+// its start plus its Options.Predicted runtime, else its estimated
+// runtime, else its max runtime; for a job with a deadline, and without
+// predictions, the reservation's start (from the declared runtimes) is
+// the estimate. A job being preempted or defragmented for is about to
+// start.
 func (se *Session) onPremETA(j *gangway.QueueEntry, u Unplaced, rs []Reservation, ahead int) time.Duration {
 	switch {
 	case !u.Reason.Retry():
@@ -182,11 +194,30 @@ func (se *Session) onPremETA(j *gangway.QueueEntry, u Unplaced, rs []Reservation
 		return 0
 	}
 	now := se.view.now
+	predicted := se.opts.Predicted
+	if !j.Deadline.IsZero() {
+		predicted = nil
+	}
+	reserved := never
 	for _, r := range rs {
 		if r.JobID == j.JobID {
-			return max(r.Start.Sub(now), 0)
+			reserved = max(r.Start.Sub(now), 0)
 		}
 	}
+	if reserved != never && predicted == nil {
+		return reserved
+	}
+	eta := se.releaseETA(j, ahead, predicted)
+	if reserved != never && (eta == never || reserved < eta) {
+		return reserved
+	}
+	return eta
+}
+
+// releaseETA is how long until the running jobs' ends (by predicted, else
+// their declared runtimes) free j's GPUs and ahead more (onPremETA).
+func (se *Session) releaseETA(j *gangway.QueueEntry, ahead int, predicted map[gangway.JobID]time.Duration) time.Duration {
+	now := se.view.now
 	need := j.Replicas*j.GPUsPerReplica + ahead
 	free := 0
 	v := se.view
@@ -207,7 +238,10 @@ func (se *Session) onPremETA(j *gangway.QueueEntry, u Unplaced, rs []Reservation
 	}
 	var rels []release
 	for _, r := range se.running {
-		runtime := r.Runtime
+		runtime, ok := predicted[r.JobID]
+		if !ok || runtime <= 0 {
+			runtime = r.Runtime
+		}
 		if runtime <= 0 {
 			runtime = r.MaxRuntime
 		}

@@ -1,12 +1,14 @@
 package placement_test
 
 import (
+	"math"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/gangwayhq/gangway"
+	"github.com/gangwayhq/gangway/internal/spotpolicy"
 	"github.com/gangwayhq/gangway/placement"
 )
 
@@ -162,6 +164,96 @@ func TestBurstETA(t *testing.T) {
 	p := placement.Place(f.build(), []gangway.QueueEntry{ahead, b}, o)
 	if len(p.Bursts) != 1 || p.Bursts[0].JobID != "b" || p.Bursts[0].ETA != 3*time.Hour {
 		t.Errorf("bursts %+v; want b with a 3 h ETA (n1 goes to the job ahead)", p.Bursts)
+	}
+}
+
+// TestBurstPredicted: given the runtimes the start-time estimator learned
+// (Options.Predicted), the burst decision waits for a running job it
+// expects to end soon, prices the job over the runtime it expects, and
+// keeps to the declared runtimes for a job with a deadline.
+func TestBurstPredicted(t *testing.T) {
+	// n1 is held by r1, started an hour ago with a 24 h limit: by what it
+	// declared, it ends in 23 h.
+	f := fleet(node("n1").gpus(8, "A100")).with(running("r1").on("n1", 0, 1, 2, 3, 4, 5, 6, 7).runtime(24 * time.Hour))
+	declared := func() gangway.QueueEntry {
+		j := burstJob("j", 1)
+		j.MaxRuntime, j.Runtime = 24*time.Hour, 24*time.Hour // no estimate given: the limit
+		return j
+	}
+	priced := func(j gangway.QueueEntry, runtime time.Duration) float64 {
+		return spotpolicy.ExpectedCost(spotA100, spotpolicy.Work{Replicas: 1, GPUsPerReplica: 8, Remaining: runtime,
+			Checkpointable: j.Checkpointable, CheckpointInterval: j.CheckpointInterval})
+	}
+	budget := (priced(declared(), 2*time.Hour) + priced(declared(), 24*time.Hour)) / 2
+	tests := map[string]struct {
+		job       func() gangway.QueueEntry
+		predicted map[gangway.JobID]time.Duration
+		budget    float64
+		// reserve turns reservations on: j holds n1 from r1's declared end.
+		reserve bool
+		// wantETA is the burst's on-prem ETA; wantPriced the runtime its
+		// spot offer is priced over; none: no burst.
+		wantETA, wantPriced time.Duration
+		none                bool
+	}{
+		"declared runtimes: a 23 h wait, priced over the 24 h limit": {
+			job: declared, wantETA: 23 * time.Hour, wantPriced: 24 * time.Hour,
+		},
+		"r1 expected to end in 30 minutes: the job waits for it": {
+			job: declared, predicted: map[gangway.JobID]time.Duration{"r1": 90 * time.Minute, "j": 2 * time.Hour}, none: true,
+		},
+		"r1 expected to run 5 h more: bursts, priced over the 2 h expected": {
+			job: declared, predicted: map[gangway.JobID]time.Duration{"r1": 6 * time.Hour, "j": 2 * time.Hour},
+			wantETA: 5 * time.Hour, wantPriced: 2 * time.Hour,
+		},
+		"a reservation from the declared end, a predicted end sooner": {
+			job: declared, predicted: map[gangway.JobID]time.Duration{"r1": 6 * time.Hour, "j": 2 * time.Hour}, reserve: true,
+			wantETA: 5 * time.Hour, wantPriced: 2 * time.Hour,
+		},
+		"a budget 24 h would break but 2 h does not": {
+			job: declared, predicted: map[gangway.JobID]time.Duration{"r1": 6 * time.Hour, "j": 2 * time.Hour}, budget: budget,
+			wantETA: 5 * time.Hour, wantPriced: 2 * time.Hour,
+		},
+		"the same budget, nothing predicted for the job: priced over 24 h, no burst": {
+			job: declared, predicted: map[gangway.JobID]time.Duration{"r1": 6 * time.Hour}, budget: budget, none: true,
+		},
+		"a job with a deadline keeps to the declared runtimes": {
+			job:       func() gangway.QueueEntry { j := declared(); j.Deadline = t0.Add(30 * time.Hour); return j },
+			predicted: map[gangway.JobID]time.Duration{"r1": 90 * time.Minute, "j": 2 * time.Hour},
+			wantETA:   23 * time.Hour, wantPriced: 24 * time.Hour,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			o := placement.Options{Offers: []gangway.Offer{spotA100}, BurstAfter: time.Hour, Predicted: tc.predicted}
+			if tc.reserve {
+				o.Reservations = 1
+			}
+			if tc.budget > 0 {
+				o.Teams = map[string]placement.TeamPolicy{"ml": {BudgetLeft: tc.budget}}
+			}
+			j := tc.job()
+			p := placement.Place(f.build(), []gangway.QueueEntry{j}, o)
+			if tc.none {
+				if len(p.Bursts) != 0 {
+					t.Errorf("bursts %+v, want none", p.Bursts)
+				}
+				return
+			}
+			if len(p.Bursts) != 1 {
+				t.Fatalf("bursts %+v, want one; unplaced %+v", p.Bursts, p.Unplaced)
+			}
+			b := p.Bursts[0]
+			if tc.reserve && len(p.Reservations) != 1 {
+				t.Errorf("reservations %+v, want j's", p.Reservations)
+			}
+			if b.ETA != tc.wantETA {
+				t.Errorf("on-prem ETA %v, want %v (reason %q)", b.ETA, tc.wantETA, b.Reason)
+			}
+			if got, want := b.Offers[0].ExpectedCost, priced(j, tc.wantPriced); math.Abs(got-want) > 1e-9 {
+				t.Errorf("expected cost $%.2f, want $%.2f (over %v)", got, want, tc.wantPriced)
+			}
+		})
 	}
 }
 

@@ -55,6 +55,15 @@ type Options struct {
 	BurstAfter      time.Duration
 	Teams           map[string]TeamPolicy
 	RestartOverhead time.Duration
+	// Predicted is, per running or queued job, how long the start-time
+	// estimator (placement/forecast) expects its run to last, learned
+	// from history (a running job's conditioned on how long it has run).
+	// The burst decision reads the on-prem wait from the running jobs'
+	// predicted ends and prices a job over its predicted runtime, where
+	// it has them; a job with a deadline keeps to the declared runtimes
+	// (a deadline met at the median is missed half the time), and so do
+	// reservations and backfill. nil: the declared runtimes everywhere.
+	Predicted map[gangway.JobID]time.Duration
 	// SampleNodes bounds how many feasible nodes are scored per replica
 	// (0: all), starting where the previous search stopped, as Kubernetes'
 	// percentageOfNodesToScore does: on very large fleets it trades a

@@ -10,6 +10,7 @@ import (
 	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/internal/capacity"
 	"github.com/gangwayhq/gangway/placement"
+	"github.com/gangwayhq/gangway/placement/forecast"
 	"github.com/gangwayhq/gangway/workflows"
 	"github.com/gangwayhq/gangway/workflows/jobs"
 )
@@ -20,10 +21,11 @@ const budgetsTTL = 15 * time.Second
 
 // placementOptions are the configured options plus what changes between
 // cycles: the defragmentations under way and the hour's moves (defrag.go),
-// the cloud's offers and the teams' budgets, read only when a queued job
-// may burst. A cloud or budget error only turns bursting off
-// for the cycle.
-func (l *Loop) placementOptions(ctx context.Context, now time.Time, queue []gangway.QueueEntry) placement.Options {
+// and, only when a queued job may burst, the cloud's offers, the teams'
+// budgets and the runtimes the start-time estimator predicts (predict). A
+// cloud or budget error only turns bursting off for the cycle.
+func (l *Loop) placementOptions(ctx context.Context, ps placement.Snapshot, queue []gangway.QueueEntry) placement.Options {
+	now := ps.Now
 	o := l.cfg.Placement
 	if o.Workload == nil && o.Demand == nil {
 		// As the FGD protocol cuts its typical workload: fragmentation
@@ -53,7 +55,30 @@ func (l *Loop) placementOptions(ctx context.Context, now time.Time, queue []gang
 		o.Teams = l.teams
 	}
 	o.Offers = offers
+	o.Predicted = l.predict(ps, queue)
 	return o
+}
+
+// predict is the median runtime the estimator's model gives every running
+// job and every queued job that may burst (forecast.Predicted), so that
+// the burst decision expects what the estimates shown do: it waits for a
+// running job that history says ends soon, whatever limit the job
+// declared, and prices a job over the runtime its like have had. While a
+// forecast holds the model, the last cycle's predictions stand (jobs new
+// since then keep their declared runtimes). nil without an estimator.
+func (l *Loop) predict(ps placement.Snapshot, queue []gangway.QueueEntry) map[gangway.JobID]time.Duration {
+	if l.eta == nil || !l.etaMu.TryLock() {
+		return l.predicted
+	}
+	defer l.etaMu.Unlock()
+	var bursting []gangway.QueueEntry
+	for _, e := range queue {
+		if e.Burst.Enabled && len(e.Nodes) == 0 {
+			bursting = append(bursting, e)
+		}
+	}
+	l.predicted = forecast.Predicted(ps, bursting, l.eta.Runtimes(), 0.5)
+	return l.predicted
 }
 
 // burst takes each job the plan sends to the cloud out of the queue (under

@@ -2,12 +2,14 @@ package dispatch
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/internal/capacity"
 	"github.com/gangwayhq/gangway/placement"
+	"github.com/gangwayhq/gangway/placement/forecast"
 )
 
 type fakeCloud []gangway.Offer
@@ -79,5 +81,45 @@ func TestBurstCycle(t *testing.T) {
 	}
 	if len(fw.bursts) != 0 {
 		t.Errorf("bursts over budget: %+v", fw.bursts)
+	}
+}
+
+// TestBurstExpectsTheLearnedRuntimes: the burst decision reads the on-prem
+// wait from the runtimes the estimator's model predicts, not from the
+// limits: a job waits for a running job the model says ends in 5 minutes,
+// although that job declared 10 hours, and bursts when the model says 3
+// hours, saying so.
+func TestBurstExpectsTheLearnedRuntimes(t *testing.T) {
+	for _, tc := range []struct {
+		left  time.Duration // what the model says the running job has to go
+		burst string        // the burst's reason begins so; "": no burst
+	}{
+		{5 * time.Minute, ""},
+		{3 * time.Hour, "on-prem ETA 3h0m0s; spot in fake-spot"},
+	} {
+		n := node("n1", 8, 0, gangway.NodeReady, 0, 1, 2, 3, 4, 5, 6, 7)
+		fc := &fakeCapacity{snap: capacity.Snapshot{Now: t0, Nodes: []gangway.NodeStatus{n},
+			Allocations: []gangway.Assignment{{JobID: "other", Attempt: 1, At: t0, MaxRuntime: 10 * time.Hour,
+				Members: []gangway.Member{{NodeID: "n1", GPUs: []int{0, 1, 2, 3, 4, 5, 6, 7}}}}},
+			Queue: []gangway.QueueEntry{burstEntry("b")}}}
+		model := forecast.RuntimesFunc(func(j forecast.Job, _ time.Duration, _ float64) time.Duration {
+			if j.ID == "other" {
+				return tc.left
+			}
+			return j.Runtime
+		})
+		fw := &fakeWorkflows{}
+		l := New(Config{Holder: "me", Cloud: fakeCloud{spotOffer}, ETA: forecast.NewEstimator(model, forecast.Options{}),
+			Placement: placement.Options{BurstAfter: 10 * time.Minute}}, fc, fw)
+		if _, err := l.Cycle(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		req, ok := fw.bursts["b"]
+		switch {
+		case tc.burst == "" && ok:
+			t.Errorf("other ends in %v by the model: b bursts (%s), want it to wait", tc.left, req.Reason)
+		case tc.burst != "" && (!ok || !strings.HasPrefix(req.Reason, tc.burst)):
+			t.Errorf("other ends in %v by the model: burst %+v, want one whose reason begins %q", tc.left, req, tc.burst)
+		}
 	}
 }

@@ -195,6 +195,10 @@ type Loop struct {
 	etaNotBefore time.Time
 	etaMu        sync.Mutex
 	estimates    atomic.Pointer[map[gangway.JobID]forecast.Estimate]
+	// predicted are the runtimes the estimator last predicted for the
+	// burst decision (placement.Options.Predicted, burst.go); only the
+	// cycle uses it.
+	predicted map[gangway.JobID]time.Duration
 	// background: forecasts and fragmentation measures run beside the
 	// cycles (the wall clock), not inside them; side counts those
 	// running, measuring whether a measure is.
@@ -526,7 +530,7 @@ func (l *Loop) cycle(ctx context.Context, res *CycleResult) (string, error) {
 		ps := placementSnapshot(snap, l.cfg.NodeTTL, l.cfg.OnPremPrices)
 		l.noteArrivals(snap.Queue)
 		l.saveLearned(ctx, snap.Generation)
-		opts := l.placementOptions(ctx, snap.Now, snap.Queue)
+		opts := l.placementOptions(ctx, ps, snap.Queue)
 		plan := l.cfg.Placer.Place(ps, snap.Queue, opts)
 		l.observe(snap, ps, opts.Workload, plan)
 		moves := l.defragged(snap, plan)

@@ -1,6 +1,9 @@
 // Package forecast estimates when each waiting job starts: P50 and P90 of
 // its start time, the jobs whose end frees what it needs, and the priced
 // cloud alternative (priced over the median runtime the model predicts).
+// Predicted hands the model's medians to the burst decision
+// (placement.Options.Predicted), and the simulations' own burst decisions
+// expect the runtimes they play.
 //
 // It simulates the current state forward with the placement engine itself
 // (a placement.Session over the dispatch loop's snapshot and queue, with

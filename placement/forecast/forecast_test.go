@@ -385,3 +385,47 @@ func TestEstimatorSkipsPlacedAtOnce(t *testing.T) {
 		t.Errorf("P90 wait after 60 jobs placed at once %s, want %s as with none", got, want)
 	}
 }
+
+// TestForecastBurstsOnTheModelsRuntimes: the simulation's burst decisions
+// expect the runs it plays (placement.Options.Predicted), and Predicted
+// hands the model's medians on to the plan's. n1 is
+// held by a job an hour into a 4 h limit that the model says ends in 30
+// minutes: a job that may burst after an hour's wait waits for it, in the
+// simulation as in the plan; by the declared runtimes it bursts in both.
+func TestForecastBurstsOnTheModelsRuntimes(t *testing.T) {
+	s := placement.Snapshot{Now: t0, Nodes: []placement.Node{node("n1", 8)}}
+	running(&s, "a", "nlp", "n1", all(8), time.Hour, 4*time.Hour)
+	spot := gangway.Offer{Provider: "fake", Pool: "fake-spot", Zone: "z", InstanceType: "a100x8", GPUModel: "A100",
+		GPUsPerInstance: 8, CapacityType: gangway.CapacitySpot, PricePerHour: 10}
+	b := queued("b", "nlp", 8, 100, 10*time.Hour, 0)
+	b.Burst.Enabled = true
+	in := forecast.Input{Snapshot: s, Queue: []gangway.QueueEntry{b},
+		Options: placement.Options{Offers: []gangway.Offer{spot}, BurstAfter: time.Hour}}
+
+	declared := forecast.NewEstimator(forecast.Limits{}, forecast.Options{})
+	declared.Forecast(in)
+	if est, _ := declared.Estimate("b"); !est.Bursting || !est.Burst {
+		t.Errorf("by the declared runtimes (a ends in 3 h): estimate %+v, want b bursting", est)
+	}
+	if p := placement.Place(s, in.Queue, in.Options); len(p.Bursts) != 1 {
+		t.Errorf("by the declared runtimes the plan bursts %+v, want b", p.Bursts)
+	}
+
+	model := exact{"a": 30 * time.Minute, "b": 2 * time.Hour}
+	learned := forecast.NewEstimator(model, forecast.Options{})
+	learned.Forecast(in)
+	est, _ := learned.Estimate("b")
+	if est.Bursting || est.Burst || !est.P50.Equal(t0.Add(30*time.Minute)) {
+		t.Errorf("a expected to end in 30 minutes: estimate %+v, want b to start on n1 then, not to burst", est)
+	}
+	want := map[gangway.JobID]time.Duration{"a": 90 * time.Minute, "b": 2 * time.Hour}
+	predicted := forecast.Predicted(s, in.Queue, model, 0.5)
+	if d := cmp.Diff(want, predicted); d != "" {
+		t.Errorf("predicted runtimes (-want +got):\n%s", d)
+	}
+	o := in.Options
+	o.Predicted = predicted
+	if p := placement.Place(s, in.Queue, o); len(p.Bursts) != 0 {
+		t.Errorf("given the predictions the plan bursts %+v, want none", p.Bursts)
+	}
+}

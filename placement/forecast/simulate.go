@@ -153,6 +153,9 @@ type simulation struct {
 	// freedBy is, per GPU, the last job that released it.
 	freedBy map[gpuKey]gangway.JobID
 	model   map[string]string
+	// predicted is the session's placement.Options.Predicted: the runs
+	// as this simulation plays them.
+	predicted map[gangway.JobID]time.Duration
 }
 
 type simRun struct {
@@ -168,10 +171,12 @@ type gpuKey struct {
 func newSimulation(in Input, rt Runtimes, q float64, o Options) *simulation {
 	po := in.Options
 	po.MaxAssignments = 0 // the loop's per-cycle cap only spreads starts over cycles
+	// The simulated burst decisions expect the runs the simulation plays.
+	po.Predicted = Predicted(in.Snapshot, in.Queue, rt, q)
 	s := &simulation{in: in, rt: rt, q: q, o: o, now: in.Snapshot.Now, se: placement.NewSession(in.Snapshot, po),
 		want: make(map[gangway.JobID]bool, len(in.Queue)), running: make(map[gangway.JobID]*simRun, len(in.Snapshot.Running)),
 		override: map[gangway.JobID]time.Duration{}, entries: make(map[gangway.JobID]*gangway.QueueEntry, len(in.Queue)), freedBy: map[gpuKey]gangway.JobID{}, model: map[string]string{},
-		out: Run{Starts: make(map[gangway.JobID]Start, len(in.Queue))}}
+		out: Run{Starts: make(map[gangway.JobID]Start, len(in.Queue))}, predicted: po.Predicted}
 	for i := range in.Snapshot.Nodes {
 		n := &in.Snapshot.Nodes[i]
 		s.model[n.ID] = n.Model
@@ -197,23 +202,50 @@ func newSimulation(in Input, rt Runtimes, q float64, o Options) *simulation {
 	return s
 }
 
+// Predicted is how long rt expects each run in s and queue to last, at
+// its q-quantile (a running job's conditioned on how long it has run), as
+// placement.Options.Predicted takes it: the burst decision then expects
+// what the estimates do. Jobs rt cannot bound (Forever) are left out, to
+// their declared runtimes.
+func Predicted(s placement.Snapshot, queue []gangway.QueueEntry, rt Runtimes, q float64) map[gangway.JobID]time.Duration {
+	out := make(map[gangway.JobID]time.Duration, len(s.Running)+len(queue))
+	add := func(id gangway.JobID, elapsed, left time.Duration) {
+		if left > 0 && left < Forever {
+			out[id] = elapsed + left
+		}
+	}
+	for i := range s.Running {
+		a := &s.Running[i]
+		elapsed := max(s.Now.Sub(a.At), 0)
+		add(a.JobID, elapsed, rt.Remaining(RunningJob(a), elapsed, q))
+	}
+	for i := range queue {
+		add(queue[i].JobID, 0, rt.Remaining(QueuedJob(&queue[i]), 0, q))
+	}
+	return out
+}
+
+// predict records in the session's placement.Options.Predicted a run the
+// simulation starts or requeues with left to go.
+func (s *simulation) predict(id gangway.JobID, left time.Duration) {
+	if left > 0 && left < Forever {
+		s.predicted[id] = left
+	}
+}
+
 // cloud is, per queued job that could rent, its cheapest option now
 // (placement.Session.CloudOptions), priced over the runtime the model
-// gives it rather than the declared one: a team that asks for 24 h and
-// runs 2 is shown what 2 h cost. Call it before run, which moves the
-// session's clock.
+// gives it (placement.Options.Predicted) rather than the declared one: a
+// team that asks for 24 h and runs 2 is shown what 2 h cost. Call it
+// before run, which moves the session's clock.
 func (s *simulation) cloud() map[gangway.JobID]gangway.BurstOffer {
 	if len(s.in.Options.Offers) == 0 {
 		return nil
 	}
 	out := map[gangway.JobID]gangway.BurstOffer{}
 	for i := range s.in.Queue {
-		e := s.in.Queue[i]
-		if left := s.rt.Remaining(QueuedJob(&e), 0, s.q); left > 0 && left < Forever {
-			e.Runtime = left
-		}
-		if c := s.se.CloudOptions(&e); len(c) > 0 {
-			out[e.JobID] = c[0]
+		if c := s.se.CloudOptions(&s.in.Queue[i]); len(c) > 0 {
+			out[s.in.Queue[i].JobID] = c[0]
 		}
 	}
 	return out
@@ -269,6 +301,7 @@ func (s *simulation) place(t time.Time, queue []gangway.QueueEntry, released []g
 				}
 				left = s.rt.Remaining(QueuedJob(e), 0, s.q)
 			}
+			s.predict(a.JobID, left)
 			s.start(a, t.Add(left))
 		}
 		for _, b := range plan.Bursts {
@@ -299,6 +332,7 @@ func (s *simulation) place(t time.Time, queue []gangway.QueueEntry, released []g
 				s.stop(r)
 				released = append(released, r.a)
 				s.override[v.JobID] = max(r.end.Sub(t), 0)
+				s.predict(v.JobID, s.override[v.JobID])
 				e := s.requeued(r.a, t)
 				queue = append(queue, e)
 				s.entries[e.JobID] = &e
