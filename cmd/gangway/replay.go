@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gangwayhq/gangway/internal/sim"
+	"github.com/gangwayhq/gangway/internal/spotpolicy"
 	"github.com/gangwayhq/gangway/placement"
 	"github.com/gangwayhq/gangway/placement/baselines"
 )
@@ -157,6 +158,8 @@ type replayTraceFlags struct {
 	defragMoves                   int
 	defragLost                    float64
 	defragRestart                 time.Duration
+	burstPrice                    float64
+	burstAfter, burstBoot         time.Duration
 }
 
 func newReplayTraceCmd() *cobra.Command {
@@ -164,7 +167,7 @@ func newReplayTraceCmd() *cobra.Command {
 	// default config): 4 reservations, preemption after 10 minutes.
 	f := replayTraceFlags{policies: sim.TracePolicies, seed: 42, preempt: true, reservations: 4, minRuntime: 10 * time.Minute,
 		checkpoint: sim.DefaultCheckpointEvery, speedup: 1, output: "text", defragMoves: 12, defragLost: 7200,
-		defragRestart: 30 * time.Second}
+		defragRestart: 30 * time.Second, burstAfter: 10 * time.Minute, burstBoot: spotpolicy.DefaultRestartOverhead}
 	cmd := &cobra.Command{
 		Use:   "trace",
 		Short: "Dynamic replay with departures: GPU allocation, queue waits, fragmentation and preemptions per policy",
@@ -219,12 +222,22 @@ tasks carry 40% of the GPU demand; a copy arrives when the task it replaces
 did); --gang-heavy N replays N jobs of a synthetic gang-heavy mix on --nodes
 instead (small preemptible jobs; 8-GPU jobs and gangs of 2 and 4 x 8 GPUs
 carrying most of the GPU demand; arrivals that offer the fleet its capacity,
-raised by --speedup; see docs/benchmarks.md).`,
+raised by --speedup; see docs/benchmarks.md).
+
+--burst-price P, with --eta, lets every job rent on-demand cloud GPUs at $P
+per GPU-hour (instances of 1, 2, 4 and 8 of each GPU model in the fleet), as
+gangway server's burst decision sends them: once the expected on-prem wait
+passes --burst-after; the instances start the job --burst-boot later and it
+runs its work there. Every policy is replayed three times, the decision
+expecting the runtimes the jobs declare (their limits), the runtimes the
+start-time estimator learns, and the true ones, and a table adds the bursts,
+the cloud GPU-hours and dollars, the cost per useful GPU-hour and the waits.`,
 		Example: `  gangway replay trace --limit 2000
   gangway replay trace --speedup 10000 --plot trace.png --csv out/
   gangway replay trace --tasks ../shared/traces/openb/openb_pod_list_multigpu20.csv
   gangway replay trace --jobs cluster.csv --nodes 100x8 --preempt --reservations 4 --output json
-  gangway replay trace --gang-heavy 2000 --nodes 64x8 --speedup 1.1 --defrag`,
+  gangway replay trace --gang-heavy 2000 --nodes 64x8 --speedup 1.1 --defrag
+  gangway replay trace --eta --limit 1000 --policies gangway --burst-price 4`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runReplayTrace(cmd, f)
@@ -259,6 +272,9 @@ raised by --speedup; see docs/benchmarks.md).`,
 	fl.IntVar(&f.defragMoves, "defrag-moves", f.defragMoves, "with --defrag: moves allowed an hour")
 	fl.Float64Var(&f.defragLost, "defrag-lost", f.defragLost, "with --defrag: GPU-seconds the moves may lose an hour")
 	fl.DurationVar(&f.defragRestart, "defrag-restart", f.defragRestart, "with --defrag: what a restart costs a moved job (per GPU)")
+	fl.Float64Var(&f.burstPrice, "burst-price", 0, "with --eta: let every job burst to on-demand cloud GPUs at this many dollars per GPU-hour, and compare the burst decision on declared, learned and true runtimes (0: no cloud)")
+	fl.DurationVar(&f.burstAfter, "burst-after", f.burstAfter, "with --burst-price: the expected on-prem wait from which a job bursts (the server's cloud.burstAfter)")
+	fl.DurationVar(&f.burstBoot, "burst-boot", f.burstBoot, "with --burst-price: how long a burst job's instances take to start it")
 	return cmd
 }
 
@@ -279,6 +295,9 @@ func runReplayTrace(cmd *cobra.Command, f replayTraceFlags) error {
 		CheckpointEvery: f.checkpoint, ExactRuntimes: f.exactRuntimes, Speedup: f.speedup, Parallel: f.parallel,
 		Defrag: placement.Defrag{Enabled: f.defrag, MaxMovesPerHour: f.defragMoves, MaxLostGPUSecondsPerHour: f.defragLost,
 			RestartOverhead: f.defragRestart}}
+	if cmd.Flags().Changed("burst-price") {
+		cfg.Burst = &sim.TraceBurst{PricePerGPUHour: f.burstPrice, After: f.burstAfter, Boot: f.burstBoot}
+	}
 	if f.eta {
 		cfg.ETA = &sim.ETAConfig{MaxFactor: f.limitFactor}
 		if !cmd.Flags().Changed("speedup") {
@@ -311,8 +330,11 @@ func runReplayTrace(cmd *cobra.Command, f replayTraceFlags) error {
 		return sim.FlagErrors(err)
 	}
 	runs := len(f.policies)
-	if f.defrag {
+	switch {
+	case f.defrag:
 		runs *= 2
+	case cfg.Burst != nil:
+		runs *= len(sim.BurstRuntimes)
 	}
 	bar := sim.NewProgressBar(stderr, fmt.Sprintf("trace: %d runs x %d jobs", runs, len(in.Jobs)), "arrivals and departures")
 	cfg.Progress = bar.Update

@@ -343,7 +343,7 @@ func (r *TraceResult) writeETA(w io.Writer) error {
 			{"Slurm-style (limits)", e.Limits, e.WarmLimits}} {
 			policy, waited, share, wait := "", "", "", ""
 			if k == 0 {
-				policy, waited = r.Runs[i].Policy, strconv.Itoa(e.Waited)
+				policy, waited = r.Runs[i].Label(), strconv.Itoa(e.Waited)
 				share = num(100*float64(e.Waited)/float64(max(e.Jobs, 1)), "%.1f%%")
 				wait = FormatSeconds(e.MedianWait)
 			}

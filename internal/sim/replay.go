@@ -76,6 +76,10 @@ type TraceConfig struct {
 	// Progress, when set, is called with the arrivals and completions
 	// done and to do over all runs. Calls are serialized.
 	Progress func(done, total int)
+	// Burst, with ETA, lets every job rent cloud capacity and replays
+	// every policy once per BurstRuntimes entry (TraceBurst); not with
+	// Defrag.
+	Burst *TraceBurst
 	// Defrag, when Enabled, replays every policy twice on the same jobs
 	// and seed: as Options say, then with planned defragmentation
 	// (Options.Defrag = Defrag). In the defragmenting run the jobs
@@ -102,9 +106,17 @@ type Sample struct {
 type TraceRun struct {
 	Policy string
 	// Defrag: the run defragmented (TraceConfig.Defrag).
-	Defrag        bool
-	CapacityMilli int64
-	Jobs          int
+	Defrag bool
+	// Burst is whose runtimes the run's burst decision expected
+	// (BurstRuntimes; "": no cloud). Bursts counts the jobs it sent to the
+	// cloud; CloudGPUSeconds the GPU-seconds they rented (boot included),
+	// CloudCost what those cost, CloudWorkGPUSeconds the jobs' work there.
+	Burst                                string
+	Bursts                               int
+	CloudGPUSeconds, CloudWorkGPUSeconds float64
+	CloudCost                            float64
+	CapacityMilli                        int64
+	Jobs                                 int
 	// Placed jobs started at least once; Finished ran to the end.
 	Placed, Finished int
 	// NeverPlaced never started: Unplaceable ones the engine said never
@@ -181,8 +193,11 @@ func RunTrace(ctx context.Context, cfg TraceConfig) (*TraceResult, error) {
 		cfg.Options.Workload = placement.WorkloadFromJobs(shapes)
 	}
 	variants := 1
-	if cfg.Defrag.Enabled {
+	switch {
+	case cfg.Defrag.Enabled:
 		variants = 2
+	case cfg.Burst != nil:
+		variants = len(BurstRuntimes)
 	}
 	prog := newProgress(cfg.Progress, 2*len(jobs)*len(cfg.Policies)*variants)
 	runs := make([]TraceRun, len(cfg.Policies)*variants)
@@ -192,7 +207,7 @@ func RunTrace(ctx context.Context, cfg TraceConfig) (*TraceResult, error) {
 	sem := make(chan struct{}, cmp.Or(cfg.Parallel, runtime.GOMAXPROCS(0)))
 	var wg sync.WaitGroup
 	for k := range runs {
-		policy, defrag := cfg.Policies[k/variants], k%variants == 1
+		policy, defrag := cfg.Policies[k/variants], cfg.Defrag.Enabled && k%variants == 1
 		wg.Go(func() {
 			select {
 			case sem <- struct{}{}:
@@ -212,6 +227,9 @@ func RunTrace(ctx context.Context, cfg TraceConfig) (*TraceResult, error) {
 				rp.exactRuntime, rp.learnWorkload = cfg.ExactRuntimes, cfg.LearnWorkload
 				if cfg.ETA != nil {
 					rp.withETA(cfg.ETA, cfg.Seed)
+				}
+				if cfg.Burst != nil {
+					rp.burst, rp.out.Burst = cfg.Burst, BurstRuntimes[k%variants]
 				}
 				runs[k], err = rp.run(ctx, policy)
 			}
@@ -265,6 +283,7 @@ const (
 	stRunning
 	stDone
 	stNever
+	stCloud // running on rented capacity
 )
 
 // event is a departure; a wake-up when a running preemptible job comes of
@@ -316,7 +335,10 @@ type replay struct {
 	exactRuntime bool
 	// learnWorkload is TraceConfig.LearnWorkload.
 	learnWorkload bool
-	prog          *progress
+	// burst is TraceConfig.Burst (nil: no cloud); out.Burst says whose
+	// runtimes the decision expects.
+	burst *TraceBurst
+	prog  *progress
 
 	clock   *dispatchtest.Clock
 	view    *dispatchtest.Capacity
@@ -369,6 +391,10 @@ func (r *replay) start() {
 	if r.eta.measuring() {
 		cfg.NoETA, cfg.ETA, cfg.ETAAlso = false, r.eta.est[etaLearned], []*forecast.Estimator{r.eta.est[etaExact], r.eta.est[etaLimits]}
 	}
+	if r.burst != nil && r.eta.measuring() {
+		cfg.Cloud, cfg.Placement.BurstAfter = replayCloud(cloudOffers(r.burst, r.nodes)), r.burst.After
+		cfg.ETA, cfg.ETAAlso = r.eta.burstEstimator(r.out.Burst)
+	}
 	r.loop = dispatch.New(cfg, r.view, r.wf)
 	r.meter = newFleetMeter(r.view, r.nodes, r.opts.Workload)
 }
@@ -377,7 +403,7 @@ func (r *replay) run(ctx context.Context, policy string) (TraceRun, error) {
 	start := time.Now()
 	r.start()
 	capacity := GPUCapacityMilli(r.nodes)
-	r.out = TraceRun{Policy: policy, Defrag: r.opts.Defrag.Enabled, CapacityMilli: capacity, Jobs: len(r.jobs),
+	r.out = TraceRun{Policy: policy, Defrag: r.opts.Defrag.Enabled, Burst: r.out.Burst, CapacityMilli: capacity, Jobs: len(r.jobs),
 		FirstSubmit: r.jobs[0].Submit, LastSubmit: r.jobs[len(r.jobs)-1].Submit}
 	for i := range r.jobs {
 		r.st[i].remaining = r.jobs[i].Duration
@@ -402,6 +428,10 @@ func (r *replay) run(ctx context.Context, policy string) (TraceRun, error) {
 			e := heap.Pop(&r.events).(event)
 			s := &r.st[e.job]
 			switch {
+			case s.state == stCloud && s.attempt == e.attempt && !e.wake && !e.retry:
+				r.finishCloud(e.job, t)
+				progressed++
+				changed = changed || len(r.pending) > 0 || r.eta.measuring()
 			case s.state != stRunning || s.attempt != e.attempt:
 				// A preempted attempt's departure, wake-up or retry.
 			case e.retry:
@@ -495,6 +525,7 @@ func (r *replay) enqueue(k int) {
 	if r.opts.Defrag.Enabled && r.checkpoint > 0 {
 		e.Checkpointable, e.CheckpointInterval = true, r.checkpoint
 	}
+	e.Burst.Enabled = r.burst != nil
 	r.view.Enqueue(e)
 	r.pending = append(r.pending, k)
 }
@@ -521,6 +552,11 @@ func (r *replay) schedule(ctx context.Context, t time.Duration) error {
 			case workflows.SignalPlaced:
 				if s.state == stQueued && sig.Placed.Attempt == s.attempt+1 {
 					r.begin(k, sig.Placed, t)
+					drop[k] = true
+				}
+			case workflows.SignalBurst:
+				if s.state == stQueued && sig.Burst.Attempt == s.attempt+1 && len(sig.Burst.Offers) > 0 {
+					r.rent(k, sig.Burst, t)
 					drop[k] = true
 				}
 			case workflows.SignalPreempt:
@@ -812,3 +848,9 @@ func quantile(sorted []float64, q float64) float64 {
 	i := int(math.Ceil(q*float64(len(sorted)))) - 1
 	return sorted[min(max(i, 0), len(sorted)-1)]
 }
+
+// replayCloud is the replay's cloud as the dispatch loop reads it.
+type replayCloud []gangway.Offer
+
+// Offers implements dispatch.Offers.
+func (c replayCloud) Offers(context.Context) ([]gangway.Offer, error) { return c, nil }

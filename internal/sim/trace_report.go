@@ -44,8 +44,10 @@ type TraceResult struct {
 	// LimitFactor is the largest limit ÷ work, with estimates measured
 	// (TraceConfig.ETA); 0 without.
 	LimitFactor float64
-	// Defrag is the defragmentation the runs with Defrag set had.
+	// Defrag is the defragmentation the runs with Defrag set had; Burst
+	// the cloud the runs with Burst set could rent (nil: none).
 	Defrag           placement.Defrag
+	Burst            *TraceBurst
 	Runs             []TraceRun
 	BestAllocPolicy  string // baseline with the highest mean GPU allocation
 	BestWaitPolicy   string // baseline with the lowest mean queue wait
@@ -58,7 +60,7 @@ func newTraceResult(cfg TraceConfig, jobs []TraceJob, runs []TraceRun) *TraceRes
 	res := &TraceResult{Nodes: len(cfg.Nodes), GPUs: int(GPUCapacityMilli(cfg.Nodes) / placement.Whole), Jobs: len(jobs),
 		Speedup: max(cfg.Speedup, 1), Reservations: cfg.Options.Reservations, Preempt: cfg.Options.Preempt,
 		MinRuntime: cfg.Options.MinRuntime, CheckpointEvery: cfg.CheckpointEvery, SampleNodes: cfg.Options.SampleNodes,
-		Seed: cfg.Seed, WorkloadClasses: len(cfg.Options.Workload), Defrag: cfg.Defrag, Runs: runs}
+		Seed: cfg.Seed, WorkloadClasses: len(cfg.Options.Workload), Defrag: cfg.Defrag, Burst: cfg.Burst, Runs: runs}
 	if cfg.Speedup > 0 {
 		res.Speedup = cfg.Speedup
 	}
@@ -70,7 +72,7 @@ func newTraceResult(cfg TraceConfig, jobs []TraceJob, runs []TraceRun) *TraceRes
 	bestAlloc, bestWait := math.Inf(-1), math.Inf(1)
 	for i := range runs {
 		r := &runs[i]
-		if r.Policy == GangwayPolicy || r.Defrag {
+		if r.Policy == GangwayPolicy || r.Defrag || (r.Burst != "" && r.Burst != BurstDeclared) {
 			continue
 		}
 		if r.AllocMean > bestAlloc {
@@ -89,18 +91,24 @@ func newTraceResult(cfg TraceConfig, jobs []TraceJob, runs []TraceRun) *TraceRes
 }
 
 // Label names the run in reports: its policy, "+defrag" when it
-// defragmented.
+// defragmented, "+burst/R" when it burst expecting the R runtimes.
 func (r *TraceRun) Label() string {
-	if r.Defrag {
+	switch {
+	case r.Defrag:
 		return r.Policy + " +defrag"
+	case r.Burst != "":
+		return r.Policy + " +burst/" + r.Burst
 	}
 	return r.Policy
 }
 
 // fileLabel is Label as part of a file name.
 func (r *TraceRun) fileLabel() string {
-	if r.Defrag {
+	switch {
+	case r.Defrag:
 		return r.Policy + "-defrag"
+	case r.Burst != "":
+		return r.Policy + "-burst-" + r.Burst
 	}
 	return r.Policy
 }
@@ -179,7 +187,36 @@ func (r *TraceResult) WriteText(w io.Writer) error {
 		orDash(r.BestAllocPolicy), orDash(r.BestWaitPolicy)); err != nil {
 		return err
 	}
-	return r.writeDefrag(w)
+	if err := r.writeDefrag(w); err != nil {
+		return err
+	}
+	return r.writeBurst(w)
+}
+
+// writeBurst writes the bursting table, when the runs rented cloud
+// capacity: per run, whose runtimes the burst decision expected, the jobs
+// it sent to the cloud, what they rented and paid, and the waits.
+func (r *TraceResult) writeBurst(w io.Writer) error {
+	b := r.Burst
+	if b == nil {
+		return nil
+	}
+	fmt.Fprintf(w, "\nBursting: every job may rent on-demand GPUs at $%.2f/GPU-h (instances of 1, 2, 4, 8) once its expected on-prem wait passes %s; instances start it %s later\n",
+		b.PricePerGPUHour, b.After, b.Boot)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "run\tbursts\tcloud GPU-h\tcloud $\t$/useful GPU-h\twait mean\tp50\tp95\tGPU alloc %\tpreempted\t")
+	for i := range r.Runs {
+		run := &r.Runs[i]
+		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.2f\t%s\t%s\t%s\t%s\t%s\t%d\t\n", run.Label(), run.Bursts, run.CloudGPUSeconds/3600,
+			run.CloudCost, num(run.CostPerUsefulGPUHour(), "%.2f"), FormatSeconds(run.WaitMean), FormatSeconds(run.WaitP50),
+			FormatSeconds(run.WaitP95), num(100*run.AllocMean, "%.2f"), run.Preemptions)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(w, "burst/R: the burst decision expects R runtimes: %s (the limits jobs declare), %s (the start-time estimator's model), %s (the truth)\n",
+		BurstDeclared, BurstLearned, BurstExact)
+	return err
 }
 
 // writeDefrag writes the defragmentation table, when the runs compare it:
@@ -279,21 +316,28 @@ type TraceJSON struct {
 	Moves                int      `json:"defrag_moves"`
 	MoveLostGPUSeconds   float64  `json:"defrag_lost_gpu_seconds"`
 	MoveRestartSeconds   float64  `json:"defrag_restart_gpu_seconds"`
-	LargeJobs            int      `json:"large_jobs"`
-	LargeWaitMean        *float64 `json:"large_wait_seconds_mean"`
-	LargeWaitP99         *float64 `json:"large_wait_seconds_p99"`
-	FragRatioMean        *float64 `json:"frag_ratio_of_free_mean"`
-	Jobs                 int      `json:"jobs"`
-	Placed               int      `json:"placed"`
-	NeverPlaced          int      `json:"never_placed"`
-	Unplaceable          int      `json:"unplaceable"`
-	Unfinished           int      `json:"unfinished"`
-	MakespanSeconds      float64  `json:"makespan_seconds"`
-	PlaceCalls           int      `json:"place_calls"`
-	MaxQueue             int      `json:"max_queue"`
-	AllocVsBest          *float64 `json:"gpu_alloc_vs_best_baseline,omitempty"`
-	WaitVsBest           *float64 `json:"wait_mean_vs_best_baseline,omitempty"`
-	Speedup              float64  `json:"speedup"`
+	// Burst: whose runtimes the burst decision expected (with
+	// --burst-price), and what the jobs it sent to the cloud rented.
+	Burst           string   `json:"burst_runtimes,omitempty"`
+	Bursts          int      `json:"bursts,omitempty"`
+	CloudGPUHours   float64  `json:"cloud_gpu_hours,omitempty"`
+	CloudCost       float64  `json:"cloud_cost,omitempty"`
+	CloudUsefulCost *float64 `json:"cloud_cost_per_useful_gpu_hour,omitempty"`
+	LargeJobs       int      `json:"large_jobs"`
+	LargeWaitMean   *float64 `json:"large_wait_seconds_mean"`
+	LargeWaitP99    *float64 `json:"large_wait_seconds_p99"`
+	FragRatioMean   *float64 `json:"frag_ratio_of_free_mean"`
+	Jobs            int      `json:"jobs"`
+	Placed          int      `json:"placed"`
+	NeverPlaced     int      `json:"never_placed"`
+	Unplaceable     int      `json:"unplaceable"`
+	Unfinished      int      `json:"unfinished"`
+	MakespanSeconds float64  `json:"makespan_seconds"`
+	PlaceCalls      int      `json:"place_calls"`
+	MaxQueue        int      `json:"max_queue"`
+	AllocVsBest     *float64 `json:"gpu_alloc_vs_best_baseline,omitempty"`
+	WaitVsBest      *float64 `json:"wait_mean_vs_best_baseline,omitempty"`
+	Speedup         float64  `json:"speedup"`
 	// ETA and ETAExact are the start-time estimates' calibration, with
 	// --eta: jobs declaring only limits, and every runtime known.
 	ETA            *ETAJSON `json:"eta,omitempty"`
@@ -322,6 +366,10 @@ func (r *TraceResult) WriteJSON(w io.Writer) error {
 			ElapsedSeconds: math.Round(run.Elapsed.Seconds()*1000) / 1000}
 		if e := run.ETA; e != nil {
 			o.ETA, o.ETAExact = e.json(e.Learned, e.WarmLearned), e.json(e.Exact, e.WarmExact)
+		}
+		if run.Burst != "" {
+			o.Burst, o.Bursts, o.CloudGPUHours = run.Burst, run.Bursts, math.Round(run.CloudGPUSeconds/36)/100
+			o.CloudCost, o.CloudUsefulCost = math.Round(run.CloudCost*100)/100, ptr(run.CostPerUsefulGPUHour())
 		}
 		if err := enc.Encode(o); err != nil {
 			return err

@@ -53,6 +53,23 @@ func (c TraceConfig) Validate() error {
 			errs = append(errs, &InputError{"checkpoint", errors.New("--defrag moves only jobs that checkpoint: want an interval above 0")})
 		}
 	}
+	if b := c.Burst; b != nil {
+		if !(b.PricePerGPUHour > 0) || !finite(b.PricePerGPUHour) {
+			errs = append(errs, &InputError{"burst-price", fmt.Errorf("want a positive price per GPU-hour, got %g", b.PricePerGPUHour)})
+		}
+		if b.After < 0 {
+			errs = append(errs, &InputError{"burst-after", fmt.Errorf("want 0 or more, got %s", b.After)})
+		}
+		if b.Boot < 0 {
+			errs = append(errs, &InputError{"burst-boot", fmt.Errorf("want 0 or more, got %s", b.Boot)})
+		}
+		if c.ETA == nil {
+			errs = append(errs, &InputError{"burst-price", errors.New("bursting is replayed with --eta: jobs declare limits and the estimators learn")})
+		}
+		if c.Defrag.Enabled {
+			errs = append(errs, &InputError{"burst-price", errors.New("not with --defrag: replay one comparison at a time")})
+		}
+	}
 	return errors.Join(append(append(errs, validateOptions(c.Options)...), validatePolicies(c.Policies, c.NewScorer))...)
 }
 

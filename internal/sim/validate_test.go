@@ -49,3 +49,23 @@ func TestValidateNamesEachBadSetting(t *testing.T) {
 		})
 	}
 }
+
+// TestValidateBurst: a burst replay names what is wrong with its settings.
+func TestValidateBurst(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  TraceConfig
+		want string
+	}{
+		{TraceConfig{Burst: &TraceBurst{PricePerGPUHour: 4}}, "--burst-price: bursting is replayed with --eta"},
+		{TraceConfig{ETA: &ETAConfig{}, Burst: &TraceBurst{PricePerGPUHour: -1}}, "--burst-price: want a positive price per GPU-hour, got -1"},
+		{TraceConfig{ETA: &ETAConfig{}, Burst: &TraceBurst{PricePerGPUHour: 4, After: -time.Minute}}, "--burst-after: want 0 or more, got -1m0s"},
+		{TraceConfig{ETA: &ETAConfig{}, Burst: &TraceBurst{PricePerGPUHour: 4, Boot: -time.Second}}, "--burst-boot: want 0 or more, got -1s"},
+		{TraceConfig{ETA: &ETAConfig{}, Burst: &TraceBurst{PricePerGPUHour: 4}, CheckpointEvery: time.Minute,
+			Defrag: placement.Defrag{Enabled: true, MaxMovesPerHour: 1, MaxLostGPUSecondsPerHour: 1}}, "--burst-price: not with --defrag"},
+	} {
+		err := tc.cfg.Validate()
+		if err == nil || !strings.Contains(FlagErrors(err).Error(), tc.want) {
+			t.Errorf("Validate(%+v) = %v, want it to say %q", tc.cfg.Burst, err, tc.want)
+		}
+	}
+}
