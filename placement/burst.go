@@ -38,8 +38,9 @@ type Burst struct {
 const never = time.Duration(-1)
 
 // burst decides whether j, which the plan leaves waiting, should rent
-// capacity instead. It does when the job allows it and either the on-prem
-// wait is longer than BurstAfter or waiting would miss the deadline; it
+// capacity instead. It does when the job allows it and either its whole
+// on-prem wait (waited so far plus expected yet) is longer than BurstAfter
+// or waiting would miss the deadline; it
 // offers every allowed offer within the job's and team's price caps and
 // the team's budget, cheapest expected cost to completion first. For a job
 // with a deadline, which capacity it may rent is the deadline policy's
@@ -58,7 +59,13 @@ func (se *Session) burst(j *gangway.QueueEntry, u Unplaced, rs []Reservation, ah
 	now := se.view.now
 	eta := se.onPremETA(j, u, rs, ahead)
 	late := !j.Deadline.IsZero() && (eta == never || now.Add(eta+j.Runtime).After(j.Deadline))
-	if eta != never && eta <= se.opts.BurstAfter && !late {
+	// The wait that counts is the whole of it: what the job has waited
+	// since it was queued and what it is expected to wait yet.
+	var waited time.Duration
+	if !j.EnqueuedAt.IsZero() {
+		waited = max(now.Sub(j.EnqueuedAt), 0)
+	}
+	if eta != never && waited+eta <= se.opts.BurstAfter && !late {
 		return Burst{}, false
 	}
 	team, ok := se.opts.Teams[j.Team]

@@ -202,6 +202,15 @@ func TestBurstPredicted(t *testing.T) {
 		"r1 expected to end in 30 minutes: the job waits for it": {
 			job: declared, predicted: map[gangway.JobID]time.Duration{"r1": 90 * time.Minute, "j": 2 * time.Hour}, none: true,
 		},
+		"r1 expected to end in 30 minutes, after the job has waited 45: over the hour in all": {
+			job:       func() gangway.QueueEntry { j := declared(); j.EnqueuedAt = t0.Add(-45 * time.Minute); return j },
+			predicted: map[gangway.JobID]time.Duration{"r1": 90 * time.Minute, "j": 2 * time.Hour},
+			wantETA:   30 * time.Minute, wantPriced: 2 * time.Hour,
+		},
+		"r1 expected to end in 30 minutes, after the job has waited 15: waits": {
+			job:       func() gangway.QueueEntry { j := declared(); j.EnqueuedAt = t0.Add(-15 * time.Minute); return j },
+			predicted: map[gangway.JobID]time.Duration{"r1": 90 * time.Minute, "j": 2 * time.Hour}, none: true,
+		},
 		"r1 expected to run 5 h more: bursts, priced over the 2 h expected": {
 			job: declared, predicted: map[gangway.JobID]time.Duration{"r1": 6 * time.Hour, "j": 2 * time.Hour},
 			wantETA: 5 * time.Hour, wantPriced: 2 * time.Hour,

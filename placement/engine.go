@@ -48,8 +48,8 @@ type Options struct {
 	// off.
 	Defrag Defrag
 	// Offers is the cloud capacity jobs that may burst can rent now;
-	// BurstAfter is how long the on-prem wait must be before renting pays
-	// off; Teams caps what each team may pay; RestartOverhead is the boot
+	// BurstAfter is how long a job's on-prem wait, waited so far plus
+	// expected yet, must be before renting pays off; Teams caps what each team may pay; RestartOverhead is the boot
 	// and restore time of a cloud restart (burst.go).
 	Offers          []gangway.Offer
 	BurstAfter      time.Duration

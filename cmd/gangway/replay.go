@@ -226,9 +226,9 @@ raised by --speedup; see docs/benchmarks.md).
 
 --burst-price P, with --eta, lets every job rent on-demand cloud GPUs at $P
 per GPU-hour (instances of 1, 2, 4 and 8 of each GPU model in the fleet), as
-gangway server's burst decision sends them: once the expected on-prem wait
-passes --burst-after; the instances start the job --burst-boot later and it
-runs its work there. Every policy is replayed three times, the decision
+gangway server's burst decision sends them: once the wait so far plus the
+expected on-prem wait passes --burst-after; the instances start the job
+--burst-boot later and it runs its work there. Every policy is replayed three times, the decision
 expecting the runtimes the jobs declare (their limits), the runtimes the
 start-time estimator learns, and the true ones, and a table adds the bursts,
 the cloud GPU-hours and dollars, the cost per useful GPU-hour and the waits.`,
@@ -273,7 +273,7 @@ the cloud GPU-hours and dollars, the cost per useful GPU-hour and the waits.`,
 	fl.Float64Var(&f.defragLost, "defrag-lost", f.defragLost, "with --defrag: GPU-seconds the moves may lose an hour")
 	fl.DurationVar(&f.defragRestart, "defrag-restart", f.defragRestart, "with --defrag: what a restart costs a moved job (per GPU)")
 	fl.Float64Var(&f.burstPrice, "burst-price", 0, "with --eta: let every job burst to on-demand cloud GPUs at this many dollars per GPU-hour, and compare the burst decision on declared, learned and true runtimes (0: no cloud)")
-	fl.DurationVar(&f.burstAfter, "burst-after", f.burstAfter, "with --burst-price: the expected on-prem wait from which a job bursts (the server's cloud.burstAfter)")
+	fl.DurationVar(&f.burstAfter, "burst-after", f.burstAfter, "with --burst-price: the wait (so far plus expected on-prem) from which a job bursts (the server's cloud.burstAfter)")
 	fl.DurationVar(&f.burstBoot, "burst-boot", f.burstBoot, "with --burst-price: how long a burst job's instances take to start it")
 	return cmd
 }

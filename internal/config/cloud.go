@@ -32,8 +32,8 @@ type CloudConfig struct {
 	OrphanGrace       gangway.Duration `yaml:"orphanGrace"`
 	// OffersTTL is how long a provider's offers and prices are reused.
 	OffersTTL gangway.Duration `yaml:"offersTTL"`
-	// BurstAfter is how long a job's on-prem wait must be before renting
-	// pays off.
+	// BurstAfter is how long a job's on-prem wait (waited so far plus
+	// expected yet) must be before renting pays off.
 	BurstAfter gangway.Duration `yaml:"burstAfter"`
 	// OnPremPricePerGPUHour is the amortized price of each on-prem pool.
 	OnPremPricePerGPUHour map[string]float64 `yaml:"onPremPricePerGPUHour"`

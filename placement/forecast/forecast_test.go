@@ -47,12 +47,8 @@ func queued(id, team string, gpus, priority int, maxRuntime time.Duration, submi
 // whole run for a queued one.
 type exact map[gangway.JobID]time.Duration
 
-func (x exact) Remaining(j forecast.Job, elapsed time.Duration, _ float64) time.Duration {
-	if elapsed > 0 {
-		return x[j.ID]
-	}
-	return x[j.ID]
-}
+func (x exact) Remaining(j forecast.Job, _ time.Duration, _ float64) time.Duration { return x[j.ID] }
+
 func (exact) Point() bool { return true }
 
 func all(n int) []int {

@@ -125,14 +125,6 @@ type Run struct {
 	PlaceCalls int
 }
 
-// Simulate plays in forward, every runtime at its q-quantile under rt,
-// and returns each queued job's start.
-func Simulate(in Input, rt Runtimes, q float64, o Options) Run {
-	o = o.withDefaults()
-	s := newSimulation(in, rt, q, o)
-	return s.run()
-}
-
 type simulation struct {
 	in   Input
 	rt   Runtimes
