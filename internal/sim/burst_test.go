@@ -5,13 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"math"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/gangwayhq/gangway/placement"
-	"github.com/gangwayhq/gangway/placement/baselines"
 )
 
 // TestBurstReplay: with a cloud to rent, each policy is replayed once per
@@ -21,19 +17,10 @@ import (
 // wait threshold no job reaches only the jobs that would never start
 // on-prem burst.
 func TestBurstReplay(t *testing.T) {
-	jobs, err := LoadGangJobs(filepath.Join("testdata", "gangs.csv"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	nodes, err := LoadNodes(filepath.Join("testdata", "nodes.csv"), 1)
-	if err != nil {
-		t.Fatal(err)
-	}
 	run := func(b *TraceBurst) *TraceResult {
 		t.Helper()
-		cfg := TraceConfig{Nodes: nodes, Jobs: jobs, Policies: []string{GangwayPolicy}, NewScorer: baselines.ScorerByName,
-			Options: placement.Options{Reservations: 4, Preempt: true, MinRuntime: 10 * time.Minute}, Seed: 1,
-			CheckpointEvery: DefaultCheckpointEvery, ETA: &ETAConfig{}, Burst: b}
+		cfg := exampleConfig(t, GangwayPolicy)
+		cfg.ETA, cfg.Burst = &ETAConfig{}, b
 		res, err := RunTrace(context.Background(), cfg)
 		if err != nil {
 			t.Fatal(err)

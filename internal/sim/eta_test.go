@@ -23,19 +23,10 @@ import (
 // estimated at submit by all three estimators, and --output json carries
 // eta and eta_exact with the fields the issue names.
 func TestETAReplay(t *testing.T) {
-	jobs, err := LoadGangJobs(filepath.Join("testdata", "gangs.csv"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	nodes, err := LoadNodes(filepath.Join("testdata", "nodes.csv"), 1)
-	if err != nil {
-		t.Fatal(err)
-	}
 	run := func(e *ETAConfig) *TraceResult {
 		t.Helper()
-		cfg := TraceConfig{Nodes: nodes, Jobs: jobs, Policies: []string{"first-fit", GangwayPolicy}, NewScorer: baselines.ScorerByName,
-			Options: placement.Options{Reservations: 4, Preempt: true, MinRuntime: 10 * time.Minute}, Seed: 1,
-			CheckpointEvery: DefaultCheckpointEvery, ETA: e}
+		cfg := exampleConfig(t, "first-fit", GangwayPolicy)
+		cfg.ETA = e
 		res, err := RunTrace(context.Background(), cfg)
 		if err != nil {
 			t.Fatal(err)

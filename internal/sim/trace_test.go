@@ -88,8 +88,10 @@ func TestReadGangJobsErrors(t *testing.T) {
 	}
 }
 
-// The example gang-job file and node list in testdata load and replay.
-func TestLoadGangJobsExample(t *testing.T) {
+// exampleConfig replays the example gang-job file and node list in
+// testdata under policies, with reservations, preemption and checkpoints.
+func exampleConfig(t *testing.T, policies ...string) TraceConfig {
+	t.Helper()
 	jobs, err := LoadGangJobs(filepath.Join("testdata", "gangs.csv"))
 	if err != nil {
 		t.Fatal(err)
@@ -98,9 +100,16 @@ func TestLoadGangJobsExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := RunTrace(context.Background(), TraceConfig{Nodes: nodes, Jobs: jobs, Policies: TracePolicies,
-		NewScorer: baselines.ScorerByName, Seed: 1, CheckpointEvery: DefaultCheckpointEvery,
-		Options: placement.Options{Reservations: 4, Preempt: true, MinRuntime: 10 * time.Minute}})
+	return TraceConfig{Nodes: nodes, Jobs: jobs, Policies: policies, NewScorer: baselines.ScorerByName, Seed: 1,
+		CheckpointEvery: DefaultCheckpointEvery,
+		Options:         placement.Options{Reservations: 4, Preempt: true, MinRuntime: 10 * time.Minute}}
+}
+
+// The example gang-job file and node list in testdata load and replay.
+func TestLoadGangJobsExample(t *testing.T) {
+	cfg := exampleConfig(t, TracePolicies...)
+	jobs := cfg.Jobs
+	res, err := RunTrace(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
