@@ -95,14 +95,7 @@ func (r *replay) rent(k int, req workflows.BurstRequest, t time.Duration) {
 	s := &r.st[k]
 	o := req.Offers[0]
 	start := t + r.burst.Boot
-	if s.attempt == 0 {
-		r.out.Placed++
-		if r.firstStart != nil {
-			r.firstStart[k] = start
-		}
-	}
-	s.state, s.start = stCloud, start
-	s.wait += start - s.queuedAt
+	r.dequeue(k, stCloud, start)
 	rented := (r.burst.Boot + s.remaining).Seconds() * float64(o.Count*o.GPUsPerInstance)
 	r.out.Bursts++
 	r.out.CloudGPUSeconds += rented

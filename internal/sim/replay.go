@@ -646,8 +646,9 @@ func RoundRuntime(d time.Duration) time.Duration {
 	return e
 }
 
-// begin starts job k's attempt on the assignment its placed signal carried.
-func (r *replay) begin(k int, a gangway.Assignment, t time.Duration) {
+// dequeue moves job k from the queue to state (on-prem or cloud) at t: its
+// wait ends, and its first start counts it placed.
+func (r *replay) dequeue(k int, state uint8, t time.Duration) {
 	s := &r.st[k]
 	if s.attempt == 0 {
 		r.out.Placed++
@@ -655,8 +656,14 @@ func (r *replay) begin(k int, a gangway.Assignment, t time.Duration) {
 			r.firstStart[k] = t
 		}
 	}
-	s.state, s.start = stRunning, t
+	s.state, s.start = state, t
 	s.wait += t - s.queuedAt
+}
+
+// begin starts job k's attempt on the assignment its placed signal carried.
+func (r *replay) begin(k int, a gangway.Assignment, t time.Duration) {
+	s := &r.st[k]
+	r.dequeue(k, stRunning, t)
 	r.running++
 	r.out.MaxRunning = max(r.out.MaxRunning, r.running)
 	s.asg = a
