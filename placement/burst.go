@@ -2,6 +2,7 @@ package placement
 
 import (
 	"cmp"
+	"container/heap"
 	"fmt"
 	"math"
 	"slices"
@@ -50,7 +51,7 @@ const never = time.Duration(-1)
 // capacity, and nothing yet while waiting is safe and on-demand would not
 // pay; spot first among what it may. Spot offers whose expected duration
 // (interruptions included) would not finish in time are dropped too.
-func (se *Session) burst(j *gangway.QueueEntry, u Unplaced, rs []Reservation, ahead int) (Burst, bool) {
+func (se *Session) burst(j *gangway.QueueEntry, u Unplaced, rs []Reservation, ahead queuedAhead) (Burst, bool) {
 	b := j.Burst
 	// Cloud offers are whole GPUs: a job on MIG devices stays on-prem.
 	if !b.Enabled || len(j.Nodes) > 0 || len(se.opts.Offers) == 0 || j.MIG() {
@@ -178,22 +179,20 @@ func (se *Session) expected(j *gangway.QueueEntry) time.Duration {
 	if p, ok := se.opts.Predicted[j.JobID]; ok && p > 0 && j.Deadline.IsZero() {
 		return p
 	}
-	if j.Runtime > 0 {
-		return j.Runtime
-	}
-	return j.MaxRuntime
+	return declaredRuntime(j)
 }
 
 // onPremETA estimates how long j waits on-prem: until enough of the
 // running jobs that hold GPUs it may use have ended to free its GPUs and
-// the ahead GPUs the blocked jobs before it in the queue wait for, or
+// the GPUs the blocked jobs before it in the queue (ahead) wait for,
+// which take what frees first and free it again when they end, or
 // until its reservation starts if that is sooner. A running job ends at
 // its start plus its Options.Predicted runtime, else its estimated
 // runtime, else its max runtime; for a job with a deadline, and without
 // predictions, the reservation's start (from the declared runtimes) is
 // the estimate. A job being preempted or defragmented for is about to
 // start.
-func (se *Session) onPremETA(j *gangway.QueueEntry, u Unplaced, rs []Reservation, ahead int) time.Duration {
+func (se *Session) onPremETA(j *gangway.QueueEntry, u Unplaced, rs []Reservation, ahead queuedAhead) time.Duration {
 	switch {
 	case !u.Reason.Retry():
 		return never
@@ -221,11 +220,51 @@ func (se *Session) onPremETA(j *gangway.QueueEntry, u Unplaced, rs []Reservation
 	return eta
 }
 
-// releaseETA is how long until the running jobs' ends (by predicted, else
-// their declared runtimes) free j's GPUs and ahead more (onPremETA).
-func (se *Session) releaseETA(j *gangway.QueueEntry, ahead int, predicted map[gangway.JobID]time.Duration) time.Duration {
+// queuedAhead sums up the blocked jobs ahead of a job in the queue: the
+// GPUs they wait for and GPU-time they will hold them for, by declared
+// runtimes (their estimated, else max runtimes) and by expected ones
+// (Session.expected).
+type queuedAhead struct {
+	gpus               int
+	declared, expected time.Duration
+}
+
+// add counts j among the jobs ahead; remove takes it out again.
+func (a *queuedAhead) add(se *Session, j *gangway.QueueEntry, sign int) {
+	g := sign * j.Replicas * j.GPUsPerReplica
+	a.gpus += g
+	a.declared += time.Duration(g) * declaredRuntime(j)
+	a.expected += time.Duration(g) * se.expected(j)
+}
+
+// hold is how long the jobs ahead hold each GPU they take, on average.
+func (a queuedAhead) hold(predicted bool) time.Duration {
+	if a.gpus <= 0 {
+		return 0
+	}
+	if predicted {
+		return a.expected / time.Duration(a.gpus)
+	}
+	return a.declared / time.Duration(a.gpus)
+}
+
+// declaredRuntime is j's estimated runtime, else its max runtime.
+func declaredRuntime(j *gangway.QueueEntry) time.Duration {
+	if j.Runtime > 0 {
+		return j.Runtime
+	}
+	return j.MaxRuntime
+}
+
+// releaseETA is how long until j's GPUs are free (onPremETA): the running
+// jobs end by their predicted, else declared runtimes, and the GPUs they
+// free go first to the jobs ahead, which free them again after holding
+// them as long as those jobs are expected to run. never when j needs more
+// GPUs than are free or held by running jobs on the nodes it may use, or
+// when the jobs ahead would take GPUs and never give them back.
+func (se *Session) releaseETA(j *gangway.QueueEntry, ahead queuedAhead, predicted map[gangway.JobID]time.Duration) time.Duration {
 	now := se.view.now
-	need := j.Replicas*j.GPUsPerReplica + ahead
+	own := j.Replicas * j.GPUsPerReplica
 	free := 0
 	v := se.view
 	for i := range v.nodes {
@@ -239,11 +278,8 @@ func (se *Session) releaseETA(j *gangway.QueueEntry, ahead int, predicted map[ga
 			}
 		}
 	}
-	type release struct {
-		at   time.Time
-		gpus int
-	}
-	var rels []release
+	var rels releases
+	total := free
 	for _, r := range se.running {
 		runtime, ok := predicted[r.JobID]
 		if !ok || runtime <= 0 {
@@ -263,20 +299,55 @@ func (se *Session) releaseETA(j *gangway.QueueEntry, ahead int, predicted map[ga
 		}
 		if g > 0 {
 			rels = append(rels, release{r.At.Add(runtime), g})
+			total += g
 		}
 	}
-	slices.SortFunc(rels, func(a, b release) int { return a.at.Compare(b.at) })
-	for _, r := range rels {
-		if free >= need {
-			break
+	if total < own {
+		return never
+	}
+	// pending is what the jobs ahead still wait for: they take free GPUs
+	// first, and give them back hold later.
+	pending, hold := ahead.gpus, ahead.hold(predicted != nil)
+	take := func(at time.Time) {
+		n := min(free, pending)
+		if n <= 0 {
+			return
 		}
+		free, pending = free-n, pending-n
+		if hold > 0 {
+			heap.Push(&rels, release{at.Add(hold), n})
+		}
+	}
+	heap.Init(&rels)
+	if take(now); pending == 0 && free >= own {
+		return 0 // fragmentation, not capacity: expect a spot soon
+	}
+	for rels.Len() > 0 {
+		r := heap.Pop(&rels).(release)
 		free += r.gpus
-		if free >= need {
+		if take(r.at); pending == 0 && free >= own {
 			return max(r.at.Sub(now), 0)
 		}
 	}
-	if free >= need {
-		return 0 // fragmentation, not capacity: expect a spot soon
-	}
 	return never
+}
+
+// release is when some GPUs j may use free (releaseETA).
+type release struct {
+	at   time.Time
+	gpus int
+}
+
+// releases is a min-heap of releases by time.
+type releases []release
+
+func (h releases) Len() int           { return len(h) }
+func (h releases) Less(a, b int) bool { return h[a].at.Before(h[b].at) }
+func (h releases) Swap(a, b int)      { h[a], h[b] = h[b], h[a] }
+func (h *releases) Push(x any)        { *h = append(*h, x.(release)) }
+func (h *releases) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }

@@ -2,6 +2,7 @@ package placement_test
 
 import (
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -148,7 +149,8 @@ func TestBurst(t *testing.T) {
 }
 
 // TestBurstETA: the on-prem ETA counts running jobs' expected ends and the
-// GPUs the blocked jobs ahead in the queue wait for.
+// GPUs the blocked jobs ahead in the queue wait for, which they take first
+// and give back when they end.
 func TestBurstETA(t *testing.T) {
 	soon := running("r1").on("n1", 0, 1, 2, 3, 4, 5, 6, 7).runtime(4 * time.Hour)
 	soon.r.Runtime = 65 * time.Minute // started an hour ago: ends in 5 minutes
@@ -164,6 +166,21 @@ func TestBurstETA(t *testing.T) {
 	p := placement.Place(f.build(), []gangway.QueueEntry{ahead, b}, o)
 	if len(p.Bursts) != 1 || p.Bursts[0].JobID != "b" || p.Bursts[0].ETA != 3*time.Hour {
 		t.Errorf("bursts %+v; want b with a 3 h ETA (n1 goes to the job ahead)", p.Bursts)
+	}
+
+	// Two jobs ahead, of an hour each, take n1 in 5 minutes and n2 in 3
+	// hours: b has n1 once the first has run its hour, not never.
+	first, second := job("first").gang(1, 8).prio(200).j, job("second").gang(1, 8).prio(200).j
+	first.Runtime, second.Runtime = time.Hour, time.Hour
+	p = placement.Place(f.build(), []gangway.QueueEntry{first, second, b}, o)
+	want := 5*time.Minute + time.Hour
+	if len(p.Bursts) != 1 || p.Bursts[0].ETA != want || !strings.HasPrefix(p.Bursts[0].Reason, "on-prem ETA 1h5m0s;") {
+		t.Errorf("bursts %+v; want b with a %v ETA (n1 again after the first job ahead)", p.Bursts, want)
+	}
+	// A job larger than all the GPUs it may use never fits.
+	big := burstJob("big", 3)
+	if p := placement.Place(f.build(), []gangway.QueueEntry{big}, o); len(p.Bursts) != 1 || p.Bursts[0].ETA != -1 {
+		t.Errorf("bursts %+v; want big to burst as never fitting on-prem", p.Bursts)
 	}
 }
 

@@ -215,6 +215,7 @@ func (se *Session) Place(queue []gangway.QueueEntry) Plan {
 	ord := newOrderer(jobs, se)
 	var plan Plan
 	var blockedJobs, blockedGPUs, blockedPrio, searches, defragSearches int
+	var blocked queuedAhead
 	for {
 		j, ok := ord.next()
 		if !ok {
@@ -252,7 +253,7 @@ func (se *Session) Place(queue []gangway.QueueEntry) Plan {
 		}
 		se.view.placing = j.JobID
 		u := se.explain(j)
-		ahead := blockedGPUs // GPUs the blocked jobs ahead of j wait for
+		ahead := blocked // the blocked jobs ahead of j
 		if u.Reason == ReasonFragmented && se.opts.Defrag.Enabled && defragSearches < maxDefragSearches {
 			defragSearches++
 			if p, ok := se.defrag(j); ok {
@@ -286,6 +287,7 @@ func (se *Session) Place(queue []gangway.QueueEntry) Plan {
 		if u.Reason.Retry() {
 			blockedJobs++
 			blockedGPUs += j.Replicas * j.GPUsPerReplica
+			blocked.add(se, j, 1)
 			blockedPrio = max(blockedPrio, j.Priority)
 		}
 		plan.Unplaced = append(plan.Unplaced, u)
@@ -294,6 +296,7 @@ func (se *Session) Place(queue []gangway.QueueEntry) Plan {
 			if u.Reason.Retry() {
 				blockedJobs--
 				blockedGPUs -= j.Replicas * j.GPUsPerReplica // it leaves the queue
+				blocked.add(se, j, -1)
 			}
 		}
 	}
