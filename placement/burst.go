@@ -41,9 +41,8 @@ const never = time.Duration(-1)
 // burst decides whether j, which the plan leaves waiting, should rent
 // capacity instead. It does when the job allows it and either its whole
 // on-prem wait (waited so far plus expected yet) is longer than BurstAfter
-// or waiting would miss the deadline; it
-// offers every allowed offer within the job's and team's price caps and
-// the team's budget, cheapest expected cost to completion first. For a job
+// or waiting would miss the deadline; it offers every allowed offer within
+// the job's and team's price caps and the team's budget, cheapest expected cost to completion first. For a job
 // with a deadline, which capacity it may rent is the deadline policy's
 // decision (spotpolicy.RentNow with spotpolicy.BurstPolicy, the code
 // `gangway replay spot` replays): spot while the slack allows, on-demand
@@ -221,20 +220,21 @@ func (se *Session) onPremETA(j *gangway.QueueEntry, u Unplaced, rs []Reservation
 }
 
 // queuedAhead sums up the blocked jobs ahead of a job in the queue: the
-// GPUs they wait for and GPU-time they will hold them for, by declared
-// runtimes (their estimated, else max runtimes) and by expected ones
-// (Session.expected).
+// GPUs they wait for and the GPU-seconds they will hold them for, by
+// declared runtimes (their estimated, else max runtimes) and by expected
+// ones (Session.expected). Seconds in float64: GPU-nanoseconds of a deep
+// queue overflow an int64.
 type queuedAhead struct {
 	gpus               int
-	declared, expected time.Duration
+	declared, expected float64
 }
 
-// add counts j among the jobs ahead; remove takes it out again.
+// add counts j among the jobs ahead (sign 1), or takes it out again (-1).
 func (a *queuedAhead) add(se *Session, j *gangway.QueueEntry, sign int) {
 	g := sign * j.Replicas * j.GPUsPerReplica
 	a.gpus += g
-	a.declared += time.Duration(g) * declaredRuntime(j)
-	a.expected += time.Duration(g) * se.expected(j)
+	a.declared += float64(g) * declaredRuntime(j).Seconds()
+	a.expected += float64(g) * se.expected(j).Seconds()
 }
 
 // hold is how long the jobs ahead hold each GPU they take, on average.
@@ -242,10 +242,11 @@ func (a queuedAhead) hold(predicted bool) time.Duration {
 	if a.gpus <= 0 {
 		return 0
 	}
+	sum := a.declared
 	if predicted {
-		return a.expected / time.Duration(a.gpus)
+		sum = a.expected
 	}
-	return a.declared / time.Duration(a.gpus)
+	return time.Duration(sum / float64(a.gpus) * float64(time.Second))
 }
 
 // declaredRuntime is j's estimated runtime, else its max runtime.

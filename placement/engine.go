@@ -49,8 +49,9 @@ type Options struct {
 	Defrag Defrag
 	// Offers is the cloud capacity jobs that may burst can rent now;
 	// BurstAfter is how long a job's on-prem wait, waited so far plus
-	// expected yet, must be before renting pays off; Teams caps what each team may pay; RestartOverhead is the boot
-	// and restore time of a cloud restart (burst.go).
+	// expected yet, must be before renting pays off; Teams caps what each
+	// team may pay; RestartOverhead is the boot and restore time of a
+	// cloud restart (burst.go).
 	Offers          []gangway.Offer
 	BurstAfter      time.Duration
 	Teams           map[string]TeamPolicy
@@ -214,8 +215,8 @@ func (se *Session) Place(queue []gangway.QueueEntry) Plan {
 	}
 	ord := newOrderer(jobs, se)
 	var plan Plan
-	var blockedJobs, blockedGPUs, blockedPrio, searches, defragSearches int
-	var blocked queuedAhead
+	var blockedJobs, blockedPrio, searches, defragSearches int
+	var blocked queuedAhead // the blocked jobs so far
 	for {
 		j, ok := ord.next()
 		if !ok {
@@ -279,14 +280,13 @@ func (se *Session) Place(queue []gangway.QueueEntry) Plan {
 			}
 		}
 		if blockedJobs > 0 && blockedPrio > j.Priority && u.Reason == ReasonInsufficientGPUs {
-			u.Detail += fmt.Sprintf("; behind %d higher-priority jobs needing %d GPUs", blockedJobs, blockedGPUs)
+			u.Detail += fmt.Sprintf("; behind %d higher-priority jobs needing %d GPUs", blockedJobs, blocked.gpus)
 		}
 		if u.Reason != ReasonPreempting && u.Reason != ReasonReservation && u.Reason != ReasonDefragmenting && !holder {
 			se.failed[key] = failure{epoch: se.epoch, u: u}
 		}
 		if u.Reason.Retry() {
 			blockedJobs++
-			blockedGPUs += j.Replicas * j.GPUsPerReplica
 			blocked.add(se, j, 1)
 			blockedPrio = max(blockedPrio, j.Priority)
 		}
@@ -295,8 +295,7 @@ func (se *Session) Place(queue []gangway.QueueEntry) Plan {
 			plan.Bursts = append(plan.Bursts, b)
 			if u.Reason.Retry() {
 				blockedJobs--
-				blockedGPUs -= j.Replicas * j.GPUsPerReplica // it leaves the queue
-				blocked.add(se, j, -1)
+				blocked.add(se, j, -1) // it leaves the queue
 			}
 		}
 	}
