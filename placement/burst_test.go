@@ -168,19 +168,64 @@ func TestBurstETA(t *testing.T) {
 		t.Errorf("bursts %+v; want b with a 3 h ETA (n1 goes to the job ahead)", p.Bursts)
 	}
 
-	// Two jobs ahead, of an hour each, take n1 in 5 minutes and n2 in 3
-	// hours: b has n1 once the first has run its hour, not never.
+	// Two jobs ahead, of an hour each: the first takes n1 in 5 minutes,
+	// the second takes it from the first an hour later, and b has it an
+	// hour after that (before n2 frees in 3 hours), not never.
 	first, second := job("first").gang(1, 8).prio(200).j, job("second").gang(1, 8).prio(200).j
 	first.Runtime, second.Runtime = time.Hour, time.Hour
 	p = placement.Place(f.build(), []gangway.QueueEntry{first, second, b}, o)
-	want := 5*time.Minute + time.Hour
-	if len(p.Bursts) != 1 || p.Bursts[0].ETA != want || !strings.HasPrefix(p.Bursts[0].Reason, "on-prem ETA 1h5m0s;") {
-		t.Errorf("bursts %+v; want b with a %v ETA (n1 again after the first job ahead)", p.Bursts, want)
+	want := 5*time.Minute + 2*time.Hour
+	if len(p.Bursts) != 1 || p.Bursts[0].ETA != want || !strings.HasPrefix(p.Bursts[0].Reason, "on-prem ETA 2h5m0s;") {
+		t.Errorf("bursts %+v; want b with a %v ETA (n1 again after both jobs ahead)", p.Bursts, want)
+	}
+	// What the running jobs free is read again once a job is placed in
+	// the same call: b takes n3's free half until 3 h from now, so c, behind
+	// a, has n3 at 5 h (a takes the half r3 frees at 1 h and b's at 3 h,
+	// for its 2 h), not at 3 h as before b started. x asks first.
+	r3 := running("r3").on("n3", 0, 1, 2, 3).runtime(2 * time.Hour)
+	half := fleet(node("n3").gpus(8, "A100")).with(r3)
+	a, bb := job("a").gang(1, 8).prio(200).j, job("b").gang(1, 4).prio(150).j
+	a.Runtime, bb.Runtime, bb.MaxRuntime = 2*time.Hour, 3*time.Hour, 3*time.Hour
+	x, c := burstJob("x", 1), burstJob("c", 1)
+	x.Priority = 180
+	p = placement.Place(half.build(), []gangway.QueueEntry{a, x, bb, c}, o)
+	if len(p.Assignments) != 1 || p.Assignments[0].JobID != "b" {
+		t.Fatalf("assignments %+v; want b alone", p.Assignments)
+	}
+	etas := map[gangway.JobID]time.Duration{}
+	for _, b := range p.Bursts {
+		etas[b.JobID] = b.ETA
+	}
+	if etas["c"] != 5*time.Hour {
+		t.Errorf("bursts %+v; want c with a 5 h ETA (b holds half of n3 for 3 h)", p.Bursts)
 	}
 	// A job larger than all the GPUs it may use never fits.
 	big := burstJob("big", 3)
 	if p := placement.Place(f.build(), []gangway.QueueEntry{big}, o); len(p.Bursts) != 1 || p.Bursts[0].ETA != -1 {
 		t.Errorf("bursts %+v; want big to burst as never fitting on-prem", p.Bursts)
+	}
+}
+
+// TestBurstAlikeJobs: jobs of one shape fail alike on-prem (the engine
+// explains the first and reuses it), but each is its own burst decision,
+// and each one left waiting counts among the jobs ahead of the next.
+func TestBurstAlikeJobs(t *testing.T) {
+	f := fleet(node("n1").gpus(8, "A100")).with(running("r1").on("n1", 0, 1, 2, 3, 4, 5, 6, 7).runtime(4 * time.Hour))
+	o := placement.Options{Offers: []gangway.Offer{spotA100}, BurstAfter: 10 * time.Minute}
+	stays := burstJob("stays", 1)
+	stays.Burst.Enabled, stays.SubmittedAt = false, t0.Add(-time.Minute) // first in the queue
+	p := placement.Place(f.build(), []gangway.QueueEntry{stays, burstJob("b", 1), burstJob("c", 1)}, o)
+	// r1 ends in 3 h; stays takes n1 then, for its 2 h.
+	got := map[gangway.JobID]time.Duration{}
+	for _, b := range p.Bursts {
+		got[b.JobID] = b.ETA
+	}
+	want := map[gangway.JobID]time.Duration{"b": 5 * time.Hour, "c": 5 * time.Hour}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("bursts and their on-prem ETAs (-want +got):\n%s", diff)
+	}
+	if len(p.Unplaced) != 3 {
+		t.Errorf("unplaced %+v; want all three", p.Unplaced)
 	}
 }
 

@@ -217,6 +217,23 @@ func (se *Session) Place(queue []gangway.QueueEntry) Plan {
 	var plan Plan
 	var blockedJobs, blockedPrio, searches, defragSearches int
 	var blocked queuedAhead // the blocked jobs so far
+	// wait leaves j waiting for u: counted among the blocked jobs ahead of
+	// the rest, unless the burst decision sends it to the cloud. A job
+	// whose shape failed at this epoch comes here too, with the first
+	// one's reason: alike jobs are alike on-prem, not in whether each has
+	// waited long enough to burst.
+	wait := func(j *gangway.QueueEntry, u Unplaced) {
+		plan.Unplaced = append(plan.Unplaced, u)
+		if b, ok := se.burst(j, u, plan.Reservations, blocked); ok {
+			plan.Bursts = append(plan.Bursts, b)
+			return // it leaves the queue
+		}
+		if u.Reason.Retry() {
+			blockedJobs++
+			blocked.add(se, j, 1)
+			blockedPrio = max(blockedPrio, j.Priority)
+		}
+	}
 	for {
 		j, ok := ord.next()
 		if !ok {
@@ -235,7 +252,7 @@ func (se *Session) Place(queue []gangway.QueueEntry) Plan {
 		if seen && f.epoch == se.epoch && !holder {
 			u := f.u
 			u.JobID = j.JobID
-			plan.Unplaced = append(plan.Unplaced, u)
+			wait(j, u)
 			continue
 		}
 		if a, ok := se.placeJob(j); ok {
@@ -254,7 +271,6 @@ func (se *Session) Place(queue []gangway.QueueEntry) Plan {
 		}
 		se.view.placing = j.JobID
 		u := se.explain(j)
-		ahead := blocked // the blocked jobs ahead of j
 		if u.Reason == ReasonFragmented && se.opts.Defrag.Enabled && defragSearches < maxDefragSearches {
 			defragSearches++
 			if p, ok := se.defrag(j); ok {
@@ -285,19 +301,7 @@ func (se *Session) Place(queue []gangway.QueueEntry) Plan {
 		if u.Reason != ReasonPreempting && u.Reason != ReasonReservation && u.Reason != ReasonDefragmenting && !holder {
 			se.failed[key] = failure{epoch: se.epoch, u: u}
 		}
-		if u.Reason.Retry() {
-			blockedJobs++
-			blocked.add(se, j, 1)
-			blockedPrio = max(blockedPrio, j.Priority)
-		}
-		plan.Unplaced = append(plan.Unplaced, u)
-		if b, ok := se.burst(j, u, plan.Reservations, ahead); ok {
-			plan.Bursts = append(plan.Bursts, b)
-			if u.Reason.Retry() {
-				blockedJobs--
-				blocked.add(se, j, -1) // it leaves the queue
-			}
-		}
+		wait(j, u)
 	}
 	return plan
 }
