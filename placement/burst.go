@@ -68,10 +68,7 @@ func (se *Session) burst(j *gangway.QueueEntry, u Unplaced, rs []Reservation, ah
 	if eta != never && waited+eta <= se.opts.BurstAfter && !late {
 		return Burst{}, false
 	}
-	team, ok := se.opts.Teams[j.Team]
-	if !ok {
-		team = TeamPolicy{BudgetLeft: NoBudget}
-	}
+	team := se.team(j.Team)
 	rent := spotpolicy.Rent{Spot: true, OnDemand: true}
 	overhead := se.opts.RestartOverhead
 	if overhead <= 0 {
@@ -133,10 +130,7 @@ func (se *Session) CloudOptions(j *gangway.QueueEntry) []gangway.BurstOffer {
 	if len(j.Nodes) > 0 || len(se.opts.Offers) == 0 {
 		return nil
 	}
-	team, ok := se.opts.Teams[j.Team]
-	if !ok {
-		team = TeamPolicy{BudgetLeft: NoBudget}
-	}
+	team := se.team(j.Team)
 	var out []gangway.BurstOffer
 	for _, o := range se.opts.Offers {
 		c, ok := se.choose(j, o, team)
@@ -147,6 +141,71 @@ func (se *Session) CloudOptions(j *gangway.QueueEntry) []gangway.BurstOffer {
 	}
 	slices.SortStableFunc(out, func(a, b gangway.BurstOffer) int { return cmp.Compare(a.ExpectedCost, b.ExpectedCost) })
 	return out
+}
+
+// team is the policy of j's team the burst decision checks: its
+// Options.Teams entry, with what is left of its budget less what it has
+// committed (committed).
+func (se *Session) team(name string) TeamPolicy {
+	t, ok := se.opts.Teams[name]
+	if !ok {
+		return TeamPolicy{BudgetLeft: NoBudget}
+	}
+	if t.BudgetLeft != NoBudget {
+		t.BudgetLeft = max(t.BudgetLeft-se.committed()[name], 0)
+	}
+	return t
+}
+
+// committed is, per team with a budget, the cloud spend the budget's
+// ledger does not hold yet (it counts finished attempts: accounting.Budgets)
+// but that is already committed: what the team's runs on cloud nodes are
+// expected to cost in all (each GPU's price for the longer of the time it
+// has run and its expected runtime, as the burst decision expects it), and
+// the expected cost of each burst this Place call has decided (commit).
+// Without it, every job of a team could rent at once as long as each alone
+// fit the budget. Bursts decided in earlier cycles whose instances are
+// still launching are not in the snapshot, and not counted.
+func (se *Session) committed() map[string]float64 {
+	if se.spent != nil {
+		return se.spent
+	}
+	se.spent = map[string]float64{}
+	now := se.view.now
+	for i := range se.running {
+		r := &se.running[i]
+		if t, ok := se.opts.Teams[r.Team]; !ok || t.BudgetLeft == NoBudget {
+			continue
+		}
+		hours := max(runtimeOf(r, se.opts.Predicted), now.Sub(r.At)).Hours()
+		for _, m := range r.Members {
+			if k := se.nodeIndex(m.NodeID); k >= 0 && se.view.nodes[k].CapacityType.Cloud() {
+				se.spent[r.Team] += se.view.nodes[k].PricePerGPUHour * float64(len(m.GPUs)) * hours
+			}
+		}
+	}
+	return se.spent
+}
+
+// commit charges a burst's expected cost (its first offer's, the one it
+// is sent to first) to its team for the rest of the Place call.
+func (se *Session) commit(team string, b Burst) {
+	if len(b.Offers) > 0 {
+		se.committed()[team] += b.Offers[0].ExpectedCost
+	}
+}
+
+// runtimeOf is how long a running allocation is expected to run in all:
+// its predicted runtime (Options.Predicted, given), else its estimated
+// runtime, else its max runtime; 0 when it has none.
+func runtimeOf(r *gangway.Assignment, predicted map[gangway.JobID]time.Duration) time.Duration {
+	if p, ok := predicted[r.JobID]; ok && p > 0 {
+		return p
+	}
+	if r.Runtime > 0 {
+		return r.Runtime
+	}
+	return r.MaxRuntime
 }
 
 // choose prices offer o for j, or rules it out.
@@ -282,13 +341,7 @@ func (se *Session) releaseETA(j *gangway.QueueEntry, ahead queuedAhead, predicte
 	var rels releases
 	total := free
 	for _, r := range se.running {
-		runtime, ok := predicted[r.JobID]
-		if !ok || runtime <= 0 {
-			runtime = r.Runtime
-		}
-		if runtime <= 0 {
-			runtime = r.MaxRuntime
-		}
+		runtime := runtimeOf(&r, predicted)
 		if runtime <= 0 {
 			continue
 		}

@@ -369,3 +369,57 @@ func TestOwnedNodes(t *testing.T) {
 		t.Errorf("a job was placed on another job's node: %+v", p.Assignments)
 	}
 }
+
+// TestBurstBudgetCommitted: a team's budget pays for what the team has
+// already committed and the ledger does not hold yet: its runs on cloud
+// nodes, for the longer of their expected runtime and the time they have
+// run, and the bursts the same plan has decided before.
+func TestBurstBudgetCommitted(t *testing.T) {
+	// One burst of burstJob's 2 h on spotA100.
+	cost := spotpolicy.ExpectedCost(spotA100, spotpolicy.Work{Replicas: 1, GPUsPerReplica: 8, Remaining: 2 * time.Hour,
+		Checkpointable: true, CheckpointInterval: 10 * time.Minute})
+	// cloudRun is r2 on c1, a spot node at $1 a GPU-hour launched for it,
+	// started an hour ago.
+	cloudRun := func(team string, runtime time.Duration) (*nodeBuilder, *runBuilder) {
+		c1 := node("c1").gpus(8, "A100")
+		c1.n.CapacityType, c1.n.PricePerGPUHour, c1.n.Owner = gangway.CapacitySpot, 1, "r2"
+		return c1, running("r2").team(team).on("c1", 0, 1, 2, 3, 4, 5, 6, 7).runtime(runtime)
+	}
+	tests := map[string]struct {
+		cloud  bool
+		team   string
+		run    time.Duration
+		budget float64
+		want   []gangway.JobID
+	}{
+		"each fits the budget alone, two together": {budget: 2.5 * cost, want: []gangway.JobID{"a", "b"}},
+		"a cloud run expected to cost $32 in all takes its share": {
+			cloud: true, team: "ml", run: 4 * time.Hour, budget: 32 + 1.5*cost, want: []gangway.JobID{"a"},
+		},
+		"another team's cloud run does not": {
+			cloud: true, team: "cv", run: 4 * time.Hour, budget: 32 + 1.5*cost, want: []gangway.JobID{"a", "b", "c"},
+		},
+		"a run past its expected end counts the hour it has run ($8), not its 30 minutes": {
+			cloud: true, team: "ml", run: 30 * time.Minute, budget: 6 + 2*cost, want: []gangway.JobID{"a"},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			f := fleet(node("n1").gpus(8, "A100")).with(running("r1").on("n1", 0, 1, 2, 3, 4, 5, 6, 7).runtime(24 * time.Hour))
+			if tc.cloud {
+				c1, r2 := cloudRun(tc.team, tc.run)
+				f = fleet(node("n1").gpus(8, "A100"), c1).with(running("r1").on("n1", 0, 1, 2, 3, 4, 5, 6, 7).runtime(24*time.Hour), r2)
+			}
+			o := placement.Options{Offers: []gangway.Offer{spotA100}, BurstAfter: 10 * time.Minute,
+				Teams: map[string]placement.TeamPolicy{"ml": {BudgetLeft: tc.budget}, "cv": {BudgetLeft: 0}}}
+			p := placement.Place(f.build(), []gangway.QueueEntry{burstJob("a", 1), burstJob("b", 1), burstJob("c", 1)}, o)
+			var got []gangway.JobID
+			for _, b := range p.Bursts {
+				got = append(got, b.JobID)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("bursts (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

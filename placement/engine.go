@@ -146,6 +146,8 @@ type Session struct {
 	// ends is running by end (endOrder), up to running[:endsFor].
 	ends    []ending
 	endsFor int
+	// spent is committed's answer for this Place call.
+	spent map[string]float64
 	// defrags are this Place call's defragmentations under way, by the
 	// job they make room for; holders are the jobs GPUs are reserved for
 	// by one (the job and the jobs moved); defragSpent is what this call
@@ -204,6 +206,7 @@ func (se *Session) Place(queue []gangway.QueueEntry) Plan {
 	se.epoch++ // the last call's reservations and holds are gone
 	se.placedFrom = len(se.running)
 	se.endsFor = 0 // running may have changed between calls
+	se.spent = nil
 	defer se.releaseHeld()
 	se.resumeDefrags(queue)
 	jobs := make([]*gangway.QueueEntry, len(queue))
@@ -226,6 +229,7 @@ func (se *Session) Place(queue []gangway.QueueEntry) Plan {
 		plan.Unplaced = append(plan.Unplaced, u)
 		if b, ok := se.burst(j, u, plan.Reservations, blocked); ok {
 			plan.Bursts = append(plan.Bursts, b)
+			se.commit(j.Team, b)
 			return // it leaves the queue
 		}
 		if u.Reason.Retry() {

@@ -25,8 +25,9 @@ type SegmentSource interface {
 
 // Budgets turns team limits and the ledger's month-to-date cloud spend into
 // the placement engine's team policies. Spend counts recorded segments,
-// i.e. finished attempts: a burst that is running now is not yet charged
-// against its team's budget.
+// i.e. finished attempts; the engine charges what is committed beyond them
+// (runs on cloud nodes at their expected length, the cycle's other bursts)
+// before each burst decision.
 type Budgets struct {
 	Ledger SegmentSource
 	Teams  map[string]TeamLimit
