@@ -29,7 +29,9 @@ const NoBudget = -1.0
 type Burst struct {
 	JobID   gangway.JobID
 	Attempt int
-	Offers  []gangway.BurstOffer
+	// Team is the job's: its budget pays (TeamPolicy).
+	Team   string
+	Offers []gangway.BurstOffer
 	// ETA is the on-prem wait the burst avoids (-1: never fits on-prem).
 	ETA    time.Duration
 	Reason string
@@ -116,7 +118,7 @@ func (se *Session) burst(j *gangway.QueueEntry, u Unplaced, rs []Reservation, ah
 	if late {
 		reason += fmt.Sprintf("; the deadline %s needs it", j.Deadline.UTC().Format(time.RFC3339))
 	}
-	return Burst{JobID: j.JobID, Attempt: j.Attempt, Offers: choices, ETA: eta, Reason: reason}, true
+	return Burst{JobID: j.JobID, Attempt: j.Attempt, Team: j.Team, Offers: choices, ETA: eta, Reason: reason}, true
 }
 
 // CloudOptions prices every offer in Options.Offers that j could rent now
@@ -165,7 +167,8 @@ func (se *Session) team(name string) TeamPolicy {
 // the expected cost of each burst this Place call has decided (commit).
 // Without it, every job of a team could rent at once as long as each alone
 // fit the budget. Bursts decided in earlier cycles whose instances are
-// still launching are not in the snapshot, and not counted.
+// still launching are not in the snapshot: the caller takes them off
+// BudgetLeft (the dispatch loop does, from the view's burst records).
 func (se *Session) committed() map[string]float64 {
 	if se.spent != nil {
 		return se.spent
@@ -187,12 +190,19 @@ func (se *Session) committed() map[string]float64 {
 	return se.spent
 }
 
-// commit charges a burst's expected cost (its first offer's, the one it
-// is sent to first) to its team for the rest of the Place call.
-func (se *Session) commit(team string, b Burst) {
-	if len(b.Offers) > 0 {
-		se.committed()[team] += b.Offers[0].ExpectedCost
+// commit charges a burst's expected cost (Burst.Expected) to its team for
+// the rest of the Place call.
+func (se *Session) commit(b Burst) {
+	se.committed()[b.Team] += b.Expected()
+}
+
+// Expected is what the burst is expected to cost: its first offer's
+// expected cost, the offer it is sent to first.
+func (b Burst) Expected() float64 {
+	if len(b.Offers) == 0 {
+		return 0
 	}
+	return b.Offers[0].ExpectedCost
 }
 
 // runtimeOf is how long a running allocation is expected to run in all:

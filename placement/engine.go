@@ -50,7 +50,8 @@ type Options struct {
 	// Offers is the cloud capacity jobs that may burst can rent now;
 	// BurstAfter is how long a job's on-prem wait, waited so far plus
 	// expected yet, must be before renting pays off; Teams caps what each
-	// team may pay; RestartOverhead is the boot and restore time of a
+	// team may pay (less what it has committed: Session.committed);
+	// RestartOverhead is the boot and restore time of a
 	// cloud restart (burst.go).
 	Offers          []gangway.Offer
 	BurstAfter      time.Duration
@@ -229,7 +230,7 @@ func (se *Session) Place(queue []gangway.QueueEntry) Plan {
 		plan.Unplaced = append(plan.Unplaced, u)
 		if b, ok := se.burst(j, u, plan.Reservations, blocked); ok {
 			plan.Bursts = append(plan.Bursts, b)
-			se.commit(j.Team, b)
+			se.commit(b)
 			return // it leaves the queue
 		}
 		if u.Reason.Retry() {

@@ -146,8 +146,11 @@ var Causes = []string{CauseCompleted, CauseFailed, CauseCancelled, CausePreempte
 // attempt: the offers in order of preference, each tried until one gives
 // Count instances whose agents register.
 type BurstRequest struct {
-	Attempt int                  `json:"attempt"`
-	Offers  []gangway.BurstOffer `json:"offers"`
+	Attempt int `json:"attempt"`
+	// Team is the job's: a leader charges a burst whose instances are
+	// still launching to the team's budget from the recorded request.
+	Team   string               `json:"team,omitempty"`
+	Offers []gangway.BurstOffer `json:"offers"`
 	// Reason is the placement engine's explanation ("on-prem ETA 3h10m;
 	// spot costs $4.10 expected").
 	Reason string `json:"reason"`

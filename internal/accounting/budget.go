@@ -25,9 +25,10 @@ type SegmentSource interface {
 
 // Budgets turns team limits and the ledger's month-to-date cloud spend into
 // the placement engine's team policies. Spend counts recorded segments,
-// i.e. finished attempts; the engine charges what is committed beyond them
-// (runs on cloud nodes at their expected length, the cycle's other bursts)
-// before each burst decision.
+// i.e. finished attempts; what is committed beyond them is charged before
+// each burst decision: runs on cloud nodes at their expected length and
+// the cycle's other bursts by the engine, bursts still launching by the
+// dispatch loop.
 type Budgets struct {
 	Ledger SegmentSource
 	Teams  map[string]TeamLimit

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -52,7 +54,12 @@ func (l *Loop) placementOptions(ctx context.Context, ps placement.Snapshot, queu
 			}
 			l.teams, l.teamsAt = teams, now
 		}
-		o.Teams = l.teams
+		teams, err := l.launching(ctx, l.teams)
+		if err != nil {
+			l.log.Warn("team budgets unavailable; no bursts this cycle", "error", err)
+			return o
+		}
+		o.Teams = teams
 	}
 	o.Offers = offers
 	o.Predicted = l.predict(ps, queue)
@@ -127,5 +134,38 @@ func (l *Loop) deliverBursts(ctx context.Context) {
 }
 
 func burstRequest(b placement.Burst) workflows.BurstRequest {
-	return workflows.BurstRequest{Attempt: b.Attempt, Reason: b.Reason, Offers: b.Offers}
+	return workflows.BurstRequest{Attempt: b.Attempt, Team: b.Team, Reason: b.Reason, Offers: b.Offers}
+}
+
+// launching charges to each team's budget the bursts whose instances are
+// still launching: decided in earlier cycles, recorded in the view until
+// the job is queued pinned to its instances, and neither in the ledger
+// nor running yet (where the engine counts them). teams is not changed.
+func (l *Loop) launching(ctx context.Context, teams map[string]placement.TeamPolicy) (map[string]placement.TeamPolicy, error) {
+	budgeted := false
+	for _, p := range teams {
+		budgeted = budgeted || p.BudgetLeft != placement.NoBudget
+	}
+	if !budgeted {
+		return teams, nil
+	}
+	recs, err := l.cap.Bursts(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("bursts launching: %w", err)
+	}
+	out := maps.Clone(teams)
+	for id, raw := range recs {
+		var req workflows.BurstRequest
+		if err := json.Unmarshal(raw, &req); err != nil {
+			l.log.Warn("undecodable burst record; not charged to a budget", "job_id", id, "error", err)
+			continue
+		}
+		p, ok := out[req.Team]
+		if !ok || p.BudgetLeft == placement.NoBudget || len(req.Offers) == 0 {
+			continue
+		}
+		p.BudgetLeft = max(p.BudgetLeft-req.Offers[0].ExpectedCost, 0)
+		out[req.Team] = p
+	}
+	return out, nil
 }

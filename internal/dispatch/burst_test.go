@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/gangwayhq/gangway/internal/capacity"
 	"github.com/gangwayhq/gangway/placement"
 	"github.com/gangwayhq/gangway/placement/forecast"
+	"github.com/gangwayhq/gangway/workflows"
 )
 
 type fakeCloud []gangway.Offer
@@ -81,6 +83,50 @@ func TestBurstCycle(t *testing.T) {
 	}
 	if len(fw.bursts) != 0 {
 		t.Errorf("bursts over budget: %+v", fw.bursts)
+	}
+}
+
+// TestBurstBudgetCountsLaunchingBursts: a burst whose instances are still
+// launching (recorded in the view, not in the ledger, not running) is
+// charged to its team's budget in the cycles after it was decided, and a
+// new leader, reading the record, charges it too.
+func TestBurstBudgetCountsLaunchingBursts(t *testing.T) {
+	launching := func(team string) []byte {
+		raw, err := json.Marshal(workflows.BurstRequest{Attempt: 1, Team: team,
+			Offers: []gangway.BurstOffer{{Offer: spotOffer, Count: 1, ExpectedCost: 1000}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return raw
+	}
+	for _, tc := range []struct {
+		name   string
+		team   string // the launching burst's
+		budget float64
+		burst  bool // whether b bursts
+	}{
+		{"the team's $1,000 launching leaves $0.50", "t", 1000.5, false},
+		{"the team's $1,000 launching leaves $1,000", "t", 2000, true},
+		{"another team's launching is not charged", "other", 1000.5, true},
+		{"a record without a team (written before records named it) is not charged", "", 1000.5, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := node("n1", 8, 0, gangway.NodeReady, 0, 1, 2, 3, 4, 5, 6, 7)
+			fc := &fakeCapacity{snap: capacity.Snapshot{Now: t0, Nodes: []gangway.NodeStatus{n},
+				Allocations: []gangway.Assignment{{JobID: "other", Attempt: 1, At: t0, MaxRuntime: 10 * time.Hour,
+					Members: []gangway.Member{{NodeID: "n1", GPUs: []int{0, 1, 2, 3, 4, 5, 6, 7}}}}},
+				Queue: []gangway.QueueEntry{burstEntry("b")}},
+				bursting: map[gangway.JobID][]byte{"a": launching(tc.team)}}
+			fw := &fakeWorkflows{}
+			l := New(Config{Holder: "me", Cloud: fakeCloud{spotOffer}, Budgets: fakeBudgets{"t": {BudgetLeft: tc.budget}},
+				Placement: placement.Options{BurstAfter: 10 * time.Minute}}, fc, fw)
+			if _, err := l.Cycle(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := fw.bursts["b"]; ok != tc.burst {
+				t.Errorf("b bursts: %v, want %v (signals %+v)", ok, tc.burst, fw.bursts)
+			}
+		})
 	}
 }
 
