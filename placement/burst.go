@@ -164,8 +164,10 @@ func (se *Session) team(name string) TeamPolicy {
 // but that is already committed: what the team's runs on cloud nodes are
 // expected to cost in all (each GPU's price for the longer of the time it
 // has run and its expected runtime, as the burst decision expects it), and
-// the expected cost of each burst this Place call has decided (commit).
-// Without it, every job of a team could rent at once as long as each alone
+// the jobs queued pinned to cloud nodes launched for them (a burst whose
+// instances are up: each node's GPUs at its price for the job's expected
+// runtime), and the expected cost of each burst this Place call has
+// decided (commit). Without it, every job of a team could rent at once as long as each alone
 // fit the budget. Bursts decided in earlier cycles whose instances are
 // still launching are not in the snapshot: the caller takes them off
 // BudgetLeft (the dispatch loop does, from the view's burst records).
@@ -174,10 +176,26 @@ func (se *Session) committed() map[string]float64 {
 		return se.spent
 	}
 	se.spent = map[string]float64{}
+	budgeted := func(team string) bool {
+		t, ok := se.opts.Teams[team]
+		return ok && t.BudgetLeft != NoBudget
+	}
 	now := se.view.now
+	for i := range se.queued {
+		j := &se.queued[i]
+		if !budgeted(j.Team) {
+			continue
+		}
+		for _, id := range j.Nodes {
+			if k := se.nodeIndex(id); k >= 0 && se.view.nodes[k].CapacityType.Cloud() && se.view.nodes[k].Owner == j.JobID {
+				n := &se.view.nodes[k]
+				se.spent[j.Team] += n.PricePerGPUHour * float64(len(n.GPUs)) * se.expected(j).Hours()
+			}
+		}
+	}
 	for i := range se.running {
 		r := &se.running[i]
-		if t, ok := se.opts.Teams[r.Team]; !ok || t.BudgetLeft == NoBudget {
+		if !budgeted(r.Team) {
 			continue
 		}
 		hours := max(runtimeOf(r, se.opts.Predicted), now.Sub(r.At)).Hours()

@@ -387,6 +387,7 @@ func TestBurstBudgetCommitted(t *testing.T) {
 	}
 	tests := map[string]struct {
 		cloud  bool
+		pinned bool // p queued pinned to c1, launched for it
 		team   string
 		run    time.Duration
 		budget float64
@@ -402,6 +403,9 @@ func TestBurstBudgetCommitted(t *testing.T) {
 		"a run past its expected end counts the hour it has run ($8), not its 30 minutes": {
 			cloud: true, team: "ml", run: 30 * time.Minute, budget: 6 + 2*cost, want: []gangway.JobID{"a"},
 		},
+		"a job queued on the cloud node launched for it counts its expected 2 h ($16), once": {
+			pinned: true, budget: 16 + 1.5*cost, want: []gangway.JobID{"a"},
+		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -410,9 +414,21 @@ func TestBurstBudgetCommitted(t *testing.T) {
 				c1, r2 := cloudRun(tc.team, tc.run)
 				f = fleet(node("n1").gpus(8, "A100"), c1).with(running("r1").on("n1", 0, 1, 2, 3, 4, 5, 6, 7).runtime(24*time.Hour), r2)
 			}
+			queue := []gangway.QueueEntry{burstJob("a", 1), burstJob("b", 1), burstJob("c", 1)}
+			if tc.pinned {
+				c1 := node("c1").gpus(8, "A100")
+				c1.n.CapacityType, c1.n.PricePerGPUHour, c1.n.Owner = gangway.CapacitySpot, 1, "p"
+				f = fleet(node("n1").gpus(8, "A100"), c1).with(running("r1").on("n1", 0, 1, 2, 3, 4, 5, 6, 7).runtime(24 * time.Hour))
+				p := job("p").gang(1, 8).prio(200).j
+				p.Nodes, p.Runtime, p.MaxRuntime = []string{"c1"}, 2*time.Hour, 2*time.Hour
+				queue = append(queue, p)
+			}
 			o := placement.Options{Offers: []gangway.Offer{spotA100}, BurstAfter: 10 * time.Minute,
 				Teams: map[string]placement.TeamPolicy{"ml": {BudgetLeft: tc.budget}, "cv": {BudgetLeft: 0}}}
-			p := placement.Place(f.build(), []gangway.QueueEntry{burstJob("a", 1), burstJob("b", 1), burstJob("c", 1)}, o)
+			p := placement.Place(f.build(), queue, o)
+			if tc.pinned && (len(p.Assignments) != 1 || p.Assignments[0].JobID != "p") {
+				t.Fatalf("assignments %+v; want p on c1", p.Assignments)
+			}
 			var got []gangway.JobID
 			for _, b := range p.Bursts {
 				got = append(got, b.JobID)

@@ -147,8 +147,10 @@ type Session struct {
 	// ends is running by end (endOrder), up to running[:endsFor].
 	ends    []ending
 	endsFor int
-	// spent is committed's answer for this Place call.
-	spent map[string]float64
+	// spent is committed's answer for this Place call, whose queue is
+	// queued.
+	spent  map[string]float64
+	queued []gangway.QueueEntry
 	// defrags are this Place call's defragmentations under way, by the
 	// job they make room for; holders are the jobs GPUs are reserved for
 	// by one (the job and the jobs moved); defragSpent is what this call
@@ -207,7 +209,10 @@ func (se *Session) Place(queue []gangway.QueueEntry) Plan {
 	se.epoch++ // the last call's reservations and holds are gone
 	se.placedFrom = len(se.running)
 	se.endsFor = 0 // running may have changed between calls
-	se.spent = nil
+	se.spent, se.queued = nil, queue
+	if len(se.opts.Teams) > 0 {
+		se.committed() // before this call places anything: a job placed from the queue counts once
+	}
 	defer se.releaseHeld()
 	se.resumeDefrags(queue)
 	jobs := make([]*gangway.QueueEntry, len(queue))
