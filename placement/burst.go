@@ -52,11 +52,15 @@ const never = time.Duration(-1)
 // capacity, and nothing yet while waiting is safe and on-demand would not
 // pay; spot first among what it may. Spot offers whose expected duration
 // (interruptions included) would not finish in time are dropped too.
-func (se *Session) burst(j *gangway.QueueEntry, u Unplaced, rs []Reservation, ahead queuedAhead) (Burst, bool) {
-	b := j.Burst
+//
+// A job that has waited, or would wait, long enough to burst but may rent
+// nothing gets why instead (refused, for its reason's detail): no offer
+// matches it, every one is over a price cap, the deadline policy waits, no
+// offer finishes by the deadline, or its team's budget is short.
+func (se *Session) burst(j *gangway.QueueEntry, u Unplaced, rs []Reservation, ahead queuedAhead) (b Burst, refused string, ok bool) {
 	// Cloud offers are whole GPUs: a job on MIG devices stays on-prem.
-	if !b.Enabled || len(j.Nodes) > 0 || len(se.opts.Offers) == 0 || j.MIG() {
-		return Burst{}, false
+	if !j.Burst.Enabled || len(j.Nodes) > 0 || len(se.opts.Offers) == 0 || j.MIG() {
+		return Burst{}, "", false
 	}
 	now := se.view.now
 	eta := se.onPremETA(j, u, rs, ahead)
@@ -68,7 +72,7 @@ func (se *Session) burst(j *gangway.QueueEntry, u Unplaced, rs []Reservation, ah
 		waited = max(now.Sub(j.EnqueuedAt), 0)
 	}
 	if eta != never && waited+eta <= se.opts.BurstAfter && !late {
-		return Burst{}, false
+		return Burst{}, "", false
 	}
 	team := se.team(j.Team)
 	rent := spotpolicy.Rent{Spot: true, OnDemand: true}
@@ -80,21 +84,22 @@ func (se *Session) burst(j *gangway.QueueEntry, u Unplaced, rs []Reservation, ah
 		rent = spotpolicy.RentNow(spotpolicy.BurstPolicy(), st)
 	}
 	var choices []gangway.BurstOffer
+	var no refusals
 	for _, o := range se.opts.Offers {
-		if o.CapacityType == gangway.CapacitySpot && !rent.Spot || o.CapacityType != gangway.CapacitySpot && !rent.OnDemand {
-			continue
+		c, r := se.choose(j, o, team)
+		switch {
+		case r != refuseNone:
+			no.add(r, c)
+		case o.CapacityType == gangway.CapacitySpot && !rent.Spot || o.CapacityType != gangway.CapacitySpot && !rent.OnDemand:
+			no.add(refusePolicy, c)
+		case !j.Deadline.IsZero() && now.Add(c.ExpectedDuration).After(j.Deadline):
+			no.add(refuseDeadline, c)
+		default:
+			choices = append(choices, c)
 		}
-		c, ok := se.choose(j, o, team)
-		if !ok {
-			continue
-		}
-		if !j.Deadline.IsZero() && now.Add(c.ExpectedDuration).After(j.Deadline) {
-			continue
-		}
-		choices = append(choices, c)
 	}
 	if len(choices) == 0 {
-		return Burst{}, false
+		return Burst{}, no.why(j, team, se.committed()[j.Team]), false
 	}
 	slices.SortStableFunc(choices, func(a, b gangway.BurstOffer) int { return cmp.Compare(a.ExpectedCost, b.ExpectedCost) })
 	if !j.Deadline.IsZero() {
@@ -118,7 +123,62 @@ func (se *Session) burst(j *gangway.QueueEntry, u Unplaced, rs []Reservation, ah
 	if late {
 		reason += fmt.Sprintf("; the deadline %s needs it", j.Deadline.UTC().Format(time.RFC3339))
 	}
-	return Burst{JobID: j.JobID, Attempt: j.Attempt, Team: j.Team, Offers: choices, ETA: eta, Reason: reason}, true
+	return Burst{JobID: j.JobID, Attempt: j.Attempt, Team: j.Team, Offers: choices, ETA: eta, Reason: reason}, "", true
+}
+
+// refusal is why an offer is not rented for a job, in the order the
+// decision gets to it: the later, the nearer the job came to bursting.
+type refusal int
+
+const (
+	refuseNone     refusal = iota
+	refuseMatch            // pools, capacity types, GPU models, GPUs per instance
+	refusePrice            // over the job's or the team's price cap
+	refusePolicy           // the deadline policy does not take this capacity type now
+	refuseDeadline         // expected to finish after the deadline
+	refuseBudget           // expected to cost more than the team has left
+	refuseForever          // interruptions expected to keep it from ever finishing
+)
+
+// refusals keeps the furthest refusal of a burst decision's offers and the
+// cheapest offer refused so (by price per GPU-hour for a price cap, which
+// rules an offer out before it is priced in all; else by expected cost).
+type refusals struct {
+	worst    refusal
+	cheapest gangway.BurstOffer
+}
+
+func (n *refusals) add(r refusal, c gangway.BurstOffer) {
+	cost := func(o gangway.BurstOffer) float64 {
+		if r == refusePrice {
+			return o.PricePerHour // the same job: the same GPUs per replica
+		}
+		return o.ExpectedCost
+	}
+	if r > n.worst || (r == n.worst && cost(c) < cost(n.cheapest)) {
+		n.worst, n.cheapest = r, c
+	}
+}
+
+// why says why nothing is rented, for the job's reason's detail.
+func (n *refusals) why(j *gangway.QueueEntry, team TeamPolicy, committed float64) string {
+	c := n.cheapest
+	switch n.worst {
+	case refuseMatch:
+		return "no cloud offer has its GPU model, pool and capacity type with room for a replica"
+	case refusePrice:
+		return fmt.Sprintf("every matching cloud offer is over its price cap (cheapest $%.2f/GPU-h)", c.PricePerGPUHourFor(j.GPUsPerReplica))
+	case refusePolicy:
+		return "its deadline leaves time to wait for on-prem GPUs"
+	case refuseDeadline:
+		return fmt.Sprintf("no cloud offer is expected to finish by its deadline (the soonest in %s)", c.ExpectedDuration.Round(time.Minute))
+	case refuseBudget:
+		return fmt.Sprintf("team %s has $%.2f of its cloud budget left after $%.2f committed to runs and bursts not yet billed; the cheapest matching offer is expected to cost $%.2f",
+			j.Team, team.BudgetLeft, committed, c.ExpectedCost)
+	case refuseForever:
+		return "spot interruptions are expected to keep it from finishing, and nothing else matches"
+	}
+	return ""
 }
 
 // CloudOptions prices every offer in Options.Offers that j could rent now
@@ -135,8 +195,8 @@ func (se *Session) CloudOptions(j *gangway.QueueEntry) []gangway.BurstOffer {
 	team := se.team(j.Team)
 	var out []gangway.BurstOffer
 	for _, o := range se.opts.Offers {
-		c, ok := se.choose(j, o, team)
-		if !ok || (!j.Deadline.IsZero() && se.view.now.Add(c.ExpectedDuration).After(j.Deadline)) {
+		c, r := se.choose(j, o, team)
+		if r != refuseNone || (!j.Deadline.IsZero() && se.view.now.Add(c.ExpectedDuration).After(j.Deadline)) {
 			continue
 		}
 		out = append(out, c)
@@ -236,12 +296,13 @@ func runtimeOf(r *gangway.Assignment, predicted map[gangway.JobID]time.Duration)
 	return r.MaxRuntime
 }
 
-// choose prices offer o for j, or rules it out.
-func (se *Session) choose(j *gangway.QueueEntry, o gangway.Offer, team TeamPolicy) (gangway.BurstOffer, bool) {
+// choose prices offer o for j, or says why it is ruled out (with what it
+// priced so far).
+func (se *Session) choose(j *gangway.QueueEntry, o gangway.Offer, team TeamPolicy) (gangway.BurstOffer, refusal) {
 	b := j.Burst
 	if o.GPUsPerInstance < j.GPUsPerReplica || j.GPUsPerReplica == 0 ||
 		!allowed(b.Pools, o.Pool) || !allowed(b.CapacityTypes, o.CapacityType) || !allowed(j.GPUModels, o.GPUModel) {
-		return gangway.BurstOffer{}, false
+		return gangway.BurstOffer{}, refuseMatch
 	}
 	c := gangway.BurstOffer{Offer: o, Count: j.Replicas}
 	work := spotpolicy.Work{Replicas: j.Replicas, GPUsPerReplica: j.GPUsPerReplica, Remaining: se.expected(j),
@@ -249,13 +310,16 @@ func (se *Session) choose(j *gangway.QueueEntry, o gangway.Offer, team TeamPolic
 	price := o.PricePerGPUHourFor(j.GPUsPerReplica)
 	if (b.MaxPricePerGPUHour > 0 && price > b.MaxPricePerGPUHour) ||
 		(team.MaxPricePerGPUHour > 0 && price > team.MaxPricePerGPUHour) {
-		return gangway.BurstOffer{}, false
+		return c, refusePrice
 	}
 	c.ExpectedCost, c.ExpectedDuration = spotpolicy.ExpectedCost(o, work), spotpolicy.ExpectedDuration(o, work)
-	if math.IsInf(c.ExpectedCost, 1) || (team.BudgetLeft != NoBudget && c.ExpectedCost > team.BudgetLeft) {
-		return gangway.BurstOffer{}, false
+	switch {
+	case math.IsInf(c.ExpectedCost, 1):
+		return c, refuseForever
+	case team.BudgetLeft != NoBudget && c.ExpectedCost > team.BudgetLeft:
+		return c, refuseBudget
 	}
-	return c, true
+	return c, refuseNone
 }
 
 // expected is how long the burst decision expects j's run to last: its

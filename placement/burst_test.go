@@ -439,3 +439,64 @@ func TestBurstBudgetCommitted(t *testing.T) {
 		})
 	}
 }
+
+// TestBurstRefusedSaysWhy: a job that has waited long enough to burst but
+// may rent nothing says why in its reason's detail.
+func TestBurstRefusedSaysWhy(t *testing.T) {
+	f := fleet(node("n1").gpus(8, "A100")).with(running("r1").on("n1", 0, 1, 2, 3, 4, 5, 6, 7).runtime(4 * time.Hour))
+	tests := map[string]struct {
+		job  func(j *gangway.QueueEntry)
+		opts func(o *placement.Options)
+		want string // the detail's end; "": no refusal in it
+	}{
+		"bursts: nothing to say": {},
+		"a wait short of the threshold: nothing to say": {
+			opts: func(o *placement.Options) { o.BurstAfter = 4 * time.Hour },
+		},
+		"its team's budget is short": {
+			opts: func(o *placement.Options) {
+				o.Teams = map[string]placement.TeamPolicy{"ml": {BudgetLeft: 5, MaxPricePerGPUHour: 10}}
+			},
+			want: "; not bursting: team ml has $5.00 of its cloud budget left after $0.00 committed to runs and bursts not yet billed; the cheapest matching offer is expected to cost $16.27",
+		},
+		"over its price cap": {
+			job:  func(j *gangway.QueueEntry) { j.Burst.MaxPricePerGPUHour = 0.5 },
+			want: "; not bursting: every matching cloud offer is over its price cap (cheapest $1.00/GPU-h)",
+		},
+		"no offer in its pools": {
+			job:  func(j *gangway.QueueEntry) { j.Burst.Pools = []string{"elsewhere"} },
+			want: "; not bursting: no cloud offer has its GPU model, pool and capacity type with room for a replica",
+		},
+		"no offer finishes by its deadline": {
+			job:  func(j *gangway.QueueEntry) { j.Deadline = t0.Add(time.Hour) },
+			want: "; not bursting: no cloud offer is expected to finish by its deadline (the soonest in 2h0m0s)",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			j := burstJob("j", 1)
+			if tc.job != nil {
+				tc.job(&j)
+			}
+			o := placement.Options{Offers: []gangway.Offer{spotA100, odA100}, BurstAfter: 10 * time.Minute}
+			if tc.opts != nil {
+				tc.opts(&o)
+			}
+			p := placement.Place(f.build(), []gangway.QueueEntry{j}, o)
+			if len(p.Unplaced) != 1 {
+				t.Fatalf("unplaced %+v; want j", p.Unplaced)
+			}
+			detail := p.Unplaced[0].Detail
+			_, refused, _ := strings.Cut(detail, "; not bursting: ")
+			switch {
+			case tc.want == "" && refused != "":
+				t.Errorf("detail %q says why it does not burst; want nothing", detail)
+			case tc.want != "" && !strings.HasSuffix(detail, tc.want):
+				t.Errorf("detail %q; want it to end %q", detail, tc.want)
+			}
+			if tc.want != "" && len(p.Bursts) != 0 {
+				t.Errorf("bursts %+v; want none", p.Bursts)
+			}
+		})
+	}
+}

@@ -232,8 +232,12 @@ func (se *Session) Place(queue []gangway.QueueEntry) Plan {
 	// one's reason: alike jobs are alike on-prem, not in whether each has
 	// waited long enough to burst.
 	wait := func(j *gangway.QueueEntry, u Unplaced) {
+		b, refused, ok := se.burst(j, u, plan.Reservations, blocked)
+		if refused != "" {
+			u.Detail += "; not bursting: " + refused
+		}
 		plan.Unplaced = append(plan.Unplaced, u)
-		if b, ok := se.burst(j, u, plan.Reservations, blocked); ok {
+		if ok {
 			plan.Bursts = append(plan.Bursts, b)
 			se.commit(b)
 			return // it leaves the queue
