@@ -99,7 +99,7 @@ func (se *Session) burst(j *gangway.QueueEntry, u Unplaced, rs []Reservation, ah
 		}
 	}
 	if len(choices) == 0 {
-		return Burst{}, no.why(j, team, se.committed()[j.Team]), false
+		return Burst{}, no.why(j, rent, team, se.committed()[j.Team]), false
 	}
 	slices.SortStableFunc(choices, func(a, b gangway.BurstOffer) int { return cmp.Compare(a.ExpectedCost, b.ExpectedCost) })
 	if !j.Deadline.IsZero() {
@@ -127,17 +127,17 @@ func (se *Session) burst(j *gangway.QueueEntry, u Unplaced, rs []Reservation, ah
 }
 
 // refusal is why an offer is not rented for a job, in the order the
-// decision gets to it: the later, the nearer the job came to bursting.
+// decision checks: the later, the nearer the offer came to being rented.
 type refusal int
 
 const (
 	refuseNone     refusal = iota
 	refuseMatch            // pools, capacity types, GPU models, GPUs per instance
 	refusePrice            // over the job's or the team's price cap
+	refuseForever          // interruptions expected to keep it from ever finishing
+	refuseBudget           // expected to cost more than the team has left
 	refusePolicy           // the deadline policy does not take this capacity type now
 	refuseDeadline         // expected to finish after the deadline
-	refuseBudget           // expected to cost more than the team has left
-	refuseForever          // interruptions expected to keep it from ever finishing
 )
 
 // refusals keeps the furthest refusal of a burst decision's offers and the
@@ -160,8 +160,9 @@ func (n *refusals) add(r refusal, c gangway.BurstOffer) {
 	}
 }
 
-// why says why nothing is rented, for the job's reason's detail.
-func (n *refusals) why(j *gangway.QueueEntry, team TeamPolicy, committed float64) string {
+// why says why nothing is rented, for the job's reason's detail; rent is
+// what the deadline policy takes now.
+func (n *refusals) why(j *gangway.QueueEntry, rent spotpolicy.Rent, team TeamPolicy, committed float64) string {
 	c := n.cheapest
 	switch n.worst {
 	case refuseMatch:
@@ -169,14 +170,21 @@ func (n *refusals) why(j *gangway.QueueEntry, team TeamPolicy, committed float64
 	case refusePrice:
 		return fmt.Sprintf("every matching cloud offer is over its price cap (cheapest $%.2f/GPU-h)", c.PricePerGPUHourFor(j.GPUsPerReplica))
 	case refusePolicy:
-		return "its deadline leaves time to wait for on-prem GPUs"
+		switch {
+		case !rent.Spot && !rent.OnDemand:
+			return "its deadline leaves time to wait for on-prem GPUs"
+		case !rent.Spot:
+			return "its deadline leaves too little slack for spot, and no on-demand offer is within its limits"
+		default:
+			return "its deadline policy takes spot alone for now, and no spot offer is within its limits"
+		}
 	case refuseDeadline:
 		return fmt.Sprintf("no cloud offer is expected to finish by its deadline (the soonest in %s)", c.ExpectedDuration.Round(time.Minute))
 	case refuseBudget:
 		return fmt.Sprintf("team %s has $%.2f of its cloud budget left after $%.2f committed to runs and bursts not yet billed; the cheapest matching offer is expected to cost $%.2f",
 			j.Team, team.BudgetLeft, committed, c.ExpectedCost)
 	case refuseForever:
-		return "spot interruptions are expected to keep it from finishing, and nothing else matches"
+		return "spot interruptions are expected to keep it from ever finishing, and no other offer is within its limits"
 	}
 	return ""
 }
@@ -227,10 +235,11 @@ func (se *Session) team(name string) TeamPolicy {
 // the jobs queued pinned to cloud nodes launched for them (a burst whose
 // instances are up: each node's GPUs at its price for the job's expected
 // runtime), and the expected cost of each burst this Place call has
-// decided (commit). Without it, every job of a team could rent at once as long as each alone
-// fit the budget. Bursts decided in earlier cycles whose instances are
-// still launching are not in the snapshot: the caller takes them off
-// BudgetLeft (the dispatch loop does, from the view's burst records).
+// decided (commit). Without it, every job of a team could rent at once
+// as long as each alone fit the budget. Bursts decided in earlier cycles
+// whose instances are still launching are not in the snapshot: the caller
+// takes them off BudgetLeft (the dispatch loop does, from the view's
+// burst records).
 func (se *Session) committed() map[string]float64 {
 	if se.spent != nil {
 		return se.spent

@@ -467,6 +467,11 @@ func TestBurstRefusedSaysWhy(t *testing.T) {
 			job:  func(j *gangway.QueueEntry) { j.Burst.Pools = []string{"elsewhere"} },
 			want: "; not bursting: no cloud offer has its GPU model, pool and capacity type with room for a replica",
 		},
+		"a deadline far off, on-demand alone offered: the deadline policy takes spot": {
+			job:  func(j *gangway.QueueEntry) { j.Deadline = t0.Add(48 * time.Hour) },
+			opts: func(o *placement.Options) { o.Offers = []gangway.Offer{odA100} },
+			want: "; not bursting: its deadline policy takes spot alone for now, and no spot offer is within its limits",
+		},
 		"no offer finishes by its deadline": {
 			job:  func(j *gangway.QueueEntry) { j.Deadline = t0.Add(time.Hour) },
 			want: "; not bursting: no cloud offer is expected to finish by its deadline (the soonest in 2h0m0s)",
