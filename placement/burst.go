@@ -362,6 +362,8 @@ func (se *Session) onPremETA(j *gangway.QueueEntry, u Unplaced, rs []Reservation
 	predicted := se.opts.Predicted
 	if !j.Deadline.IsZero() {
 		predicted = nil
+	} else if at, ok := se.opts.ExpectedStarts[j.JobID]; ok {
+		return max(at.Sub(now), 0)
 	}
 	reserved := never
 	for _, r := range rs {

@@ -505,3 +505,42 @@ func TestBurstRefusedSaysWhy(t *testing.T) {
 		})
 	}
 }
+
+// TestBurstOnExpectedStarts: where the start-time estimator expects a job
+// to start on-prem (Options.ExpectedStarts), the burst decision reads its
+// wait from there rather than from the running jobs' ends; a job with a
+// deadline keeps to the declared runtimes.
+func TestBurstOnExpectedStarts(t *testing.T) {
+	// n1 frees in 5 minutes by r1's declared runtime.
+	soon := running("r1").on("n1", 0, 1, 2, 3, 4, 5, 6, 7).runtime(65 * time.Minute)
+	f := fleet(node("n1").gpus(8, "A100")).with(soon)
+	for _, tc := range []struct {
+		name     string
+		expected time.Duration // from now; 0: no estimate
+		deadline bool
+		wantETA  time.Duration // -2: no burst
+	}{
+		{"no estimate: n1 in 5 minutes, no burst", 0, false, -2},
+		{"expected in 3 h: bursts on it", 3 * time.Hour, false, 3 * time.Hour},
+		{"expected in 5 minutes: no burst", 5 * time.Minute, false, -2},
+		{"a deadline: the declared runtimes, no burst", 3 * time.Hour, true, -2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			j := burstJob("j", 1)
+			if tc.deadline {
+				j.Deadline = t0.Add(48 * time.Hour)
+			}
+			o := placement.Options{Offers: []gangway.Offer{spotA100}, BurstAfter: 10 * time.Minute}
+			if tc.expected > 0 {
+				o.ExpectedStarts = map[gangway.JobID]time.Time{"j": t0.Add(tc.expected)}
+			}
+			p := placement.Place(f.build(), []gangway.QueueEntry{j}, o)
+			switch {
+			case tc.wantETA == -2 && len(p.Bursts) != 0:
+				t.Errorf("bursts %+v; want none", p.Bursts)
+			case tc.wantETA != -2 && (len(p.Bursts) != 1 || p.Bursts[0].ETA != tc.wantETA):
+				t.Errorf("bursts %+v; want j with an on-prem ETA of %v", p.Bursts, tc.wantETA)
+			}
+		})
+	}
+}

@@ -66,6 +66,12 @@ type Options struct {
 	// (a deadline met at the median is missed half the time), and so do
 	// reservations and backfill. nil: the declared runtimes everywhere.
 	Predicted map[gangway.JobID]time.Duration
+	// ExpectedStarts is, per waiting job, when the start-time estimator
+	// expects it to start on-prem (its P50: the queue played forward by
+	// this engine, calibrated on the starts seen). The burst decision
+	// reads a job's on-prem wait from it where it has one, in place of the
+	// running jobs' ends; not for a job with a deadline.
+	ExpectedStarts map[gangway.JobID]time.Time
 	// SampleNodes bounds how many feasible nodes are scored per replica
 	// (0: all), starting where the previous search stopped, as Kubernetes'
 	// percentageOfNodesToScore does: on very large fleets it trades a

@@ -227,11 +227,13 @@ raised by --speedup; see docs/benchmarks.md).
 --burst-price P, with --eta, lets every job rent on-demand cloud GPUs at $P
 per GPU-hour (instances of 1, 2, 4 and 8 of each GPU model in the fleet), as
 gangway server's burst decision sends them: once the wait so far plus the
-expected on-prem wait passes --burst-after; the instances start the job
---burst-boot later and it runs its work there. Every policy is replayed three times, the decision
-expecting the runtimes the jobs declare (their limits), the runtimes the
-start-time estimator learns, and the true ones, and a table adds the bursts,
-the cloud GPU-hours and dollars, the cost per useful GPU-hour and the waits.`,
+expected on-prem wait (the job's start-time estimate once it has one)
+passes --burst-after; the instances start the job --burst-boot later and
+it runs its work there. Every policy is replayed three times, the decision
+and the estimates it reads expecting the runtimes the jobs declare (their
+limits), the runtimes the start-time estimator learns, and the true ones,
+and a table adds the bursts, the cloud GPU-hours and dollars, the cost per
+useful GPU-hour and the waits.`,
 		Example: `  gangway replay trace --limit 2000
   gangway replay trace --speedup 10000 --plot trace.png --csv out/
   gangway replay trace --tasks ../shared/traces/openb/openb_pod_list_multigpu20.csv

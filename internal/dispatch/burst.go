@@ -63,7 +63,31 @@ func (l *Loop) placementOptions(ctx context.Context, ps placement.Snapshot, queu
 	}
 	o.Offers = offers
 	o.Predicted = l.predict(ps, queue)
+	o.ExpectedStarts = l.expectedStarts(queue)
 	return o
+}
+
+// expectedStarts is the latest forecast's P50 start of every queued job
+// that may burst, for the burst decision (placement.Options.ExpectedStarts),
+// so that a job bursts on the wait it is shown; not for a job the forecast
+// itself sends to the cloud (forecast.Estimate.Burst), whose on-prem start
+// it does not know, nor for one it did not see start within its horizon
+// (Beyond: the P50 is only a lower bound). nil without estimates.
+func (l *Loop) expectedStarts(queue []gangway.QueueEntry) map[gangway.JobID]time.Time {
+	ests := l.estimates.Load()
+	if ests == nil {
+		return nil
+	}
+	out := map[gangway.JobID]time.Time{}
+	for _, e := range queue {
+		if !e.Burst.Enabled || len(e.Nodes) > 0 {
+			continue
+		}
+		if est, ok := (*ests)[e.JobID]; ok && !est.Burst && !est.Beyond {
+			out[e.JobID] = est.P50
+		}
+	}
+	return out
 }
 
 // predict is the median runtime the estimator's model gives every running

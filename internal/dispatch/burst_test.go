@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/internal/capacity"
 	"github.com/gangwayhq/gangway/placement"
@@ -167,5 +169,28 @@ func TestBurstExpectsTheLearnedRuntimes(t *testing.T) {
 		case tc.burst != "" && (!ok || !strings.HasPrefix(req.Reason, tc.burst)):
 			t.Errorf("other ends in %v by the model: burst %+v, want one whose reason begins %q", tc.left, req, tc.burst)
 		}
+	}
+}
+
+// TestExpectedStarts: the burst decision is given the latest forecast's P50
+// of the queued jobs that may burst, but not of a job the forecast itself
+// bursts (its on-prem start is unknown), of one beyond its horizon (the P50
+// is a lower bound), or of one that may not burst.
+func TestExpectedStarts(t *testing.T) {
+	l := New(Config{Holder: "me"}, &fakeCapacity{}, &fakeWorkflows{})
+	if got := l.expectedStarts([]gangway.QueueEntry{burstEntry("a")}); got != nil {
+		t.Errorf("before any forecast: %v, want nil", got)
+	}
+	at := t0.Add(time.Hour)
+	ests := map[gangway.JobID]forecast.Estimate{
+		"a":    {JobID: "a", P50: at},
+		"cl":   {JobID: "cl", P50: at, Burst: true},
+		"far":  {JobID: "far", P50: at, Beyond: true},
+		"stay": {JobID: "stay", P50: at},
+	}
+	l.estimates.Store(&ests)
+	got := l.expectedStarts([]gangway.QueueEntry{burstEntry("a"), burstEntry("cl"), burstEntry("far"), entry("stay", 1, 8), burstEntry("new")})
+	if diff := cmp.Diff(map[gangway.JobID]time.Time{"a": at}, got); diff != "" {
+		t.Errorf("expected starts (-want +got):\n%s", diff)
 	}
 }

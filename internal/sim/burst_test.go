@@ -74,16 +74,17 @@ func TestBurstReplay(t *testing.T) {
 
 	// Past any wait, only the jobs the decision sees never starting
 	// on-prem burst: those no node could ever take (which a replay without
-	// a cloud drops), and those behind more queued GPUs than all running
-	// jobs free. That does not depend on when the running jobs end.
+	// a cloud drops), and those whose GPUs the running jobs and the jobs
+	// ahead would never free. Which those are depends on the runtimes the
+	// forecast plays (a job it starts on-prem, however late, waits).
 	unplaceable := run(nil).Runs[0].Unplaceable
 	if unplaceable == 0 {
 		t.Fatal("no job too large for the fleet: the case below tests nothing")
 	}
 	never := run(&TraceBurst{PricePerGPUHour: price, After: 1000 * time.Hour}).Runs
 	for i, r := range never {
-		if r.Bursts < unplaceable || r.Bursts != never[0].Bursts || r.Bursts >= res.Runs[i].Bursts || r.Unplaceable != 0 {
-			t.Errorf("%s: %d bursts, %d unplaceable with a 1,000 h threshold; want the same in every run, at least the %d that never fit, fewer than the %d after a minute",
+		if r.Bursts < unplaceable || r.Bursts >= res.Runs[i].Bursts || r.Unplaceable != 0 {
+			t.Errorf("%s: %d bursts, %d unplaceable with a 1,000 h threshold; want at least the %d that never fit, fewer than the %d after a minute",
 				r.Label(), r.Bursts, r.Unplaceable, unplaceable, res.Runs[i].Bursts)
 		}
 	}

@@ -163,8 +163,10 @@ type gpuKey struct {
 func newSimulation(in Input, rt Runtimes, q float64, o Options) *simulation {
 	po := in.Options
 	po.MaxAssignments = 0 // the loop's per-cycle cap only spreads starts over cycles
-	// The simulated burst decisions expect the runs the simulation plays.
+	// The simulated burst decisions expect the runs the simulation plays,
+	// and the waits it plays, not the last forecast's.
 	po.Predicted = Predicted(in.Snapshot, in.Queue, rt, q)
+	po.ExpectedStarts = nil
 	s := &simulation{in: in, rt: rt, q: q, o: o, now: in.Snapshot.Now, se: placement.NewSession(in.Snapshot, po),
 		want: make(map[gangway.JobID]bool, len(in.Queue)), running: make(map[gangway.JobID]*simRun, len(in.Snapshot.Running)),
 		override: map[gangway.JobID]time.Duration{}, entries: make(map[gangway.JobID]*gangway.QueueEntry, len(in.Queue)), freedBy: map[gpuKey]gangway.JobID{}, model: map[string]string{},
