@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"container/heap"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"time"
@@ -234,8 +235,10 @@ func (se *Session) team(name string) TeamPolicy {
 // has run and its expected runtime, as the burst decision expects it), and
 // the jobs queued pinned to cloud nodes launched for them (a burst whose
 // instances are up: each node's GPUs at its price for the job's expected
-// runtime), and the expected cost of each burst this Place call has
-// decided (commit). Without it, every job of a team could rent at once
+// runtime), and the expected cost of each burst this session has decided
+// (commit: a burst leaves the queue for instances the snapshot does not
+// hold, so the forecast's simulated cycles keep counting the bursts of the
+// cycles before). Without it, every job of a team could rent at once
 // as long as each alone fit the budget. Bursts decided in earlier cycles
 // whose instances are still launching are not in the snapshot: the caller
 // takes them off BudgetLeft (the dispatch loop does, from the view's
@@ -244,7 +247,10 @@ func (se *Session) committed() map[string]float64 {
 	if se.spent != nil {
 		return se.spent
 	}
-	se.spent = map[string]float64{}
+	se.spent = maps.Clone(se.burstSpent)
+	if se.spent == nil {
+		se.spent = map[string]float64{}
+	}
 	budgeted := func(team string) bool {
 		t, ok := se.opts.Teams[team]
 		return ok && t.BudgetLeft != NoBudget
@@ -278,9 +284,13 @@ func (se *Session) committed() map[string]float64 {
 }
 
 // commit charges a burst's expected cost (Burst.Expected) to its team for
-// the rest of the Place call.
+// the rest of the session.
 func (se *Session) commit(b Burst) {
 	se.committed()[b.Team] += b.Expected()
+	if se.burstSpent == nil {
+		se.burstSpent = map[string]float64{}
+	}
+	se.burstSpent[b.Team] += b.Expected()
 }
 
 // Expected is what the burst is expected to cost: its first offer's

@@ -544,3 +544,24 @@ func TestBurstOnExpectedStarts(t *testing.T) {
 		})
 	}
 }
+
+// TestBurstBudgetAcrossCalls: in a session of several Place calls (the
+// forecast's simulated cycles) a burst stays charged to its team's budget
+// after the call that decided it: its instances are not in the snapshot.
+func TestBurstBudgetAcrossCalls(t *testing.T) {
+	cost := spotpolicy.ExpectedCost(spotA100, spotpolicy.Work{Replicas: 1, GPUsPerReplica: 8, Remaining: 2 * time.Hour,
+		Checkpointable: true, CheckpointInterval: 10 * time.Minute})
+	f := fleet(node("n1").gpus(8, "A100")).with(running("r1").on("n1", 0, 1, 2, 3, 4, 5, 6, 7).runtime(24 * time.Hour))
+	se := placement.NewSession(f.build(), placement.Options{Offers: []gangway.Offer{spotA100}, BurstAfter: 10 * time.Minute,
+		Teams: map[string]placement.TeamPolicy{"ml": {BudgetLeft: 1.5 * cost}}})
+	if p := se.Place([]gangway.QueueEntry{burstJob("a", 1)}); len(p.Bursts) != 1 {
+		t.Fatalf("first call: bursts %+v, want a", p.Bursts)
+	}
+	p := se.Place([]gangway.QueueEntry{burstJob("b", 1)})
+	if len(p.Bursts) != 0 {
+		t.Errorf("second call: bursts %+v; want none (a spent the budget)", p.Bursts)
+	}
+	if len(p.Unplaced) != 1 || !strings.Contains(p.Unplaced[0].Detail, "not bursting: team ml has") {
+		t.Errorf("unplaced %+v; want b to say its team's budget is short", p.Unplaced)
+	}
+}

@@ -154,9 +154,11 @@ type Session struct {
 	ends    []ending
 	endsFor int
 	// spent is committed's answer for this Place call, whose queue is
-	// queued.
-	spent  map[string]float64
-	queued []gangway.QueueEntry
+	// queued; burstSpent is what the session's bursts are expected to
+	// cost, per team.
+	spent      map[string]float64
+	queued     []gangway.QueueEntry
+	burstSpent map[string]float64
 	// defrags are this Place call's defragmentations under way, by the
 	// job they make room for; holders are the jobs GPUs are reserved for
 	// by one (the job and the jobs moved); defragSpent is what this call
