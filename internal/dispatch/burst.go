@@ -18,7 +18,8 @@ import (
 )
 
 // budgetsTTL is how long the loop reuses the teams' budgets: they come
-// from the month's ledger, which changes only as runs end.
+// from the month's ledger, which changes only as runs end. It reads them
+// again at once when a cloud run has ended (cloudEnded).
 const budgetsTTL = 15 * time.Second
 
 // placementOptions are the configured options plus what changes between
@@ -46,13 +47,14 @@ func (l *Loop) placementOptions(ctx context.Context, ps placement.Snapshot, queu
 		return o
 	}
 	if l.cfg.Budgets != nil {
-		if l.teams == nil || now.Sub(l.teamsAt) >= budgetsTTL {
+		runs := cloudRuns(ps)
+		if l.teams == nil || now.Sub(l.teamsAt) >= budgetsTTL || cloudEnded(l.teamsRuns, runs) {
 			teams, err := l.cfg.Budgets.TeamPolicies(ctx, now)
 			if err != nil {
 				l.log.Warn("team budgets unavailable; no bursts this cycle", "error", err)
 				return o
 			}
-			l.teams, l.teamsAt = teams, now
+			l.teams, l.teamsAt, l.teamsRuns = teams, now, runs
 		}
 		teams, err := l.launching(ctx, l.teams)
 		if err != nil {
@@ -159,6 +161,41 @@ func (l *Loop) deliverBursts(ctx context.Context) {
 
 func burstRequest(b placement.Burst) workflows.BurstRequest {
 	return workflows.BurstRequest{Attempt: b.Attempt, Team: b.Team, Reason: b.Reason, Offers: b.Offers}
+}
+
+// cloudRuns are the runs (job and attempt) on cloud nodes in ps: what the
+// engine charges to their teams as running (placement's committed) until
+// they end and the ledger holds them.
+func cloudRuns(ps placement.Snapshot) map[gangway.JobID]int {
+	cloud := map[string]bool{}
+	for i := range ps.Nodes {
+		if ps.Nodes[i].CapacityType.Cloud() {
+			cloud[ps.Nodes[i].ID] = true
+		}
+	}
+	out := map[gangway.JobID]int{}
+	if len(cloud) == 0 {
+		return out
+	}
+	for i := range ps.Running {
+		r := &ps.Running[i]
+		if slices.ContainsFunc(r.Members, func(m gangway.Member) bool { return cloud[m.NodeID] }) {
+			out[r.JobID] = r.Attempt
+		}
+	}
+	return out
+}
+
+// cloudEnded reports whether a run in was, the cloud runs when the budgets
+// were read, is not in now: its cost has moved to the ledger, which the
+// budgets read then do not hold, and it is no longer counted as running.
+func cloudEnded(was, now map[gangway.JobID]int) bool {
+	for id, attempt := range was {
+		if a, ok := now[id]; !ok || a != attempt {
+			return true
+		}
+	}
+	return false
 }
 
 // launching charges to each team's budget the bursts whose instances are

@@ -194,3 +194,47 @@ func TestExpectedStarts(t *testing.T) {
 		t.Errorf("expected starts (-want +got):\n%s", diff)
 	}
 }
+
+type countedBudgets struct {
+	fakeBudgets
+	reads int
+}
+
+func (b *countedBudgets) TeamPolicies(ctx context.Context, now time.Time) (map[string]placement.TeamPolicy, error) {
+	b.reads++
+	return b.fakeBudgets.TeamPolicies(ctx, now)
+}
+
+// TestBudgetsReadAgainWhenACloudRunEnds: within budgetsTTL the loop reuses
+// the budgets it read, except once a run on a cloud node has ended: its
+// cost has moved to the ledger and is no longer counted as running.
+func TestBudgetsReadAgainWhenACloudRunEnds(t *testing.T) {
+	cloud := node("c1", 8, 0, gangway.NodeReady, 0, 1, 2, 3, 4, 5, 6, 7)
+	cloud.Node.CapacityType, cloud.Node.Owner = gangway.CapacitySpot, "run"
+	fc := &fakeCapacity{snap: capacity.Snapshot{Now: t0,
+		Nodes: []gangway.NodeStatus{node("n1", 8, 0, gangway.NodeReady, 0, 1, 2, 3, 4, 5, 6, 7), cloud},
+		Allocations: []gangway.Assignment{
+			{JobID: "other", Attempt: 1, At: t0, MaxRuntime: 10 * time.Hour, Members: []gangway.Member{{NodeID: "n1", GPUs: []int{0, 1, 2, 3, 4, 5, 6, 7}}}},
+			{JobID: "run", Team: "t", Attempt: 1, At: t0, MaxRuntime: time.Hour, Members: []gangway.Member{{NodeID: "c1", GPUs: []int{0, 1, 2, 3, 4, 5, 6, 7}}}},
+		},
+		Queue: []gangway.QueueEntry{burstEntry("b")}}}
+	budgets := &countedBudgets{fakeBudgets: fakeBudgets{"t": {BudgetLeft: 0.5}}}
+	l := New(Config{Holder: "me", Cloud: fakeCloud{spotOffer}, Budgets: budgets,
+		Placement: placement.Options{BurstAfter: 10 * time.Minute}}, fc, &fakeWorkflows{})
+	cycle := func() {
+		t.Helper()
+		if _, err := l.Cycle(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cycle()
+	cycle()
+	if budgets.reads != 1 {
+		t.Fatalf("%d budget reads in two cycles at one instant, want 1", budgets.reads)
+	}
+	fc.snap.Allocations = fc.snap.Allocations[:1] // the cloud run ends
+	cycle()
+	if budgets.reads != 2 {
+		t.Errorf("%d budget reads after a cloud run ended, want 2", budgets.reads)
+	}
+}

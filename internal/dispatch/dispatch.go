@@ -184,9 +184,11 @@ type Loop struct {
 	arrived            int
 	saved              savedLearned
 	saving, saveFailed atomic.Bool
-	// teams caches the team budgets read at teamsAt.
-	teams   map[string]placement.TeamPolicy
-	teamsAt time.Time
+	// teams caches the team budgets read at teamsAt, when the runs on
+	// cloud nodes were teamsRuns.
+	teams     map[string]placement.TeamPolicy
+	teamsAt   time.Time
+	teamsRuns map[gangway.JobID]int
 	// eta is cfg.ETA (nil with NoETA); no forecast starts before
 	// etaNotBefore. etaMu guards both, and cfg.ETAAlso: a forecast in the
 	// background holds it while it runs (forecasting, below).
