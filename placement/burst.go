@@ -264,7 +264,7 @@ func (se *Session) committed() map[string]float64 {
 		for _, id := range j.Nodes {
 			if k := se.nodeIndex(id); k >= 0 && se.view.nodes[k].CapacityType.Cloud() && se.view.nodes[k].Owner == j.JobID {
 				n := &se.view.nodes[k]
-				se.spent[j.Team] += n.PricePerGPUHour * float64(len(n.GPUs)) * se.expected(j).Hours()
+				se.spent[j.Team] += se.cloudPrice(n) * float64(len(n.GPUs)) * se.expected(j).Hours()
 			}
 		}
 	}
@@ -276,11 +276,37 @@ func (se *Session) committed() map[string]float64 {
 		hours := max(runtimeOf(r, se.opts.Predicted), now.Sub(r.At)).Hours()
 		for _, m := range r.Members {
 			if k := se.nodeIndex(m.NodeID); k >= 0 && se.view.nodes[k].CapacityType.Cloud() {
-				se.spent[r.Team] += se.view.nodes[k].PricePerGPUHour * float64(len(m.GPUs)) * hours
+				se.spent[r.Team] += se.cloudPrice(&se.view.nodes[k]) * float64(len(m.GPUs)) * hours
 			}
 		}
 	}
 	return se.spent
+}
+
+// cloudPrice is what a cloud node costs per GPU-hour: its
+// PricePerGPUHour, else (the dispatch loop's snapshot leaves it to the
+// workflow that rented the node) the price of the offer it was rented
+// from, by pool, capacity type, GPU model and GPUs per instance — the
+// dearest such offer, as a budget errs, or the dearest of any pool when
+// the node's own is no longer offered; 0 when none matches.
+func (se *Session) cloudPrice(n *Node) float64 {
+	if n.PricePerGPUHour > 0 || len(n.GPUs) == 0 {
+		return n.PricePerGPUHour
+	}
+	var pool, any float64
+	for _, o := range se.opts.Offers {
+		if o.CapacityType != n.CapacityType || o.GPUModel != n.Model || o.GPUsPerInstance != len(n.GPUs) {
+			continue
+		}
+		any = max(any, o.PricePerHour)
+		if o.Pool == n.Pool {
+			pool = max(pool, o.PricePerHour)
+		}
+	}
+	if pool == 0 {
+		pool = any
+	}
+	return pool / float64(len(n.GPUs))
 }
 
 // commit charges a burst's expected cost (Burst.Expected) to its team for

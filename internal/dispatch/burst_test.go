@@ -238,3 +238,35 @@ func TestBudgetsReadAgainWhenACloudRunEnds(t *testing.T) {
 		t.Errorf("%d budget reads after a cloud run ended, want 2", budgets.reads)
 	}
 }
+
+// TestBurstBudgetCountsCloudRuns: a team's run on a cloud node counts
+// against its budget at the price of the offer the node came from (the
+// view's nodes carry none: the workflow that rented one knows it).
+func TestBurstBudgetCountsCloudRuns(t *testing.T) {
+	for _, tc := range []struct {
+		team  string // the cloud run's
+		burst bool
+	}{{"t", false}, {"other", true}} {
+		cloud := node("c1", 8, 0, gangway.NodeReady, 0, 1, 2, 3, 4, 5, 6, 7)
+		cloud.Node.CapacityType, cloud.Node.Pool, cloud.Node.Owner = gangway.CapacitySpot, spotOffer.Pool, "run"
+		fc := &fakeCapacity{snap: capacity.Snapshot{Now: t0,
+			Nodes: []gangway.NodeStatus{node("n1", 8, 0, gangway.NodeReady, 0, 1, 2, 3, 4, 5, 6, 7), cloud},
+			Allocations: []gangway.Assignment{
+				{JobID: "other", Attempt: 1, At: t0, MaxRuntime: 10 * time.Hour, Members: []gangway.Member{{NodeID: "n1", GPUs: []int{0, 1, 2, 3, 4, 5, 6, 7}}}},
+				// $8 an hour for its hour.
+				{JobID: "run", Team: tc.team, Attempt: 1, At: t0, MaxRuntime: time.Hour, Members: []gangway.Member{{NodeID: "c1", GPUs: []int{0, 1, 2, 3, 4, 5, 6, 7}}}},
+			},
+			Queue: []gangway.QueueEntry{burstEntry("b")}}}
+		fw := &fakeWorkflows{}
+		// b alone is expected to cost about $8.48: $10 is enough for it, not
+		// for it and the run.
+		l := New(Config{Holder: "me", Cloud: fakeCloud{spotOffer}, Budgets: fakeBudgets{"t": {BudgetLeft: 10}},
+			Placement: placement.Options{BurstAfter: 10 * time.Minute}}, fc, fw)
+		if _, err := l.Cycle(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := fw.bursts["b"]; ok != tc.burst {
+			t.Errorf("cloud run of team %s: b bursts %v, want %v", tc.team, ok, tc.burst)
+		}
+	}
+}
