@@ -17,9 +17,14 @@ import (
 type TeamPolicy struct {
 	// MaxPricePerGPUHour: 0 means no cap.
 	MaxPricePerGPUHour float64
-	// BudgetLeft is what is left of the team's monthly budget in dollars;
-	// NoBudget means no budget is set.
+	// BudgetLeft is what is left of the team's monthly budget in dollars
+	// by what has been billed; NoBudget means no budget is set.
 	BudgetLeft float64
+	// Launching is what the team's bursts whose instances are still
+	// launching are expected to cost: committed, but neither billed nor in
+	// the snapshot (the dispatch loop reads it from the view's burst
+	// records). The burst decision charges it with the rest (committed).
+	Launching float64
 }
 
 // NoBudget marks a team without a monthly budget.
@@ -241,8 +246,7 @@ func (se *Session) team(name string) TeamPolicy {
 // cycles before). Without it, every job of a team could rent at once
 // as long as each alone fit the budget. Bursts decided in earlier cycles
 // whose instances are still launching are not in the snapshot: the caller
-// takes them off BudgetLeft (the dispatch loop does, from the view's
-// burst records).
+// gives them as TeamPolicy.Launching.
 func (se *Session) committed() map[string]float64 {
 	if se.spent != nil {
 		return se.spent
@@ -250,6 +254,11 @@ func (se *Session) committed() map[string]float64 {
 	se.spent = maps.Clone(se.burstSpent)
 	if se.spent == nil {
 		se.spent = map[string]float64{}
+	}
+	for team, t := range se.opts.Teams {
+		if t.BudgetLeft != NoBudget && t.Launching > 0 {
+			se.spent[team] += t.Launching
+		}
 	}
 	budgeted := func(team string) bool {
 		t, ok := se.opts.Teams[team]

@@ -199,9 +199,10 @@ func cloudEnded(was, now map[gangway.JobID]int) bool {
 }
 
 // launching charges to each team's budget the bursts whose instances are
-// still launching: decided in earlier cycles, recorded in the view until
-// the job is queued pinned to its instances, and neither in the ledger
-// nor running yet (where the engine counts them). teams is not changed.
+// still launching (placement.TeamPolicy.Launching): decided in earlier
+// cycles, recorded in the view until the job is queued pinned to its
+// instances, and neither in the ledger nor running yet (where the engine
+// counts them). teams is not changed.
 func (l *Loop) launching(ctx context.Context, teams map[string]placement.TeamPolicy) (map[string]placement.TeamPolicy, error) {
 	budgeted := false
 	for _, p := range teams {
@@ -225,7 +226,7 @@ func (l *Loop) launching(ctx context.Context, teams map[string]placement.TeamPol
 		if !ok || p.BudgetLeft == placement.NoBudget || len(req.Offers) == 0 {
 			continue
 		}
-		p.BudgetLeft = max(p.BudgetLeft-req.Offers[0].ExpectedCost, 0)
+		p.Launching += req.Offers[0].ExpectedCost
 		out[req.Team] = p
 	}
 	return out, nil
