@@ -54,11 +54,9 @@ func TestBudgetOnRealServers(t *testing.T) {
 	})
 	s.startServer("--config", config)
 	cl := client.New(jobs.New(s.TemporalClient), s.View)
-	timing := client.SubmitOptions{Timing: workflows.Timing{HeartbeatTimeout: 5 * time.Second, StartTimeout: 30 * time.Second,
-		BootTimeout: 30 * time.Second}}
 	hog := spec("onprem-hog", "vision", 1, 8, s.bin, 300) // 30 s
 	hog.MaxRuntime = gangway.Duration{Duration: 2 * time.Minute}
-	if _, err := cl.Submit(ctx, hog, timing); err != nil {
+	if _, err := cl.Submit(ctx, hog, cloudTiming); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, ctx, "the hog running", func() bool {
@@ -71,7 +69,7 @@ func TestBudgetOnRealServers(t *testing.T) {
 		// $24 an hour for 30 s: $0.20 expected.
 		sp.EstimatedRuntime, sp.MaxRuntime = gangway.Duration{Duration: 30 * time.Second}, gangway.Duration{Duration: time.Minute}
 		sp.Burst = gangway.Burst{Enabled: true}
-		if _, err := cl.Submit(ctx, sp, timing); err != nil {
+		if _, err := cl.Submit(ctx, sp, cloudTiming); err != nil {
 			t.Fatalf("submit %s: %v", name, err)
 		}
 		ids = append(ids, name)

@@ -43,6 +43,12 @@ cloud:
 `, storeURL, noticeLead, trace)
 }
 
+// cloudTiming is the workflow timing of jobs that may burst to the fake
+// cloud: its instances boot in a second, and 30 s bounds a launch on a
+// slow machine.
+var cloudTiming = client.SubmitOptions{Timing: workflows.Timing{HeartbeatTimeout: 5 * time.Second, StartTimeout: 30 * time.Second,
+	BootTimeout: 30 * time.Second}}
+
 // TestCloudOnRealServers runs Gangway's cloud half on a real Temporal and
 // Redis with the fake cloud inside `gangway server`:
 //
@@ -97,11 +103,9 @@ func TestCloudOnRealServers(t *testing.T) {
 	s.startServer("--config", config, "--metrics-addr", metricsAddr)
 
 	cl := client.New(jobs.New(tc), view)
-	timing := client.SubmitOptions{Timing: workflows.Timing{HeartbeatTimeout: 5 * time.Second, StartTimeout: 30 * time.Second,
-		BootTimeout: 30 * time.Second}}
 	submit := func(sp gangway.JobSpec) {
 		t.Helper()
-		if _, err := cl.Submit(ctx, sp, timing); err != nil {
+		if _, err := cl.Submit(ctx, sp, cloudTiming); err != nil {
 			t.Fatalf("submit %s: %v", sp.Name, err)
 		}
 	}
