@@ -38,13 +38,7 @@ func TestBudgetOnRealServers(t *testing.T) {
   offersTTL: 1s
   teams:
     research: {monthlyBudget: 0.30}
-  providers:
-    - name: fake
-      type: fake
-      bootDelay: 1s
-      pools:
-        - {name: fake-od, zone: fake-1a, instanceType: a100x8, gpuModel: A100, gpus: 8, capacityType: on-demand, pricePerHour: 24}
-`), 0o644); err != nil {
+`+fakeOnDemand), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	s.startAgent(agent.FakeNode("node-0", "onprem", "127.0.0.1", 8, "H100"), agent.Config{})

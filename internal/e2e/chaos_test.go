@@ -159,13 +159,7 @@ cloud:
   orphanGrace: 10s
   offersTTL: 1s
   onPremPricePerGPUHour: {onprem: 1.5}
-  providers:
-    - name: fake
-      type: fake
-      bootDelay: 1s
-      pools:
-        - {name: fake-od, zone: fake-1a, instanceType: a100x8, gpuModel: A100, gpus: 8, capacityType: on-demand, pricePerHour: 24}
-`, s.CheckpointURL)
+`, s.CheckpointURL) + fakeOnDemand
 	return c
 }
 

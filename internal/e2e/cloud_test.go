@@ -43,6 +43,16 @@ cloud:
 `, storeURL, noticeLead, trace)
 }
 
+// fakeOnDemand ends a server config's cloud section with a fake provider
+// of one on-demand pool of 8 × A100 instances at $24 an hour.
+const fakeOnDemand = `  providers:
+    - name: fake
+      type: fake
+      bootDelay: 1s
+      pools:
+        - {name: fake-od, zone: fake-1a, instanceType: a100x8, gpuModel: A100, gpus: 8, capacityType: on-demand, pricePerHour: 24}
+`
+
 // cloudTiming is the workflow timing of jobs that may burst to the fake
 // cloud: its instances boot in a second, and 30 s bounds a launch on a
 // slow machine.
