@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"container/heap"
 	"fmt"
-	"maps"
 	"math"
 	"slices"
 	"time"
@@ -105,7 +104,7 @@ func (se *Session) burst(j *gangway.QueueEntry, u Unplaced, rs []Reservation, ah
 		}
 	}
 	if len(choices) == 0 {
-		return Burst{}, no.why(j, rent, team, se.committed()[j.Team]), false
+		return Burst{}, no.why(j, rent, team, se.committed(j.Team)), false
 	}
 	slices.SortStableFunc(choices, func(a, b gangway.BurstOffer) int { return cmp.Compare(a.ExpectedCost, b.ExpectedCost) })
 	if !j.Deadline.IsZero() {
@@ -228,52 +227,57 @@ func (se *Session) team(name string) TeamPolicy {
 		return TeamPolicy{BudgetLeft: NoBudget}
 	}
 	if t.BudgetLeft != NoBudget {
-		t.BudgetLeft = max(t.BudgetLeft-se.committed()[name], 0)
+		t.BudgetLeft = max(t.BudgetLeft-se.committed(name), 0)
 	}
 	return t
 }
 
-// committed is, per team with a budget, the cloud spend the budget's
-// ledger does not hold yet (it counts finished attempts: accounting.Budgets)
-// but that is already committed: what the team's runs on cloud nodes are
-// expected to cost in all (each GPU's price for the longer of the time it
-// has run and its expected runtime, as the burst decision expects it), and
-// the jobs queued pinned to cloud nodes launched for them (a burst whose
-// instances are up: each node's GPUs at its price for the job's expected
-// runtime), and the expected cost of each burst this session has decided
-// (commit: a burst leaves the queue for instances the snapshot does not
-// hold, so the forecast's simulated cycles keep counting the bursts of the
-// cycles before). Without it, every job of a team could rent at once
-// as long as each alone fit the budget. Bursts decided in earlier cycles
-// whose instances are still launching are not in the snapshot: the caller
-// gives them as TeamPolicy.Launching.
-func (se *Session) committed() map[string]float64 {
-	if se.spent != nil {
-		return se.spent
+// committed is what team has committed beyond the ledger its BudgetLeft
+// comes from (which counts finished attempts: accounting.Budgets): this
+// Place call's commitments and the expected cost of every burst the
+// session has decided (commit: a burst leaves the queue for instances the
+// snapshot does not hold, so the forecast's simulated cycles keep counting
+// the bursts of the cycles before). Without it, every job of a team could
+// rent at once as long as each alone fit the budget.
+func (se *Session) committed(team string) float64 {
+	if se.base == nil {
+		se.base = se.commitments(nil) // priced before any Place call (CloudOptions)
 	}
-	se.spent = maps.Clone(se.burstSpent)
-	if se.spent == nil {
-		se.spent = map[string]float64{}
-	}
-	for team, t := range se.opts.Teams {
-		if t.BudgetLeft != NoBudget && t.Launching > 0 {
-			se.spent[team] += t.Launching
-		}
-	}
+	return se.base[team] + se.burstSpent[team]
+}
+
+// commitments is, per team with a budget, what the snapshot and queue say
+// it has committed: its runs on cloud nodes (each GPU at its node's price
+// for the longer of the time it has run and its expected runtime, as the
+// burst decision expects it), its jobs queued pinned to the cloud nodes
+// launched for them (a burst whose instances are up: each node's GPUs for
+// the job's expected runtime), and its bursts whose instances are still
+// launching, which the snapshot does not hold (TeamPolicy.Launching).
+func (se *Session) commitments(queue []gangway.QueueEntry) map[string]float64 {
+	out := map[string]float64{}
 	budgeted := func(team string) bool {
 		t, ok := se.opts.Teams[team]
 		return ok && t.BudgetLeft != NoBudget
 	}
-	now := se.view.now
-	for i := range se.queued {
-		j := &se.queued[i]
+	for team, t := range se.opts.Teams {
+		if budgeted(team) {
+			out[team] += t.Launching
+		}
+	}
+	cloud := func(id string) *Node {
+		if k := se.nodeIndex(id); k >= 0 && se.view.nodes[k].CapacityType.Cloud() {
+			return &se.view.nodes[k]
+		}
+		return nil
+	}
+	for i := range queue {
+		j := &queue[i]
 		if !budgeted(j.Team) {
 			continue
 		}
 		for _, id := range j.Nodes {
-			if k := se.nodeIndex(id); k >= 0 && se.view.nodes[k].CapacityType.Cloud() && se.view.nodes[k].Owner == j.JobID {
-				n := &se.view.nodes[k]
-				se.spent[j.Team] += se.cloudPrice(n) * float64(len(n.GPUs)) * se.expected(j).Hours()
+			if n := cloud(id); n != nil && n.Owner == j.JobID {
+				out[j.Team] += n.PricePerGPUHour * float64(len(n.GPUs)) * se.expected(j).Hours()
 			}
 		}
 	}
@@ -282,46 +286,19 @@ func (se *Session) committed() map[string]float64 {
 		if !budgeted(r.Team) {
 			continue
 		}
-		hours := max(runtimeOf(r, se.opts.Predicted), now.Sub(r.At)).Hours()
+		hours := max(runtimeOf(r, se.opts.Predicted), se.view.now.Sub(r.At)).Hours()
 		for _, m := range r.Members {
-			if k := se.nodeIndex(m.NodeID); k >= 0 && se.view.nodes[k].CapacityType.Cloud() {
-				se.spent[r.Team] += se.cloudPrice(&se.view.nodes[k]) * float64(len(m.GPUs)) * hours
+			if n := cloud(m.NodeID); n != nil {
+				out[r.Team] += n.PricePerGPUHour * float64(len(m.GPUs)) * hours
 			}
 		}
 	}
-	return se.spent
-}
-
-// cloudPrice is what a cloud node costs per GPU-hour: its
-// PricePerGPUHour, else (the dispatch loop's snapshot leaves it to the
-// workflow that rented the node) the price of the offer it was rented
-// from, by pool, capacity type, GPU model and GPUs per instance — the
-// dearest such offer, as a budget errs, or the dearest of any pool when
-// the node's own is no longer offered; 0 when none matches.
-func (se *Session) cloudPrice(n *Node) float64 {
-	if n.PricePerGPUHour > 0 || len(n.GPUs) == 0 {
-		return n.PricePerGPUHour
-	}
-	var pool, any float64
-	for _, o := range se.opts.Offers {
-		if o.CapacityType != n.CapacityType || o.GPUModel != n.Model || o.GPUsPerInstance != len(n.GPUs) {
-			continue
-		}
-		any = max(any, o.PricePerHour)
-		if o.Pool == n.Pool {
-			pool = max(pool, o.PricePerHour)
-		}
-	}
-	if pool == 0 {
-		pool = any
-	}
-	return pool / float64(len(n.GPUs))
+	return out
 }
 
 // commit charges a burst's expected cost (Burst.Expected) to its team for
 // the rest of the session.
 func (se *Session) commit(b Burst) {
-	se.committed()[b.Team] += b.Expected()
 	if se.burstSpent == nil {
 		se.burstSpent = map[string]float64{}
 	}

@@ -379,32 +379,23 @@ func TestBurstBudgetCommitted(t *testing.T) {
 	cost := spotpolicy.ExpectedCost(spotA100, spotpolicy.Work{Replicas: 1, GPUsPerReplica: 8, Remaining: 2 * time.Hour,
 		Checkpointable: true, CheckpointInterval: 10 * time.Minute})
 	// cloudRun is r2 on c1, a spot node at $1 a GPU-hour launched for it,
-	// started an hour ago; unpriced, the node carries no price, as the
-	// dispatch loop's snapshot has it, and its offer (spotA100, in its
-	// pool) says what it costs.
-	cloudRun := func(team string, runtime time.Duration, unpriced bool) (*nodeBuilder, *runBuilder) {
+	// started an hour ago.
+	cloudRun := func(team string, runtime time.Duration) (*nodeBuilder, *runBuilder) {
 		c1 := node("c1").gpus(8, "A100")
 		c1.n.CapacityType, c1.n.PricePerGPUHour, c1.n.Owner = gangway.CapacitySpot, 1, "r2"
-		if unpriced {
-			c1.n.PricePerGPUHour, c1.n.Pool = 0, spotA100.Pool
-		}
 		return c1, running("r2").team(team).on("c1", 0, 1, 2, 3, 4, 5, 6, 7).runtime(runtime)
 	}
 	tests := map[string]struct {
-		cloud    bool
-		unpriced bool // c1 carries no price: its offer's
-		pinned   bool // p queued pinned to c1, launched for it
-		team     string
-		run      time.Duration
-		budget   float64
-		want     []gangway.JobID
+		cloud  bool
+		pinned bool // p queued pinned to c1, launched for it
+		team   string
+		run    time.Duration
+		budget float64
+		want   []gangway.JobID
 	}{
 		"each fits the budget alone, two together": {budget: 2.5 * cost, want: []gangway.JobID{"a", "b"}},
 		"a cloud run expected to cost $32 in all takes its share": {
 			cloud: true, team: "ml", run: 4 * time.Hour, budget: 32 + 1.5*cost, want: []gangway.JobID{"a"},
-		},
-		"a cloud node without a price is priced by the offer it came from": {
-			cloud: true, unpriced: true, team: "ml", run: 4 * time.Hour, budget: 32 + 1.5*cost, want: []gangway.JobID{"a"},
 		},
 		"another team's cloud run does not": {
 			cloud: true, team: "cv", run: 4 * time.Hour, budget: 32 + 1.5*cost, want: []gangway.JobID{"a", "b", "c"},
@@ -420,7 +411,7 @@ func TestBurstBudgetCommitted(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			f := fleet(node("n1").gpus(8, "A100")).with(running("r1").on("n1", 0, 1, 2, 3, 4, 5, 6, 7).runtime(24 * time.Hour))
 			if tc.cloud {
-				c1, r2 := cloudRun(tc.team, tc.run, tc.unpriced)
+				c1, r2 := cloudRun(tc.team, tc.run)
 				f = fleet(node("n1").gpus(8, "A100"), c1).with(running("r1").on("n1", 0, 1, 2, 3, 4, 5, 6, 7).runtime(24*time.Hour), r2)
 			}
 			queue := []gangway.QueueEntry{burstJob("a", 1), burstJob("b", 1), burstJob("c", 1)}

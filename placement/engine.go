@@ -153,12 +153,9 @@ type Session struct {
 	// ends is running by end (endOrder), up to running[:endsFor].
 	ends    []ending
 	endsFor int
-	// spent is committed's answer for this Place call, whose queue is
-	// queued; burstSpent is what the session's bursts are expected to
-	// cost, per team.
-	spent      map[string]float64
-	queued     []gangway.QueueEntry
-	burstSpent map[string]float64
+	// base is this Place call's commitments per team; burstSpent what
+	// the session's bursts are expected to cost (committed).
+	base, burstSpent map[string]float64
 	// defrags are this Place call's defragmentations under way, by the
 	// job they make room for; holders are the jobs GPUs are reserved for
 	// by one (the job and the jobs moved); defragSpent is what this call
@@ -217,9 +214,9 @@ func (se *Session) Place(queue []gangway.QueueEntry) Plan {
 	se.epoch++ // the last call's reservations and holds are gone
 	se.placedFrom = len(se.running)
 	se.endsFor = 0 // running may have changed between calls
-	se.spent, se.queued = nil, queue
+	se.base = nil
 	if len(se.opts.Teams) > 0 {
-		se.committed() // before this call places anything: a job placed from the queue counts once
+		se.base = se.commitments(queue) // before this call places anything: a job placed from the queue counts once
 	}
 	defer se.releaseHeld()
 	se.resumeDefrags(queue)

@@ -32,7 +32,9 @@ func placementSnapshot(s capacity.Snapshot, nodeTTL time.Duration, onPremPrices 
 			Schedulable: n.State == gangway.NodeReady && s.Now.Sub(n.LastHeartbeat) <= nodeTTL,
 		}
 		if n.Node.CapacityType != "" {
-			// A cloud node: the workflow that rented it knows its price.
+			// A cloud node: the view does not hold its price (the workflow
+			// that rented it bills it); priceCloudNodes gives it once the
+			// cycle has the cloud's offers.
 			pn.CapacityType, pn.PricePerGPUHour = n.Node.CapacityType, 0
 		}
 		first := len(gpus)
@@ -54,6 +56,35 @@ func placementSnapshot(s capacity.Snapshot, nodeTTL time.Duration, onPremPrices 
 	// it is the running job as placement reads it back.
 	ps.Running = s.Allocations
 	return ps
+}
+
+// priceCloudNodes gives each cloud node the price per GPU-hour of the offer
+// it was rented from, by pool, capacity type, GPU model and GPUs per
+// instance: the dearest such offer (a budget errs high), else the dearest of
+// any pool when its own is no longer offered; a node no offer matches stays
+// at 0. The burst decision charges a team's cloud runs to its budget at
+// these prices (placement's commitments).
+func priceCloudNodes(nodes []placement.Node, offers []gangway.Offer) {
+	for i := range nodes {
+		n := &nodes[i]
+		if !n.CapacityType.Cloud() || n.PricePerGPUHour > 0 || len(n.GPUs) == 0 {
+			continue
+		}
+		var own, any float64
+		for _, o := range offers {
+			if o.CapacityType != n.CapacityType || o.GPUModel != n.Model || o.GPUsPerInstance != len(n.GPUs) {
+				continue
+			}
+			any = max(any, o.PricePerHour)
+			if o.Pool == n.Pool {
+				own = max(own, o.PricePerHour)
+			}
+		}
+		if own == 0 {
+			own = any
+		}
+		n.PricePerGPUHour = own / float64(len(n.GPUs))
+	}
 }
 
 // Measure is the fragmentation report of the view s against the typical

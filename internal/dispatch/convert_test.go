@@ -100,3 +100,36 @@ func TestMeasure(t *testing.T) {
 		t.Errorf("rate %v with no workload and nothing queued, want 0", r.Rate)
 	}
 }
+
+// TestPriceCloudNodes: a cloud node is priced by the offer it was rented
+// from, the dearest of its pool's matching offers, else of any pool's;
+// on-prem nodes, priced nodes and nodes no offer matches keep their price.
+func TestPriceCloudNodes(t *testing.T) {
+	a100 := func(id, pool string, kind gangway.CapacityType, price float64) placement.Node {
+		return placement.Node{ID: id, Pool: pool, Model: "A100", CapacityType: kind, PricePerGPUHour: price,
+			GPUs: make([]placement.GPU, 8)}
+	}
+	offer := func(pool string, kind gangway.CapacityType, perHour float64) gangway.Offer {
+		return gangway.Offer{Pool: pool, GPUModel: "A100", GPUsPerInstance: 8, CapacityType: kind, PricePerHour: perHour}
+	}
+	nodes := []placement.Node{
+		a100("own-pool", "spot-a", gangway.CapacitySpot, 0),
+		a100("pool-gone", "spot-old", gangway.CapacitySpot, 0),
+		a100("on-demand", "od", gangway.CapacityOnDemand, 0),
+		a100("priced", "spot-a", gangway.CapacitySpot, 5),
+		a100("onprem", "onprem", gangway.CapacityOnPrem, 1.5),
+		{ID: "other-model", Pool: "spot-a", Model: "H100", CapacityType: gangway.CapacitySpot, GPUs: make([]placement.GPU, 8)},
+	}
+	priceCloudNodes(nodes, []gangway.Offer{
+		offer("spot-a", gangway.CapacitySpot, 8), offer("spot-a", gangway.CapacitySpot, 16), // two zones
+		offer("spot-b", gangway.CapacitySpot, 24), offer("od", gangway.CapacityOnDemand, 32),
+	})
+	got := map[string]float64{}
+	for _, n := range nodes {
+		got[n.ID] = n.PricePerGPUHour
+	}
+	want := map[string]float64{"own-pool": 2, "pool-gone": 3, "on-demand": 4, "priced": 5, "onprem": 1.5, "other-model": 0}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("prices per GPU-hour (-want +got):\n%s", diff)
+	}
+}

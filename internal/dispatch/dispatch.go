@@ -533,6 +533,7 @@ func (l *Loop) cycle(ctx context.Context, res *CycleResult) (string, error) {
 		l.noteArrivals(snap.Queue)
 		l.saveLearned(ctx, snap.Generation)
 		opts := l.placementOptions(ctx, ps, snap.Queue)
+		priceCloudNodes(ps.Nodes, opts.Offers)
 		plan := l.cfg.Placer.Place(ps, snap.Queue, opts)
 		l.observe(snap, ps, opts.Workload, plan)
 		moves := l.defragged(snap, plan)
