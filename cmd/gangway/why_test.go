@@ -73,6 +73,16 @@ func TestPrintWhy(t *testing.T) {
 				"Why: NeverFits: needs 16 GPUs on one node; the largest has 8\n" +
 				"It will not fit as the fleet stands: change the job's spec or add capacity.\n",
 		},
+		"never fits on-prem, may burst": {
+			output: "text",
+			waiting: &gangway.Waiting{Reason: "NeverFits", Detail: "needs 16 GPUs on one node; the largest has 8",
+				Cloud: &gangway.CloudOption{Pool: "fake-h100-od", CapacityType: gangway.CapacityOnDemand, InstanceType: "p5.48xlarge",
+					Instances: 2, PricePerGPUHour: 4, ExpectedCost: 128, ExpectedDuration: gangway.Duration{Duration: 2 * time.Hour}, BurstEnabled: true}},
+			want: "Job big (team nlp) is Queued, attempt 1.\n" +
+				"Why: NeverFits: needs 16 GPUs on one node; the largest has 8\n" +
+				"Cloud: start now on on-demand in fake-h100-od, about $128.00 expected over 2h (2×p5.48xlarge at $4.00/GPU-h)\n" +
+				"It will not fit on-prem as the fleet stands: it can start only in the cloud (above).\n",
+		},
 		"json": {
 			output: "json",
 			waiting: &gangway.Waiting{Reason: "QuotaExceeded", Detail: "team nlp uses 32 of 32 GPUs", Retry: true,
