@@ -18,7 +18,10 @@
 //
 // Runtime models (Runtimes): History learns, from the allocations the loop
 // saw end, the distribution of actual ÷ requested runtime (the job's
-// estimatedRuntime, else its maxRuntime) per team, team and project, and
+// estimatedRuntime, else its maxRuntime; the runs that declared an
+// estimate and those that declared only a limit learned apart, since one
+// typically runs near its request and the other a share of it) per team,
+// team and project, and
 // team, project and name prefix, each shrunk towards the coarser group
 // while it has few observations (the coarsest towards what the job
 // declared, so that a few runs do not outweigh it), and conditions a running job's remaining

@@ -200,6 +200,52 @@ func TestHistoryShrinks(t *testing.T) {
 	}
 }
 
+// TestHistoryBases: runs that declared only a limit and runs that declared
+// an estimated runtime are learned apart, so a team whose jobs use a tenth
+// of their limits does not have its estimates cut to a tenth, and one
+// whose estimates run long does not stretch its limits; the two survive a
+// change of leader apart too.
+func TestHistoryBases(t *testing.T) {
+	h := forecast.NewHistory()
+	limit := 10 * time.Hour
+	for i := range 50 {
+		h.Observe(forecast.Job{ID: gangway.JobID(fmt.Sprintf("train-%d", i)), Team: "nlp", MaxRuntime: limit}, limit/10)
+	}
+	near := func(got, want time.Duration) bool { return math.Abs(float64(got-want)) <= 0.1*float64(want) }
+	limitJob := forecast.Job{ID: "train-99", Team: "nlp", MaxRuntime: limit}
+	estimateJob := forecast.Job{ID: "train-98", Team: "nlp", Runtime: 2 * time.Hour, MaxRuntime: limit}
+	if got := h.Remaining(limitJob, 0, 0.5); !near(got, time.Hour) {
+		t.Errorf("a limit-only job: median %s, want about the team's tenth of its limit, 1h", got)
+	}
+	if got := h.Remaining(estimateJob, 0, 0.5); got != 2*time.Hour {
+		t.Errorf("a job that declares 2h, no estimate seen end yet: median %s, want its own 2h", got)
+	}
+	// The team's estimates turn out half again too short.
+	for i := range 50 {
+		h.Observe(forecast.Job{ID: gangway.JobID(fmt.Sprintf("train-%d", 100+i)), Team: "nlp", Runtime: time.Hour, MaxRuntime: limit}, 90*time.Minute)
+	}
+	if got := h.Remaining(estimateJob, 0, 0.5); !near(got, 3*time.Hour) {
+		t.Errorf("a job that declares 2h after estimates ran 1.5×: median %s, want about 3h", got)
+	}
+	if got := h.Remaining(limitJob, 0, 0.5); !near(got, time.Hour) {
+		t.Errorf("a limit-only job after the estimates' runs: median %s, want still about 1h", got)
+	}
+	if got, want := h.Observations(), 100.0; got != want {
+		t.Errorf("Observations = %v, want %v", got, want)
+	}
+
+	st := forecast.NewEstimator(h, forecast.Options{}).State()
+	h2 := forecast.NewHistory()
+	if err := forecast.NewEstimator(h2, forecast.Options{}).Restore(st); err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range []forecast.Job{limitJob, estimateJob} {
+		if got, want := h2.Remaining(j, 0, 0.5), h.Remaining(j, 0, 0.5); got != want {
+			t.Errorf("restored: %s's median %s, the original's %s", j.ID, got, want)
+		}
+	}
+}
+
 // TestHistoryShortHistory: one short run (a `sleep 1` under a 24h limit)
 // does not make every running job of the fleet end within seconds: with
 // few runs the model stays near what a job declared; with many it follows

@@ -97,6 +97,25 @@ const (
 	nBins         = int((ratioHi - ratioLo) * binsPerOctave)
 )
 
+// A ratio's basis, what a run's actual runtime is divided by: the job's
+// max runtime when it declared no estimatedRuntime, else that estimate.
+// The two are learned apart: jobs that declare only a limit typically
+// run a small share of it, jobs that declare an estimate close to it, and
+// one distribution of both would put each where neither is.
+const (
+	basisLimit = iota
+	basisEstimate
+	nBases
+)
+
+// basis is which ratios j's runtime is predicted from.
+func (j Job) basis() int {
+	if j.Runtime > 0 {
+		return basisEstimate
+	}
+	return basisLimit
+}
+
 // Group levels, coarsest first: everyone, the team, the team's project,
 // and the project's jobs with the same name prefix.
 const (
@@ -108,7 +127,8 @@ const (
 )
 
 // History learns each group's distribution of actual ÷ requested runtime
-// from runs that ended, and predicts a job's runtime from its finest
+// from runs that ended, apart for the runs that declared an estimated
+// runtime and those that declared only a limit (the basis), and predicts a job's runtime from its finest
 // group, shrunk towards the coarser ones: a group with n observations
 // weighs n against PseudoCount for its parent's distribution (empirical
 // Bayes with a histogram prior). The coarsest group (everyone's runs) is
@@ -129,7 +149,7 @@ type History struct {
 	// MaxGroups bounds the groups kept per level (default 4096).
 	MaxGroups int
 
-	groups [nLevels]map[string]*hist
+	groups [nBases][nLevels]map[string]*hist
 	seq    int64
 }
 
@@ -171,7 +191,7 @@ func (h *History) Observe(j Job, actual time.Duration) {
 	h.seq++
 	maxCount := orFloat(h.MaxCount, 1000)
 	for l, key := range groupKeys(j) {
-		g := h.group(l, key)
+		g := h.group(j.basis(), l, key)
 		if g.n+1 > maxCount {
 			for k := range g.c {
 				g.c[k] /= 2
@@ -184,28 +204,29 @@ func (h *History) Observe(j Job, actual time.Duration) {
 	}
 }
 
-// group is level l's group key, made if need be (making room first).
-func (h *History) group(l int, key string) *hist {
-	if h.groups[l] == nil {
-		h.groups[l] = map[string]*hist{}
+// group is basis b's level l's group key, made if need be (making room
+// first).
+func (h *History) group(b, l int, key string) *hist {
+	m := h.groups[b][l]
+	if m == nil {
+		m = map[string]*hist{}
+		h.groups[b][l] = m
 	}
-	g := h.groups[l][key]
+	g := m[key]
 	if g == nil {
-		h.forgetOld(l)
+		forgetOld(m, h.MaxGroups)
 		g = &hist{}
-		h.groups[l][key] = g
+		m[key] = g
 	}
 	return g
 }
 
-// forgetOld drops the least recently updated tenth of level l's groups
-// when it is full.
-func (h *History) forgetOld(l int) {
-	limit := h.MaxGroups
+// forgetOld drops the least recently updated tenth of a level's groups m
+// when it holds limit (0: 4096).
+func forgetOld(m map[string]*hist, limit int) {
 	if limit <= 0 {
 		limit = 4096
 	}
-	m := h.groups[l]
 	if len(m) < limit {
 		return
 	}
@@ -234,10 +255,13 @@ func binOf(ratio float64) int {
 
 // Observations is how many runs the model has learned from (decayed).
 func (h *History) Observations() float64 {
-	if g := h.groups[levelAll][""]; g != nil {
-		return g.n
+	n := 0.0
+	for b := range h.groups {
+		if g := h.groups[b][levelAll][""]; g != nil {
+			n += g.n
+		}
 	}
-	return 0
+	return n
 }
 
 // Remaining implements Runtimes.
@@ -276,7 +300,7 @@ func (h *History) blend(j Job, p *[nBins]float64) bool {
 	p[binOf(1)] = 1
 	have := false
 	for l, key := range groupKeys(j) {
-		g := h.groups[l][key]
+		g := h.groups[j.basis()][l][key]
 		if g == nil || g.n <= 0 {
 			continue
 		}

@@ -39,14 +39,17 @@ type FirstState struct {
 }
 
 // GroupState is one group's histogram of actual ÷ requested runtime
-// (History): its level (0 everyone, 1 team, 2 project, 3 name prefix),
-// its key, its weight in runs and its nonzero bins. Groups come least
-// recently updated first.
+// (History): whether the runs it learned from declared an estimated
+// runtime (Estimate) or only a limit, its level (0 everyone, 1 team, 2
+// project, 3 name prefix), its key, its weight in runs and its nonzero
+// bins. Groups come least recently updated first. A state stored before
+// the two bases were kept apart reads as limits only.
 type GroupState struct {
-	Level int             `json:"level"`
-	Key   string          `json:"key"`
-	N     float64         `json:"n"`
-	Bins  map[int]float64 `json:"bins"`
+	Estimate bool            `json:"estimate,omitempty"`
+	Level    int             `json:"level"`
+	Key      string          `json:"key"`
+	N        float64         `json:"n"`
+	Bins     map[int]float64 `json:"bins"`
 }
 
 // ScoreState is one calibration group's scores (real ÷ simulated wait),
@@ -165,18 +168,22 @@ func (h *History) state() []GroupState {
 		seq int64
 	}
 	var all []used
-	for l, m := range h.groups {
-		for key, g := range m {
-			bins := map[int]float64{}
-			for b, c := range g.c {
-				if c != 0 {
-					bins[b] = c
+	for basis, levels := range h.groups {
+		for l, m := range levels {
+			for key, g := range m {
+				bins := map[int]float64{}
+				for b, c := range g.c {
+					if c != 0 {
+						bins[b] = c
+					}
 				}
+				gs := GroupState{Estimate: basis == basisEstimate, Level: l, Key: key, N: g.n, Bins: bins}
+				all = append(all, used{gs, g.used})
 			}
-			all = append(all, used{GroupState{Level: l, Key: key, N: g.n, Bins: bins}, g.used})
 		}
 	}
 	slices.SortFunc(all, func(a, b used) int {
+		// One run updates groups of one basis, all with the same seq.
 		return cmp.Or(cmp.Compare(a.seq, b.seq), cmp.Compare(a.g.Level, b.g.Level), cmp.Compare(a.g.Key, b.g.Key))
 	})
 	out := make([]GroupState, len(all))
@@ -191,7 +198,11 @@ func (h *History) state() []GroupState {
 // were.
 func (h *History) restore(groups []GroupState) {
 	for _, gs := range groups {
-		g := h.group(gs.Level, gs.Key)
+		basis := basisLimit
+		if gs.Estimate {
+			basis = basisEstimate
+		}
+		g := h.group(basis, gs.Level, gs.Key)
 		g.n += gs.N
 		for b, c := range gs.Bins {
 			g.c[b] += c
