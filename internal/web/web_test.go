@@ -230,6 +230,29 @@ func TestQueuePage(t *testing.T) {
 	if !strings.Contains(text(rows[2]), "not yet considered") {
 		t.Errorf("fresh's row %q does not say no cycle has seen it", text(rows[2]))
 	}
+
+	// A job that never fits: told so, and, where it may burst, that the
+	// cloud is where it can start.
+	for _, tc := range []struct {
+		cloud *gangway.CloudOption
+		want  string
+	}{
+		{nil, "never fits as the fleet stands"},
+		{&gangway.CloudOption{Pool: "fake-od", CapacityType: gangway.CapacityOnDemand, InstanceType: "a100x8", Instances: 2,
+			PricePerGPUHour: 10, ExpectedCost: 40, ExpectedDuration: gangway.Duration{Duration: 15 * time.Minute}},
+			"never fits as the fleet stands"},
+		{&gangway.CloudOption{Pool: "fake-od", CapacityType: gangway.CapacityOnDemand, InstanceType: "a100x8", Instances: 2,
+			PricePerGPUHour: 10, ExpectedCost: 40, ExpectedDuration: gangway.Duration{Duration: 15 * time.Minute}, BurstEnabled: true},
+			"never fits on-prem as the fleet stands: it can start only in the cloud"},
+	} {
+		src := newFakeSource()
+		src.fleet.Reasons["big"] = gangway.Waiting{Reason: "NeverFits", Detail: "needs 16 GPUs on one node; the largest has 8", Cloud: tc.cloud}
+		_, doc := get(t, serve(t, src, nil), "/ui/queue")
+		row := all(doc, and(tag("tr"), byAttr("data-job", "big")))[0]
+		if got := all(row, byAttr("class", "never-fits")); len(got) != 1 || text(got[0]) != tc.want {
+			t.Errorf("cloud option %v: big's row %q, want it to say %q", tc.cloud, text(row), tc.want)
+		}
+	}
 }
 
 func TestJobPage(t *testing.T) {
