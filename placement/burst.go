@@ -19,6 +19,10 @@ type TeamPolicy struct {
 	// BudgetLeft is what is left of the team's monthly budget in dollars
 	// by what has been billed; NoBudget means no budget is set.
 	BudgetLeft float64
+	// Since is when the budget's period began (the month's start): a run
+	// on cloud nodes that began before it is charged from then, the part
+	// before it billed to the period before. Zero: every run whole.
+	Since time.Time
 	// Launching is what the team's bursts whose instances are still
 	// launching are expected to cost: committed, but neither billed nor in
 	// the snapshot (the dispatch loop reads it from the view's burst
@@ -249,7 +253,8 @@ func (se *Session) committed(team string) float64 {
 // commitments is, per team with a budget, what the snapshot and queue say
 // it has committed: its runs on cloud nodes (each GPU at its node's price
 // for the longer of the time it has run and its expected runtime, as the
-// burst decision expects it), its jobs queued pinned to the cloud nodes
+// burst decision expects it; from the budget's Since where the run began
+// before it), its jobs queued pinned to the cloud nodes
 // launched for them (a burst whose instances are up: each node's GPUs for
 // the job's expected runtime), and its bursts whose instances are still
 // launching, which the snapshot does not hold (TeamPolicy.Launching).
@@ -286,7 +291,12 @@ func (se *Session) commitments(queue []gangway.QueueEntry) map[string]float64 {
 		if !budgeted(r.Team) {
 			continue
 		}
-		hours := max(runtimeOf(r, se.opts.Predicted), se.view.now.Sub(r.At)).Hours()
+		start := r.At
+		if since := se.opts.Teams[r.Team].Since; since.After(start) {
+			start = since
+		}
+		end := r.At.Add(max(runtimeOf(r, se.opts.Predicted), se.view.now.Sub(r.At)))
+		hours := max(end.Sub(start), 0).Hours()
 		for _, m := range r.Members {
 			if n := cloud(m.NodeID); n != nil {
 				out[r.Team] += n.PricePerGPUHour * float64(len(m.GPUs)) * hours

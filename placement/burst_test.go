@@ -390,6 +390,7 @@ func TestBurstBudgetCommitted(t *testing.T) {
 		pinned bool // p queued pinned to c1, launched for it
 		team   string
 		run    time.Duration
+		since  time.Duration // the budget's period began this long ago (0: not set)
 		budget float64
 		want   []gangway.JobID
 	}{
@@ -402,6 +403,9 @@ func TestBurstBudgetCommitted(t *testing.T) {
 		},
 		"a run past its expected end counts the hour it has run ($8), not its 30 minutes": {
 			cloud: true, team: "ml", run: 30 * time.Minute, budget: 6 + 2*cost, want: []gangway.JobID{"a"},
+		},
+		"a run begun before the month counts from the month's start ($28 of its $32)": {
+			cloud: true, team: "ml", run: 4 * time.Hour, since: 30 * time.Minute, budget: 28 + 1.5*cost, want: []gangway.JobID{"a"},
 		},
 		"a job queued on the cloud node launched for it counts its expected 2 h ($16), once": {
 			pinned: true, budget: 16 + 1.5*cost, want: []gangway.JobID{"a"},
@@ -425,6 +429,11 @@ func TestBurstBudgetCommitted(t *testing.T) {
 			}
 			o := placement.Options{Offers: []gangway.Offer{spotA100}, BurstAfter: 10 * time.Minute,
 				Teams: map[string]placement.TeamPolicy{"ml": {BudgetLeft: tc.budget}, "cv": {BudgetLeft: 0}}}
+			if tc.since > 0 {
+				ml := o.Teams["ml"]
+				ml.Since = t0.Add(-tc.since)
+				o.Teams["ml"] = ml
+			}
 			p := placement.Place(f.build(), queue, o)
 			if tc.pinned && (len(p.Assignments) != 1 || p.Assignments[0].JobID != "p") {
 				t.Fatalf("assignments %+v; want p on c1", p.Assignments)

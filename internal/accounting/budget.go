@@ -58,7 +58,7 @@ func (b Budgets) TeamPolicies(ctx context.Context, now time.Time) (map[string]pl
 	for team, l := range b.Teams {
 		p := placement.TeamPolicy{MaxPricePerGPUHour: l.MaxPricePerGPUHour, BudgetLeft: placement.NoBudget}
 		if l.MonthlyBudget > 0 {
-			p.BudgetLeft = max(l.MonthlyBudget-spent[team], 0)
+			p.BudgetLeft, p.Since = max(l.MonthlyBudget-spent[team], 0), month
 		}
 		out[team] = p
 	}

@@ -38,8 +38,8 @@ func TestBudgets(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]placement.TeamPolicy{
-		"nlp":    {MaxPricePerGPUHour: 4, BudgetLeft: 65},
-		"vision": {BudgetLeft: 0},
+		"nlp":    {MaxPricePerGPUHour: 4, BudgetLeft: 65, Since: month},
+		"vision": {BudgetLeft: 0, Since: month},
 		"speech": {BudgetLeft: placement.NoBudget},
 	}
 	if d := cmp.Diff(want, got); d != "" {

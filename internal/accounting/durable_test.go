@@ -131,7 +131,7 @@ func testBudgetsFromLedger(t *testing.T, b backend) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]placement.TeamPolicy{"nlp": {BudgetLeft: 65}, "vision": {BudgetLeft: 0}}
+	want := map[string]placement.TeamPolicy{"nlp": {BudgetLeft: 65, Since: month}, "vision": {BudgetLeft: 0, Since: month}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("policies (-want +got):\n%s", diff)
 	}
