@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"time"
@@ -375,7 +376,8 @@ func (j *job) afterAttempt(ctx workflow.Context, end attemptEnd) (Status, bool) 
 	case outcomeSucceeded:
 		return j.finish(ctx, gangway.PhaseSucceeded, "all members exited 0"), true
 	case outcomeCancelled:
-		return j.finish(ctx, gangway.PhaseCancelled, "cancelled while running"), true
+		// Where the attempt was: running, or provisioning cloud instances.
+		return j.finish(ctx, gangway.PhaseCancelled, cmp.Or(end.reason, "cancelled while running")), true
 	case outcomeFatal:
 		return j.finish(ctx, gangway.PhaseFailed, end.reason), true
 	case outcomeReleased:

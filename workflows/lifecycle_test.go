@@ -201,6 +201,7 @@ func TestJobWorkflowBurst(t *testing.T) {
 		runErr    error
 		// want
 		phase          gangway.Phase
+		reason         string   // the job's end; "": not checked
 		terminated     []string // tokens' pools, in order
 		launches       int
 		firstEnded     string
@@ -260,7 +261,7 @@ func TestJobWorkflowBurst(t *testing.T) {
 		"cancel while waiting for the pinned placement terminates": {
 			provision: func(in ProvisionInput) (ProvisionResult, error) { return launch(in), nil },
 			cancelAt:  5 * time.Second,
-			phase:     gangway.PhaseCancelled, terminated: []string{"spot-a"}, launches: 1,
+			phase:     gangway.PhaseCancelled, reason: "cancelled while provisioning", terminated: []string{"spot-a"}, launches: 1,
 		},
 	}
 	for name, tc := range tests {
@@ -297,6 +298,9 @@ func TestJobWorkflowBurst(t *testing.T) {
 
 			if st.Phase != tc.phase {
 				t.Fatalf("phase %s, want %s (%s)", st.Phase, tc.phase, st.Reason)
+			}
+			if tc.reason != "" && st.Reason != tc.reason {
+				t.Errorf("reason %q, want %q", st.Reason, tc.reason)
 			}
 			var pools []string
 			for _, in := range f.terminated {
