@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"time"
 
 	"github.com/gangwayhq/gangway"
@@ -161,6 +162,10 @@ func (s *Server) cancel(w http.ResponseWriter, r *http.Request, id Identity) err
 	return nil
 }
 
+// streamID is a line's id, as LogLine.ID gives it: a Redis stream entry
+// ID, milliseconds and a sequence number (the sequence may be left out).
+var streamID = regexp.MustCompile(`^[0-9]{1,20}(-[0-9]{1,20})?$`)
+
 // logs answers the job's output lines after ?after, waiting up to ?block
 // for new ones; with ?follow=true it streams them (NDJSON, from the start)
 // until the job has ended and its lines are sent.
@@ -179,7 +184,11 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request, id Identity) error
 			return invalid("block: want a duration from 0 to %s, got %q", maxLogBlock, b)
 		}
 	}
-	lines, err := s.o.Client.Logs(r.Context(), job, q.Get("after"), block)
+	after := q.Get("after")
+	if after != "" && !streamID.MatchString(after) {
+		return invalid("after: want the id of a line read before (like 1733616000000-0), got %q", after)
+	}
+	lines, err := s.o.Client.Logs(r.Context(), job, after, block)
 	if err != nil {
 		return err
 	}

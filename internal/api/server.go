@@ -219,6 +219,30 @@ func (s *Server) routeAll() {
 	s.handle("POST /v1/nodes/{node}/cordon", s.nodeState("cordon", gangway.NodeCordoned))
 	s.handle("POST /v1/nodes/{node}/uncordon", s.nodeState("uncordon", gangway.NodeReady))
 	s.handle("POST /v1/nodes/{node}/drain", s.drain)
+	// Everything else under /v1/ is answered in JSON too, as every
+	// refusal is: a path no route has (404), or a route's path with
+	// another method (405, naming those it takes).
+	s.mux.HandleFunc("/v1/", s.noRoute)
+}
+
+// noRoute answers a request under /v1/ that no route takes.
+func (s *Server) noRoute(w http.ResponseWriter, r *http.Request) {
+	var allow []string
+	for _, m := range []string{http.MethodGet, http.MethodPost} {
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, pattern := s.mux.Handler(probe); pattern != "/v1/" {
+			allow = append(allow, m)
+		}
+	}
+	if len(allow) == 0 {
+		writeError(w, &client.APIError{Status: http.StatusNotFound, Code: client.CodeNotFound,
+			Message: fmt.Sprintf("no API route %s (the routes are listed at GET /v1/openapi.yaml)", r.URL.Path)})
+		return
+	}
+	w.Header().Set("Allow", strings.Join(allow, ", "))
+	writeError(w, &client.APIError{Status: http.StatusMethodNotAllowed, Code: client.CodeInvalid,
+		Message: fmt.Sprintf("%s %s: this route takes %s", r.Method, r.URL.Path, strings.Join(allow, " or "))})
 }
 
 // audit writes the one line a mutating call leaves: who, what, on which
