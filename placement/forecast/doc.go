@@ -17,7 +17,8 @@
 // Place calls.
 //
 // Runtime models (Runtimes): History learns, from the allocations the loop
-// saw end, the distribution of actual ÷ requested runtime (the job's
+// saw end (not runs that resumed from a checkpoint: they ran only what
+// was left of the job), the distribution of actual ÷ requested runtime (the job's
 // estimatedRuntime, else its maxRuntime; the runs that declared an
 // estimate and those that declared only a limit learned apart, since one
 // typically runs near its request and the other a share of it) per team,

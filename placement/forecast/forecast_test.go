@@ -246,6 +246,32 @@ func TestHistoryBases(t *testing.T) {
 	}
 }
 
+// TestEstimatorLearnsWholeRuns: a run that resumed from a checkpoint ran
+// only what was left of the job, so it is not learned as the job's
+// runtime; a first run, or a run that started over, is.
+func TestEstimatorLearnsWholeRuns(t *testing.T) {
+	for _, tc := range []struct {
+		attempt        int
+		checkpointable bool
+		want           float64
+	}{
+		{1, true, 1},
+		{2, false, 1},
+		{2, true, 0},
+	} {
+		h := forecast.NewHistory()
+		e := forecast.NewEstimator(h, forecast.Options{})
+		s := placement.Snapshot{Now: t0, Nodes: []placement.Node{node("n1", 8)}}
+		running(&s, "train-1", "nlp", "n1", all(8), 10*time.Minute, 2*time.Hour)
+		s.Running[0].Attempt, s.Running[0].Checkpointable = tc.attempt, tc.checkpointable
+		e.Observe(s, nil, nil)
+		e.Observe(placement.Snapshot{Now: t0.Add(20 * time.Minute), Nodes: []placement.Node{node("n1", 8)}}, nil, nil)
+		if got := h.Observations(); got != tc.want {
+			t.Errorf("attempt %d, checkpointable %v: %v runs learned, want %v", tc.attempt, tc.checkpointable, got, tc.want)
+		}
+	}
+}
+
 // TestHistoryShortHistory: one short run (a `sleep 1` under a 24h limit)
 // does not make every running job of the fleet end within seconds: with
 // few runs the model stays near what a job declared; with many it follows
