@@ -106,11 +106,13 @@ type Assignment struct {
 	// What the scheduler needs to know about the running job later:
 	// fair share and quotas, backfill (when it ends at the latest) and
 	// preemption. Project is for the cost of runs in flight.
-	Team        string        `json:"team,omitempty"`
-	Project     string        `json:"project,omitempty"`
-	Priority    int           `json:"priority,omitempty"`
-	MaxRuntime  time.Duration `json:"maxRuntime,omitempty"`
-	Runtime     time.Duration `json:"runtime,omitempty"` // expected
+	Team       string        `json:"team,omitempty"`
+	Project    string        `json:"project,omitempty"`
+	Priority   int           `json:"priority,omitempty"`
+	MaxRuntime time.Duration `json:"maxRuntime,omitempty"`
+	Runtime    time.Duration `json:"runtime,omitempty"` // expected
+	// Kept is the run time earlier attempts kept (QueueEntry.Kept).
+	Kept        time.Duration `json:"kept,omitempty"`
 	Preemptible bool          `json:"preemptible,omitempty"`
 	// Checkpointable: the job saves checkpoints and resumes from them,
 	// so moving it loses only the work since its newest one
@@ -263,7 +265,11 @@ type QueueEntry struct {
 	MIGProfile string `json:"migProfile,omitempty"`
 	// Runtime is the expected length of one run (estimatedRuntime or
 	// maxRuntime); Deadline the time it must have finished by (zero: none).
+	// An attempt that resumes from a checkpoint has Kept, the run time
+	// its earlier attempts kept (run time less the work lost), and
+	// Runtime what is left of the expected one after it.
 	Runtime  time.Duration `json:"runtime,omitempty"`
+	Kept     time.Duration `json:"kept,omitempty"`
 	Deadline time.Time     `json:"deadline,omitzero"`
 	// Burst is the job's cloud policy; Checkpointable and
 	// CheckpointInterval price what a spot interruption loses.

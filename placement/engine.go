@@ -433,7 +433,7 @@ func (se *Session) placeJob(j *gangway.QueueEntry) (gangway.Assignment, bool) {
 	// session) read it back as a running allocation.
 	return gangway.Assignment{JobID: j.JobID, Attempt: j.Attempt, Members: members, At: v.now,
 		Team: j.Team, Project: j.Project, Priority: j.Priority, MaxRuntime: j.MaxRuntime, Runtime: j.Runtime,
-		Preemptible: j.Preemptible, Checkpointable: j.Checkpointable, CPUMilli: j.CPUMilli, MemMiB: j.MemMiB}, true
+		Kept: j.Kept, Preemptible: j.Preemptible, Checkpointable: j.Checkpointable, CPUMilli: j.CPUMilli, MemMiB: j.MemMiB}, true
 }
 
 // placeIn places all replicas of j on nodes (and GPUs) allowed by g, one

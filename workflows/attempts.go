@@ -205,6 +205,11 @@ func (j *job) latestCheckpoint(ctx workflow.Context) (CheckpointRef, bool) {
 // of the job, not all of it. At least a minute is left for restore and
 // wind-down.
 func (j *job) remaining() time.Duration {
+	return max(j.spec.Runtime()-j.kept(), time.Minute)
+}
+
+// kept is the run time the job's ended attempts kept (keptRunTime).
+func (j *job) kept() time.Duration {
 	kept := time.Duration(0)
 	if e := j.st.EarlierAttempts; e != nil {
 		kept = time.Duration(e.KeptRunSeconds * float64(time.Second))
@@ -212,7 +217,7 @@ func (j *job) remaining() time.Duration {
 	for _, a := range j.st.Attempts {
 		kept += a.keptRunTime()
 	}
-	return max(j.spec.Runtime()-kept, time.Minute)
+	return kept
 }
 
 // keptRunTime is the run time of an ended attempt whose work was kept:

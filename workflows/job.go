@@ -311,7 +311,7 @@ func (j *job) run(ctx workflow.Context) (st Status, more bool) {
 		}
 		entry := j.spec.QueueEntry(attempt, j.st.SubmittedAt, workflow.Now(ctx))
 		if j.resumeFrom != nil {
-			entry.Runtime = j.remaining()
+			entry.Runtime, entry.Kept = j.remaining(), j.kept()
 		}
 		if !j.enqueue(ctx, entry) {
 			return j.cancelled(ctx, "cancelled while queueing"), false

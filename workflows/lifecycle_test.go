@@ -79,8 +79,8 @@ func TestJobWorkflowCheckpointResume(t *testing.T) {
 	}
 	// The requeued entry asks for what is left: 24 h less the second the
 	// first run kept (2 s run, 1 s lost).
-	if got := f.entries[len(f.entries)-1].Runtime; got != 24*time.Hour-time.Second {
-		t.Errorf("requeued with runtime %v, want 23h59m59s", got)
+	if got := f.entries[len(f.entries)-1]; got.Runtime != 24*time.Hour-time.Second || got.Kept != time.Second {
+		t.Errorf("requeued with runtime %v after %v kept, want 23h59m59s after 1s", got.Runtime, got.Kept)
 	}
 	// The ledger gets one segment per attempt; its dollars are the job's.
 	sum := 0.0

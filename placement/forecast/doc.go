@@ -17,17 +17,18 @@
 // Place calls.
 //
 // Runtime models (Runtimes): History learns, from the allocations the loop
-// saw end (not runs that resumed from a checkpoint: they ran only what
-// was left of the job), the distribution of actual ÷ requested runtime (the job's
+// saw end, the distribution of actual ÷ requested runtime (the job's
 // estimatedRuntime, else its maxRuntime; the runs that declared an
 // estimate and those that declared only a limit learned apart, since one
 // typically runs near its request and the other a share of it) per team,
-// team and project, and
-// team, project and name prefix, each shrunk towards the coarser group
-// while it has few observations (the coarsest towards what the job
-// declared, so that a few runs do not outweigh it), and conditions a running job's remaining
-// time on how long it has run; with no history it falls back to
-// estimatedRuntime, then maxRuntime. Limits is the Slurm-style baseline:
+// team and project, and team, project and name prefix, each shrunk
+// towards the coarser group while it has few observations (the coarsest
+// towards what the job declared, so that a few runs do not outweigh it),
+// and conditions a job's remaining time on how long it has run — for an
+// attempt that resumed from a checkpoint, what its earlier attempts kept
+// (Job.Kept) and this one, which is also what it is learned as when it
+// ends; with no history it falls back to estimatedRuntime, then
+// maxRuntime, less what has run. Limits is the Slurm-style baseline:
 // every job runs to its limit.
 //
 // An Estimator keeps the model, learns from each cycle's snapshot, decides

@@ -242,11 +242,6 @@ func (e *Estimator) Observe(s placement.Snapshot, queue []gangway.QueueEntry, st
 			if c, ok := cur[id]; ok && c.Attempt != a.Attempt {
 				continue // stopped and placed again in between
 			}
-			if a.Checkpointable && a.Attempt > 1 {
-				// It resumed from a checkpoint: it ran what was left, not
-				// the job's runtime.
-				continue
-			}
 			ended = append(ended, a)
 		}
 		// Map order must not decide what a decaying model keeps.

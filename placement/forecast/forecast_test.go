@@ -246,29 +246,67 @@ func TestHistoryBases(t *testing.T) {
 	}
 }
 
-// TestEstimatorLearnsWholeRuns: a run that resumed from a checkpoint ran
-// only what was left of the job, so it is not learned as the job's
-// runtime; a first run, or a run that started over, is.
-func TestEstimatorLearnsWholeRuns(t *testing.T) {
-	for _, tc := range []struct {
-		attempt        int
-		checkpointable bool
-		want           float64
-	}{
-		{1, true, 1},
-		{2, false, 1},
-		{2, true, 0},
-	} {
-		h := forecast.NewHistory()
-		e := forecast.NewEstimator(h, forecast.Options{})
-		s := placement.Snapshot{Now: t0, Nodes: []placement.Node{node("n1", 8)}}
-		running(&s, "train-1", "nlp", "n1", all(8), 10*time.Minute, 2*time.Hour)
-		s.Running[0].Attempt, s.Running[0].Checkpointable = tc.attempt, tc.checkpointable
+// TestResumedRuns: an attempt that resumed from a checkpoint has run what
+// its earlier attempts kept (Kept) before this one: it is learned as a run
+// of the whole job, and predicted as a job that has run that long — not as
+// a new job whose declared runtime is what was left.
+func TestResumedRuns(t *testing.T) {
+	limit := 10 * time.Hour
+	near := func(got, want time.Duration) bool { return math.Abs(float64(got-want)) <= 0.1*float64(want) }
+
+	// Learned: 30 jobs each kept 2 h and then ran 1 h more are 3 h jobs.
+	h := forecast.NewHistory()
+	e := forecast.NewEstimator(h, forecast.Options{})
+	now := t0
+	for i := range 30 {
+		s := placement.Snapshot{Now: now, Nodes: []placement.Node{node("n1", 8)}}
+		running(&s, fmt.Sprintf("train-%d", i), "nlp", "n1", all(8), 0, limit)
+		a := &s.Running[0]
+		a.Attempt, a.Checkpointable, a.Kept, a.Runtime = 2, true, 2*time.Hour, limit-2*time.Hour
 		e.Observe(s, nil, nil)
-		e.Observe(placement.Snapshot{Now: t0.Add(20 * time.Minute), Nodes: []placement.Node{node("n1", 8)}}, nil, nil)
-		if got := h.Observations(); got != tc.want {
-			t.Errorf("attempt %d, checkpointable %v: %v runs learned, want %v", tc.attempt, tc.checkpointable, got, tc.want)
+		now = now.Add(time.Hour)
+		e.Observe(placement.Snapshot{Now: now, Nodes: []placement.Node{node("n1", 8)}}, nil, nil)
+	}
+	if got := h.Observations(); got != 30 {
+		t.Fatalf("%v runs learned, want 30", got)
+	}
+	fresh := forecast.Job{ID: "train-99", Team: "nlp", MaxRuntime: limit}
+	if got := h.Remaining(fresh, 0, 0.5); !near(got, 3*time.Hour) {
+		t.Errorf("a new job after resumed 3 h ones: median %s, want about 3h", got)
+	}
+
+	// Predicted: of the team's jobs half run 1 h and half 3 h; one that
+	// has kept 2 h is a 3 h one, with 1 h left, and 30 m once it has run
+	// 30 m more.
+	h = forecast.NewHistory()
+	for i := range 50 {
+		run := time.Hour
+		if i%2 == 1 {
+			run = 3 * time.Hour
 		}
+		h.Observe(forecast.Job{ID: gangway.JobID(fmt.Sprintf("train-%d", i)), Team: "nlp", MaxRuntime: limit}, run)
+	}
+	q := queued("train-99", "nlp", 8, 0, limit, 0)
+	q.Attempt, q.Checkpointable, q.Kept, q.Runtime = 2, true, 2*time.Hour, limit-2*time.Hour
+	// (Within a histogram bin and the pull towards the declaration.)
+	within := func(got, want time.Duration) bool { return got >= want && got <= want+10*time.Minute }
+	if got := h.Remaining(forecast.QueuedJob(&q), 0, 0.5); !within(got, time.Hour) {
+		t.Errorf("queued, 2 h kept: median %s left, want about 1h", got)
+	}
+	a := gangway.Assignment{JobID: "train-99", Team: "nlp", Attempt: 2, Checkpointable: true, Kept: 2 * time.Hour,
+		Runtime: limit - 2*time.Hour, MaxRuntime: limit}
+	if got := h.Remaining(forecast.RunningJob(&a), 30*time.Minute, 0.5); !within(got, 30*time.Minute) {
+		t.Errorf("running 30 m after 2 h kept: median %s left, want about 30m", got)
+	}
+	// With no history, what its declaration leaves: an estimate of 5 h,
+	// or the 10 h limit, less the 2 h kept and the hour run.
+	est := gangway.Assignment{JobID: "x", Kept: 2 * time.Hour, Runtime: 3 * time.Hour, MaxRuntime: limit}
+	if got := forecast.NewHistory().Remaining(forecast.RunningJob(&est), time.Hour, 0.5); got != 2*time.Hour {
+		t.Errorf("no history, a 5 h estimate, 2 h kept, 1 h run: %s left, want 2h", got)
+	}
+	lim := gangway.Assignment{JobID: "x", Kept: 2 * time.Hour, Runtime: limit - 2*time.Hour, MaxRuntime: limit}
+	if got := forecast.NewHistory().Remaining(forecast.RunningJob(&lim), time.Hour, 0.5); got != 7*time.Hour {
+		t.Errorf("no history, no estimate, 2 h kept, 1 h run: %s left, want the limit's 7h", got)
 	}
 }
 

@@ -15,26 +15,37 @@ type Job struct {
 	ID      gangway.JobID
 	Team    string
 	Project string
-	// Runtime is the declared expected runtime of one run
-	// (estimatedRuntime; 0: none); MaxRuntime its limit (0: none).
+	// Runtime is the declared expected runtime of the whole job
+	// (estimatedRuntime; 0: none); MaxRuntime the limit of one run (0:
+	// none).
 	Runtime, MaxRuntime time.Duration
+	// Kept is the run time earlier attempts kept, for an attempt that
+	// resumed from a checkpoint: the job has run that long already, and
+	// this attempt runs the rest.
+	Kept time.Duration
 }
 
 // QueuedJob is a waiting job as the runtime model sees it.
 func QueuedJob(e *gangway.QueueEntry) Job {
-	return Job{ID: e.JobID, Team: e.Team, Project: e.Project, Runtime: declared(e.Runtime, e.MaxRuntime), MaxRuntime: e.MaxRuntime}
+	return Job{ID: e.JobID, Team: e.Team, Project: e.Project, Runtime: declared(e.Runtime, e.Kept, e.MaxRuntime),
+		MaxRuntime: e.MaxRuntime, Kept: e.Kept}
 }
 
 // RunningJob is a running allocation as the runtime model sees it.
 func RunningJob(a *gangway.Assignment) Job {
-	return Job{ID: a.JobID, Team: a.Team, Project: a.Project, Runtime: declared(a.Runtime, a.MaxRuntime), MaxRuntime: a.MaxRuntime}
+	return Job{ID: a.JobID, Team: a.Team, Project: a.Project, Runtime: declared(a.Runtime, a.Kept, a.MaxRuntime),
+		MaxRuntime: a.MaxRuntime, Kept: a.Kept}
 }
 
-// declared is the estimated runtime a job gave: dispatch fills Runtime
-// with maxRuntime when the spec has no estimatedRuntime, which is no
-// estimate at all.
-func declared(runtime, maxRuntime time.Duration) time.Duration {
-	if runtime == maxRuntime {
+// declared is the estimated runtime a job gave, from what the queue holds:
+// the runtime left after what earlier attempts kept, plus that, is the
+// job's; dispatch fills it with maxRuntime when the spec has no
+// estimatedRuntime, which is no estimate at all.
+func declared(runtime, kept, maxRuntime time.Duration) time.Duration {
+	if kept > 0 {
+		runtime += kept // a resumed attempt's entry holds what is left
+	}
+	if maxRuntime > 0 && runtime >= maxRuntime {
 		return 0
 	}
 	return runtime
@@ -180,14 +191,15 @@ func NamePrefix(name string) string {
 	return p
 }
 
-// Observe implements Learner: a run of j lasted actual. Runs with no
+// Observe implements Learner: a run of j lasted actual (after what
+// earlier attempts kept, Job.Kept: the job ran both). Runs with no
 // requested runtime to compare with are ignored.
 func (h *History) Observe(j Job, actual time.Duration) {
 	req := j.requested()
 	if req <= 0 || actual <= 0 {
 		return
 	}
-	b := binOf(float64(actual) / float64(req))
+	b := binOf(float64(j.Kept+actual) / float64(req))
 	h.seq++
 	maxCount := orFloat(h.MaxCount, 1000)
 	for l, key := range groupKeys(j) {
@@ -271,11 +283,18 @@ func (h *History) Remaining(j Job, elapsed time.Duration, q float64) time.Durati
 		return Forever
 	}
 	var p [nBins]float64
+	// The job has run what its earlier attempts kept, and elapsed of this
+	// one; the limit holds for this attempt.
+	ran := j.Kept + elapsed
 	if !h.blend(j, &p) {
 		// No history: the job's own estimate, else its limit.
-		return max(req-elapsed, 0)
+		left := max(req-ran, 0)
+		if j.MaxRuntime > 0 {
+			left = min(left, max(j.MaxRuntime-elapsed, 0))
+		}
+		return left
 	}
-	ratio, ok := conditionalQuantile(&p, float64(elapsed)/float64(req), q)
+	ratio, ok := conditionalQuantile(&p, float64(ran)/float64(req), q)
 	if !ok {
 		// It has outrun every run seen: it ends by its limit, if it has
 		// one, spread evenly over what is left of it.
@@ -286,9 +305,9 @@ func (h *History) Remaining(j Job, elapsed time.Duration, q float64) time.Durati
 	}
 	run := time.Duration(ratio * float64(req))
 	if j.MaxRuntime > 0 {
-		run = min(run, j.MaxRuntime)
+		run = min(run, j.Kept+j.MaxRuntime)
 	}
-	return min(max(run-elapsed, 0), Forever)
+	return min(max(run-ran, 0), Forever)
 }
 
 // blend fills p with j's shrunk distribution over ratio bins (summing to
