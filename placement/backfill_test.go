@@ -23,7 +23,7 @@ func TestBackfill(t *testing.T) {
 	head := func() *jobBuilder { return job("head").gang(2, 8).prio(200) }
 	res := placement.Reservation{JobID: "head", Start: t0.Add(3 * time.Hour), Nodes: []string{"n1", "n2"}}
 	headWaits := waiting("head", placement.ReasonReservation,
-		"2 × 8 GPUs: reserved 16 GPUs on n1, n2 from 2025-06-01T15:00:00Z (in 3h0m0s, when r1, r2 reach their max runtimes), 6 of them free now; smaller jobs may use them only if they end first")
+		"2 × 8 GPUs: reserved 16 GPUs on n1, n2 from 2025-06-01 15:00:00 UTC (in 3h0m0s, when r1, r2 reach their max runtimes), 6 of them free now; smaller jobs may use them only if they end first")
 	runPlaceCases(t, map[string]placeCase{
 		"the blocked gang reserves for when running jobs end": {
 			fleet:        cluster(),
@@ -84,7 +84,7 @@ func TestBackfill(t *testing.T) {
 			opts:  placement.Options{Reservations: 1},
 			wantUnplaced: []placement.Unplaced{
 				waiting("head", placement.ReasonReservation,
-					"1 × 8 GPUs: reserved 8 GPUs on n1 from 2025-06-01T13:00:00Z (in 1h0m0s, when r1 reaches its max runtime), 2 of them free now; smaller jobs may use them only if they end first"),
+					"1 × 8 GPUs: reserved 8 GPUs on n1 from 2025-06-01 13:00:00 UTC (in 1h0m0s, when r1 reaches its max runtime), 2 of them free now; smaller jobs may use them only if they end first"),
 			},
 			wantPlaced:   []gangway.Assignment{placed("long", on(0, "n2", 4))},
 			wantReserved: []placement.Reservation{{JobID: "head", Start: t0.Add(time.Hour), Nodes: []string{"n1"}}},
@@ -108,7 +108,7 @@ func TestBackfill(t *testing.T) {
 			wantUnplaced: []placement.Unplaced{
 				waiting("head1", placement.ReasonReservation, ""),
 				waiting("head2", placement.ReasonReservation,
-					"1 × 8 GPUs: reserved 8 GPUs on n2 from 2025-06-01T15:00:00Z (in 3h0m0s, when r1, r2 reach their max runtimes), 1 of them free now; smaller jobs may use them only if they end first"),
+					"1 × 8 GPUs: reserved 8 GPUs on n2 from 2025-06-01 15:00:00 UTC (in 3h0m0s, when r1, r2 reach their max runtimes), 1 of them free now; smaller jobs may use them only if they end first"),
 			},
 			wantReserved: []placement.Reservation{
 				{JobID: "head1", Start: t0.Add(time.Hour), Nodes: []string{"n1"}},
@@ -127,7 +127,7 @@ func TestBackfill(t *testing.T) {
 			queue: queue(job("head").gang(1, 8)),
 			opts:  placement.Options{Reservations: 1},
 			wantUnplaced: []placement.Unplaced{waiting("head", placement.ReasonReservation,
-				"1 × 8 GPUs: reserved 8 GPUs on n1 from 2025-06-01T12:00:00Z (in 0s, when late reaches its max runtime), 7 of them free now; smaller jobs may use them only if they end first")},
+				"1 × 8 GPUs: reserved 8 GPUs on n1 from 2025-06-01 12:00:00 UTC (in 0s, when late reaches its max runtime), 7 of them free now; smaller jobs may use them only if they end first")},
 			wantReserved: []placement.Reservation{{JobID: "head", Start: t0, Nodes: []string{"n1"}}},
 		},
 	})

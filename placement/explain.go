@@ -3,6 +3,7 @@ package placement
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/gangwayhq/gangway"
 )
@@ -152,6 +153,10 @@ func perResource(free, per int64) int {
 	}
 	return int(free / per)
 }
+
+// stamp is a time as reasons give it, for people: "2026-12-08 23:43:18
+// UTC", the web view's format.
+func stamp(t time.Time) string { return t.UTC().Format(time.DateTime) + " UTC" }
 
 func describeShape(j *gangway.QueueEntry) string {
 	var s string

@@ -92,7 +92,7 @@ func TestReasons(t *testing.T) {
 			opts:  placement.Options{Reservations: 1},
 			wantUnplaced: []placement.Unplaced{
 				waiting("head", placement.ReasonReservation,
-					"2 × 8 GPUs: reserved 16 GPUs on n1, n2 from 2025-06-01T15:00:00Z (in 3h0m0s, when r1, r2 reach their max runtimes), 6 of them free now; smaller jobs may use them only if they end first"),
+					"2 × 8 GPUs: reserved 16 GPUs on n1, n2 from 2025-06-01 15:00:00 UTC (in 3h0m0s, when r1, r2 reach their max runtimes), 6 of them free now; smaller jobs may use them only if they end first"),
 				waiting("j", placement.ReasonReserved,
 					"1 × 1 GPUs: 6 free GPUs are reserved for a blocked larger job that starts before this one would end"),
 			},
