@@ -53,7 +53,7 @@ func TestBackfill(t *testing.T) {
 			queue: queue(head(), job("long").runtime(4*time.Hour)),
 			opts:  placement.Options{Reservations: 1},
 			wantUnplaced: []placement.Unplaced{headWaits, waiting("long", placement.ReasonReserved,
-				"1 × 1 GPUs: 6 free GPUs are reserved for a blocked larger job that starts before this one would end")},
+				"1 × 1 GPU: 6 free GPUs are reserved for a blocked larger job that starts before this one would end")},
 			wantReserved: []placement.Reservation{res},
 		},
 		"a job without a max runtime may not use reserved GPUs": {

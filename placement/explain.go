@@ -162,7 +162,7 @@ func describeShape(j *gangway.QueueEntry) string {
 	var s string
 	switch {
 	case j.GPUsPerReplica == 0:
-		s = fmt.Sprintf("%d CPU-only replicas", j.Replicas)
+		s = fmt.Sprintf("%d CPU-only %s", j.Replicas, plural(j.Replicas, "replica", "replicas"))
 	case j.MIGProfile != "" && j.GPUsPerReplica == 1:
 		s = fmt.Sprintf("%d × MIG %s", j.Replicas, j.MIGProfile)
 	case j.MIGProfile != "":
@@ -170,7 +170,7 @@ func describeShape(j *gangway.QueueEntry) string {
 	case j.Share():
 		s = fmt.Sprintf("%d × %dm GPU share", j.Replicas, j.GPUMilli)
 	default:
-		s = fmt.Sprintf("%d × %d GPUs", j.Replicas, j.GPUsPerReplica)
+		s = fmt.Sprintf("%d × %d %s", j.Replicas, j.GPUsPerReplica, plural(j.GPUsPerReplica, "GPU", "GPUs"))
 	}
 	if len(j.GPUModels) > 0 {
 		s += " (" + strings.Join(j.GPUModels, "|") + ")"
@@ -183,4 +183,12 @@ func orAny(list []string, none string) string {
 		return none
 	}
 	return strings.Join(list, "|")
+}
+
+// plural is one for n == 1, else many.
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }

@@ -104,7 +104,7 @@ func TestMIGDevices(t *testing.T) {
 				migOn(3, "n1", "H100", "1g.10gb", 3), migOn(4, "n1", "H100", "1g.10gb", 4), migOn(5, "n1", "H100", "1g.10gb", 5),
 				migOn(6, "n1", "H100", "1g.10gb", 6))},
 			wantUnplaced: []placement.Unplaced{waiting("b", placement.ReasonQuota,
-				"1 × 1 GPUs: team ml uses 1.0/1 GPUs of H100 quota; it is in no cohort to borrow from")},
+				"1 × 1 GPU: team ml uses 1.0/1 GPUs of H100 quota; it is in no cohort to borrow from")},
 		},
 		"a running MIG job counts its share against quotas": {
 			fleet: fleet(node("n1").gpus(1, "H100").mig("3g.40gb", 0), node("n2").gpus(2, "H100")).

@@ -114,7 +114,7 @@ func TestPreemption(t *testing.T) {
 				Victims: []placement.Victim{victim("low", 50, 8*3600)}}},
 			wantUnplaced: []placement.Unplaced{waiting("hi", placement.ReasonPreempting, ""),
 				waiting("mid", placement.ReasonQuota,
-					"1 × 1 GPUs: team nlp uses 15/15 GPUs of H100 quota; it is in no cohort to borrow from")},
+					"1 × 1 GPU: team nlp uses 15/15 GPUs of H100 quota; it is in no cohort to borrow from")},
 		},
 		"a share's lost work is its share of the GPU": {
 			fleet: fleet(node("n1").gpus(1, "T4")).with(low("s").share(500).on("n1", 0)),

@@ -41,7 +41,7 @@ func TestQuotas(t *testing.T) {
 			opts:       placement.Options{Quotas: []placement.Quota{{Team: "nlp", Model: "H100", Nominal: 8}}},
 			wantPlaced: []gangway.Assignment{placed("j1", on(0, "h1", seq(0, 8)...))},
 			wantUnplaced: []placement.Unplaced{waiting("j2", placement.ReasonQuota,
-				"1 × 1 GPUs: team nlp uses 8/8 GPUs of H100 quota; it is in no cohort to borrow from")},
+				"1 × 1 GPU: team nlp uses 8/8 GPUs of H100 quota; it is in no cohort to borrow from")},
 		},
 		"borrowing from the cohort": {
 			fleet:      big(running("r").team("nlp").on("h1", seq(0, 8)...)),
@@ -103,7 +103,7 @@ func TestQuotas(t *testing.T) {
 			queue: queue(job("j").team("nlp").models("A100")),
 			opts:  placement.Options{Quotas: []placement.Quota{{Team: "nlp", Model: "H100", Nominal: 8}}},
 			wantUnplaced: []placement.Unplaced{waiting("j", placement.ReasonQuota,
-				"1 × 1 GPUs (A100): team nlp has no quota for A100")},
+				"1 × 1 GPU (A100): team nlp has no quota for A100")},
 		},
 		"a job open to any model goes where its team has quota": {
 			fleet:      fleet(node("a1").gpus(8, "A100"), node("h1").gpus(8, "H100")),
@@ -117,7 +117,7 @@ func TestQuotas(t *testing.T) {
 			opts:       placement.Options{Quotas: []placement.Quota{{Team: "nlp", Nominal: 8}}},
 			wantPlaced: []gangway.Assignment{placed("j1", on(0, "h1", 0, 1))},
 			wantUnplaced: []placement.Unplaced{waiting("j2", placement.ReasonQuota,
-				"1 × 1 GPUs (H100): team nlp uses 8/8 GPUs of GPU quota; it is in no cohort to borrow from")},
+				"1 × 1 GPU (H100): team nlp uses 8/8 GPUs of GPU quota; it is in no cohort to borrow from")},
 		},
 		"teams without quotas are not limited": {
 			fleet:      big(),

@@ -38,7 +38,7 @@ func TestReasons(t *testing.T) {
 			fleet: fleet(node("h1").gpus(8, "H100"), node("a1").gpus(8, "A100")),
 			queue: queue(job("j").models("B200")),
 			wantUnplaced: []placement.Unplaced{waiting("j", placement.ReasonModelUnavailable,
-				"1 × 1 GPUs (B200): no node has B200 in any pool; the fleet has A100, H100")},
+				"1 × 1 GPU (B200): no node has B200 in any pool; the fleet has A100, H100")},
 		},
 		"fragmented: enough GPUs, none together": {
 			fleet: eight(8, func(b *nodeBuilder) *nodeBuilder { return b.used(0, 1) }),
@@ -65,13 +65,13 @@ func TestReasons(t *testing.T) {
 			fleet: fleet(node("n1").gpus(8, "H100").cpu(2000)),
 			queue: queue(job("j").cpu(4000)),
 			wantUnplaced: []placement.Unplaced{waiting("j", placement.ReasonNeverFits,
-				"1 × 1 GPUs: the fleet holds at most 0 such replicas (1 matching nodes)")},
+				"1 × 1 GPU: the fleet holds at most 0 such replicas (1 matching nodes)")},
 		},
 		"insufficient CPU now": {
 			fleet: fleet(node("n1").gpus(8, "H100").cpu(8000).usedCPU(6000)),
 			queue: queue(job("j").cpu(4000)),
 			wantUnplaced: []placement.Unplaced{waiting("j", placement.ReasonInsufficientGPUs,
-				"1 × 1 GPUs: 8 GPUs free, but not with the CPU and memory each replica needs (4000m CPU, 4096 MiB; of 1 matching nodes, 0 lack the free GPUs, 1 the CPU, 0 the memory)")},
+				"1 × 1 GPU: 8 GPUs free, but not with the CPU and memory each replica needs (4000m CPU, 4096 MiB; of 1 matching nodes, 0 lack the free GPUs, 1 the CPU, 0 the memory)")},
 		},
 		"quota, with numbers": {
 			fleet: eight(5, asIs).with(running("r").team("nlp").on("n1", seq(0, 8)...).on("n2", seq(0, 8)...).
@@ -94,7 +94,7 @@ func TestReasons(t *testing.T) {
 				waiting("head", placement.ReasonReservation,
 					"2 × 8 GPUs: reserved 16 GPUs on n1, n2 from 2025-06-01 15:00:00 UTC (in 3h0m0s, when r1, r2 reach their max runtimes), 6 of them free now; smaller jobs may use them only if they end first"),
 				waiting("j", placement.ReasonReserved,
-					"1 × 1 GPUs: 6 free GPUs are reserved for a blocked larger job that starts before this one would end"),
+					"1 × 1 GPU: 6 free GPUs are reserved for a blocked larger job that starts before this one would end"),
 			},
 			wantReserved: []placement.Reservation{{JobID: "head", Start: t0.Add(3 * time.Hour), Nodes: []string{"n1", "n2"}}},
 		},
