@@ -146,9 +146,10 @@ const (
 // itself shrunk, with PseudoCount, towards what the job declared (its
 // estimated runtime, else its max runtime: a ratio of 1), so that a
 // history of a few runs — one `sleep 1` — does not outweigh every job's
-// own declaration. A running job's remaining time is conditioned on how
-// long it has run. Without any history it falls back to the job's
-// estimated runtime, then its max runtime. Counts halve when
+// own declaration. A job's remaining time is conditioned on how long it
+// has run: this attempt, plus what earlier ones kept (Job.Kept), which a
+// run is learned with too. Without any history it falls back to the job's
+// estimated runtime, then its max runtime, less what has run. Counts halve when
 // a group passes MaxCount observations, so the model follows recent runs;
 // the least recently updated groups are forgotten past MaxGroups per level.
 // Not safe for concurrent use.
