@@ -138,9 +138,9 @@ const (
 )
 
 // History learns each group's distribution of actual ÷ requested runtime
-// from runs that ended, apart for the runs that declared an estimated
-// runtime and those that declared only a limit (the basis), and predicts a job's runtime from its finest
-// group, shrunk towards the coarser ones: a group with n observations
+// from runs that ended — apart for the runs that declared an estimated
+// runtime and those that declared only a limit (the basis) — and predicts
+// a job's runtime from its finest group, shrunk towards the coarser ones: a group with n observations
 // weighs n against PseudoCount for its parent's distribution (empirical
 // Bayes with a histogram prior). The coarsest group (everyone's runs) is
 // itself shrunk, with PseudoCount, towards what the job declared (its
@@ -151,14 +151,16 @@ const (
 // run is learned with too. Without any history it falls back to the job's
 // estimated runtime, then its max runtime, less what has run. Counts halve when
 // a group passes MaxCount observations, so the model follows recent runs;
-// the least recently updated groups are forgotten past MaxGroups per level.
+// the least recently updated groups are forgotten past MaxGroups per level
+// (of each basis).
 // Not safe for concurrent use.
 type History struct {
 	// PseudoCount is the parent's weight, in observations (default 8).
 	PseudoCount float64
 	// MaxCount bounds a group's weight before it decays (default 1000).
 	MaxCount float64
-	// MaxGroups bounds the groups kept per level (default 4096).
+	// MaxGroups bounds the groups kept per level of each basis (default
+	// 4096).
 	MaxGroups int
 
 	groups [nBases][nLevels]map[string]*hist
