@@ -405,7 +405,7 @@ func TestBurstBudgetCommitted(t *testing.T) {
 			cloud: true, team: "ml", run: 30 * time.Minute, budget: 6 + 2*cost, want: []gangway.JobID{"a"},
 		},
 		"a run begun before the month counts from the month's start ($28 of its $32)": {
-			cloud: true, team: "ml", run: 4 * time.Hour, since: 30 * time.Minute, budget: 28 + 1.5*cost, want: []gangway.JobID{"a"},
+			cloud: true, team: "ml", run: 4 * time.Hour, since: 30 * time.Minute, budget: 28 + 1.2*cost, want: []gangway.JobID{"a"},
 		},
 		"a job queued on the cloud node launched for it counts its expected 2 h ($16), once": {
 			pinned: true, budget: 16 + 1.5*cost, want: []gangway.JobID{"a"},
