@@ -658,7 +658,7 @@ func (s JobSpec) ValidateFleet(nodes []FleetNode) error {
 		largest = max(largest, n.GPUs)
 		fit += n.GPUs / g.GPUsPerReplica
 	}
-	nodesDesc := fmt.Sprintf("%d matching %s", len(matching), plural(len(matching), "node", "nodes"))
+	nodesDesc := fmt.Sprintf("%d matching %s", len(matching), Plural(len(matching), "node", "nodes"))
 	if largest < g.GPUsPerReplica {
 		p.add("gang.gpusPerReplica", "%d GPUs per replica can never fit: the largest matching node has %d GPUs (%s)%s",
 			g.GPUsPerReplica, largest, nodesDesc, hint)
@@ -666,7 +666,7 @@ func (s JobSpec) ValidateFleet(nodes []FleetNode) error {
 	}
 	if fit < g.Replicas {
 		p.add("gang", "%d × %d GPUs (%s) can never fit: the fleet holds at most %d such %s (largest matching node has %d GPUs, %s)%s",
-			g.Replicas, g.GPUsPerReplica, s.constraintDesc(), fit, plural(fit, "replica", "replicas"), largest, nodesDesc, hint)
+			g.Replicas, g.GPUsPerReplica, s.constraintDesc(), fit, Plural(fit, "replica", "replicas"), largest, nodesDesc, hint)
 	}
 	return p.err()
 }
@@ -713,7 +713,7 @@ func distinct(nodes []FleetNode, key func(FleetNode) string) []string {
 
 // listOf writes "pool a" or "pools a, b".
 func listOf(list []string, one, many string) string {
-	return plural(len(list), one, many) + " " + orNone(list)
+	return Plural(len(list), one, many) + " " + orNone(list)
 }
 
 func oneOf(list []string) string {
@@ -728,13 +728,6 @@ func orNone(list []string) string {
 		return "none"
 	}
 	return strings.Join(list, ", ")
-}
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
 }
 
 // QueueEntry is the spec as the dispatch loop queues it. attempt counts

@@ -173,6 +173,18 @@ func FormatDollars(v float64) string {
 	return fmt.Sprintf("$%.2f", v)
 }
 
+// FormatTime formats a time as Gangway shows it to people in reasons and
+// pages: UTC, to the second ("2026-12-08 23:43:18 UTC").
+func FormatTime(t time.Time) string { return t.UTC().Format(time.DateTime) + " UTC" }
+
+// Plural is one when n is 1, else many.
+func Plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
 // String is the reason as one line: "<reason>: <detail>".
 func (w Waiting) String() string {
 	switch {

@@ -83,7 +83,7 @@ func (se *Session) reserve(j *gangway.QueueEntry) (Reservation, string, bool) {
 			reach = "reaches its max runtime"
 		}
 		why := fmt.Sprintf("%s: reserved %d GPUs on %s from %s (in %s, when %s %s), %d of them free now; smaller jobs may use them only if they end first",
-			describeShape(j), reserved, strings.Join(nodes, ", "), stamp(start), start.Sub(v.now).Round(time.Second),
+			describeShape(j), reserved, strings.Join(nodes, ", "), gangway.FormatTime(start), start.Sub(v.now).Round(time.Second),
 			strings.Join(waitFor, ", "), reach, held)
 		return Reservation{JobID: j.JobID, Start: start, Nodes: nodes}, why, true
 	}

@@ -130,7 +130,7 @@ func (se *Session) burst(j *gangway.QueueEntry, u Unplaced, rs []Reservation, ah
 		best.CapacityType, best.Pool, best.ExpectedCost, best.Count, best.InstanceType,
 		best.PricePerGPUHourFor(j.GPUsPerReplica))
 	if late {
-		reason += fmt.Sprintf("; the deadline %s needs it", stamp(j.Deadline))
+		reason += fmt.Sprintf("; the deadline %s needs it", gangway.FormatTime(j.Deadline))
 	}
 	return Burst{JobID: j.JobID, Attempt: j.Attempt, Team: j.Team, Offers: choices, ETA: eta, Reason: reason}, "", true
 }

@@ -3,7 +3,6 @@ package placement
 import (
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/gangwayhq/gangway"
 )
@@ -154,15 +153,11 @@ func perResource(free, per int64) int {
 	return int(free / per)
 }
 
-// stamp is a time as reasons give it, for people: "2026-12-08 23:43:18
-// UTC", the web view's format.
-func stamp(t time.Time) string { return t.UTC().Format(time.DateTime) + " UTC" }
-
 func describeShape(j *gangway.QueueEntry) string {
 	var s string
 	switch {
 	case j.GPUsPerReplica == 0:
-		s = fmt.Sprintf("%d CPU-only %s", j.Replicas, plural(j.Replicas, "replica", "replicas"))
+		s = fmt.Sprintf("%d CPU-only %s", j.Replicas, gangway.Plural(j.Replicas, "replica", "replicas"))
 	case j.MIGProfile != "" && j.GPUsPerReplica == 1:
 		s = fmt.Sprintf("%d × MIG %s", j.Replicas, j.MIGProfile)
 	case j.MIGProfile != "":
@@ -170,7 +165,7 @@ func describeShape(j *gangway.QueueEntry) string {
 	case j.Share():
 		s = fmt.Sprintf("%d × %dm GPU share", j.Replicas, j.GPUMilli)
 	default:
-		s = fmt.Sprintf("%d × %d %s", j.Replicas, j.GPUsPerReplica, plural(j.GPUsPerReplica, "GPU", "GPUs"))
+		s = fmt.Sprintf("%d × %d %s", j.Replicas, j.GPUsPerReplica, gangway.Plural(j.GPUsPerReplica, "GPU", "GPUs"))
 	}
 	if len(j.GPUModels) > 0 {
 		s += " (" + strings.Join(j.GPUModels, "|") + ")"
@@ -183,12 +178,4 @@ func orAny(list []string, none string) string {
 		return none
 	}
 	return strings.Join(list, "|")
-}
-
-// plural is one for n == 1, else many.
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
 }

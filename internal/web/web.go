@@ -577,5 +577,5 @@ func ts(t time.Time) string {
 	if t.IsZero() {
 		return "—"
 	}
-	return t.UTC().Format("2006-01-02 15:04:05 UTC")
+	return gangway.FormatTime(t)
 }
