@@ -185,6 +185,12 @@ func Plural(n int, one, many string) string {
 	return many
 }
 
+// CloudOnly reports whether the job can never fit on-prem as the fleet
+// stands but may burst: the cloud is where it can start.
+func (w Waiting) CloudOnly() bool {
+	return w.Reason != "" && !w.Retry && w.Cloud != nil && w.Cloud.BurstEnabled
+}
+
 // String is the reason as one line: "<reason>: <detail>".
 func (w Waiting) String() string {
 	switch {

@@ -173,12 +173,11 @@ func (st JobStatus) WriteWhy(w io.Writer, now time.Time) error {
 			fmt.Fprintf(w, "Reserved: GPUs on %s from %s (in %s)%s\n", strings.Join(wt.ReservedNodes, ","),
 				wt.ReservationStart.Local().Format(time.DateTime), max(wt.ReservationStart.Sub(now), 0).Round(time.Second), sooner)
 		}
-		if wt.Reason != "" && !wt.Retry {
-			if c := wt.Cloud; c != nil && c.BurstEnabled {
-				fmt.Fprintln(w, "It will not fit on-prem as the fleet stands: it can start only in the cloud (above).")
-			} else {
-				fmt.Fprintln(w, "It will not fit as the fleet stands: change the job's spec or add capacity.")
-			}
+		switch {
+		case wt.CloudOnly():
+			fmt.Fprintln(w, "It will not fit on-prem as the fleet stands: it can start only in the cloud (above).")
+		case wt.Reason != "" && !wt.Retry:
+			fmt.Fprintln(w, "It will not fit as the fleet stands: change the job's spec or add capacity.")
 		}
 	case st.Assignment != nil && !st.Phase.Terminal():
 		fmt.Fprintf(w, "Where: %s\n", st.Assignment.Where())

@@ -411,7 +411,7 @@ type queueRow struct {
 	// job.
 	HasReason        bool
 	Reason, Detail   string
-	Retry            bool
+	Retry, CloudOnly bool
 	ReservationStart time.Time
 	ReservedNodes    []string
 	// The start estimate, the jobs the job waits for (those the viewer
@@ -461,7 +461,7 @@ func buildQueue(f Fleet, sc scope, pal palette) queueView {
 			r.Share = fmt.Sprintf("%g GPU each", float64(e.GPUMilli)/gangway.MilliPerGPU)
 		}
 		if w, ok := f.Reasons[e.JobID]; ok && (w.Reason != "" || w.Detail != "") {
-			r.HasReason, r.Reason, r.Detail, r.Retry = true, w.Reason, w.Detail, w.Retry
+			r.HasReason, r.Reason, r.Detail, r.Retry, r.CloudOnly = true, w.Reason, w.Detail, w.Retry, w.CloudOnly()
 			r.ReservationStart, r.ReservedNodes = w.ReservationStart, w.ReservedNodes
 			r.ETA, r.Cloud = w.ETA, w.Cloud
 			r.WaitsFor, r.HiddenWaitsFor = blockers(f, sc, w.WaitsFor)
