@@ -140,9 +140,9 @@ const (
 // History learns each group's distribution of actual ÷ requested runtime
 // from runs that ended — apart for the runs that declared an estimated
 // runtime and those that declared only a limit (the basis) — and predicts
-// a job's runtime from its finest group, shrunk towards the coarser ones: a group with n observations
-// weighs n against PseudoCount for its parent's distribution (empirical
-// Bayes with a histogram prior). The coarsest group (everyone's runs) is
+// a job's runtime from its finest group, shrunk towards the coarser ones:
+// a group with n observations weighs n against PseudoCount for its
+// parent's distribution (empirical Bayes with a histogram prior). The coarsest group (everyone's runs) is
 // itself shrunk, with PseudoCount, towards what the job declared (its
 // estimated runtime, else its max runtime: a ratio of 1), so that a
 // history of a few runs — one `sleep 1` — does not outweigh every job's
@@ -285,28 +285,23 @@ func (h *History) Remaining(j Job, elapsed time.Duration, q float64) time.Durati
 	if req <= 0 {
 		return Forever
 	}
-	var p [nBins]float64
 	// The job has run what its earlier attempts kept, and elapsed of this
 	// one; the limit holds for this attempt.
 	ran := j.Kept + elapsed
-	if !h.blend(j, &p) {
-		// No history: the job's own estimate, else its limit.
-		left := max(req-ran, 0)
-		if j.MaxRuntime > 0 {
-			left = min(left, max(j.MaxRuntime-elapsed, 0))
+	run := req // no history: the job's own estimate, else its limit
+	var p [nBins]float64
+	if h.blend(j, &p) {
+		ratio, ok := conditionalQuantile(&p, float64(ran)/float64(req), q)
+		if !ok {
+			// It has outrun every run seen: it ends by its limit, if it
+			// has one, spread evenly over what is left of it.
+			if j.MaxRuntime > elapsed {
+				return time.Duration(q * float64(j.MaxRuntime-elapsed))
+			}
+			return 0
 		}
-		return left
+		run = time.Duration(ratio * float64(req))
 	}
-	ratio, ok := conditionalQuantile(&p, float64(ran)/float64(req), q)
-	if !ok {
-		// It has outrun every run seen: it ends by its limit, if it has
-		// one, spread evenly over what is left of it.
-		if j.MaxRuntime > elapsed {
-			return time.Duration(q * float64(j.MaxRuntime-elapsed))
-		}
-		return 0
-	}
-	run := time.Duration(ratio * float64(req))
 	if j.MaxRuntime > 0 {
 		run = min(run, j.Kept+j.MaxRuntime)
 	}
@@ -321,8 +316,9 @@ func (h *History) blend(j Job, p *[nBins]float64) bool {
 	*p = [nBins]float64{}
 	p[binOf(1)] = 1
 	have := false
+	groups := &h.groups[j.basis()]
 	for l, key := range groupKeys(j) {
-		g := h.groups[j.basis()][l][key]
+		g := groups[l][key]
 		if g == nil || g.n <= 0 {
 			continue
 		}
