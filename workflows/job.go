@@ -1,7 +1,6 @@
 package workflows
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"time"
@@ -377,7 +376,7 @@ func (j *job) afterAttempt(ctx workflow.Context, end attemptEnd) (Status, bool) 
 		return j.finish(ctx, gangway.PhaseSucceeded, "all members exited 0"), true
 	case outcomeCancelled:
 		// Where the attempt was: running, or provisioning cloud instances.
-		return j.finish(ctx, gangway.PhaseCancelled, cmp.Or(end.reason, "cancelled while running")), true
+		return j.finish(ctx, gangway.PhaseCancelled, end.reason), true
 	case outcomeFatal:
 		return j.finish(ctx, gangway.PhaseFailed, end.reason), true
 	case outcomeReleased:
