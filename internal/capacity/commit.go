@@ -34,6 +34,9 @@ type Snapshot struct {
 	// loop places nothing: a GPU's owner may be unknown.
 	Generation string
 	Rebuilt    bool
+	// Revision is the view's revision at the read (P:rev): what was
+	// written before the snapshot was taken has a revision no larger.
+	Revision int64
 }
 
 // Snapshot reads nodes, allocations and the queue consistently.
@@ -166,7 +169,11 @@ func (v *View) CommitIn(ctx context.Context, holder, gen string, plan []gangway.
 	if err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
-	if len(res) > 0 && res[0] == "ok" {
+	if len(res) == 5 && res[0] == "ok" {
+		epoch, _ := res[2].(string)
+		rev, _ := res[3].(int64)
+		witness, _ := res[4].(string)
+		v.seen.advance(epoch, rev, witness)
 		return nil
 	}
 	ce, err := parseCommitError(res)
@@ -302,11 +309,13 @@ func (v *View) readOnce(ctx context.Context, withQueue bool) (Snapshot, error) {
 	if withQueue {
 		flag = "1"
 	}
-	res, err := readScript.Run(ctx, v.rdb, v.readKeys(), flag, c.epoch, c.rev, c.queueSince(), c.beatMark, c.allocSince()).Slice()
+	gen, at, witness := v.seen.get()
+	res, err := readScript.Run(ctx, v.rdb, v.readKeys(), flag, c.epoch, c.rev, c.queueSince(), c.beatMark, c.allocSince(),
+		gen, at, witness).Slice()
 	if err != nil {
 		return Snapshot{}, err
 	}
-	if len(res) != 17 {
+	if len(res) != 18 {
 		return Snapshot{}, fmt.Errorf("unexpected script reply of %d items", len(res))
 	}
 	var s Snapshot
@@ -316,7 +325,7 @@ func (v *View) readOnce(ctx context.Context, withQueue bool) (Snapshot, error) {
 	epoch, _ := res[1].(string)
 	rev, _ := res[2].(int64)
 	rebuilt, _ := res[15].(string)
-	s.Generation, s.Rebuilt = epoch, epoch != "" && rebuilt == epoch
+	s.Generation, s.Rebuilt, s.Revision = epoch, epoch != "" && rebuilt == epoch, rev
 	lists := make([][]entryChange, 0, 6)
 	for _, r := range []any{res[5], res[6], res[7], res[8], res[11], res[14]} {
 		l, err := changeList(r)
@@ -332,6 +341,8 @@ func (v *View) readOnce(ctx context.Context, withQueue bool) (Snapshot, error) {
 	}
 	whole := func(i int) bool { w, _ := res[i].(int64); return w == 1 }
 	count := func(i int) int { n, _ := res[i].(int64); return int(n) }
+	witness, _ = res[17].(string)
+	v.seen.advance(epoch, rev, witness)
 	nodes, err := c.mergeNodes(epoch, rev, changed, whole(3), count(4))
 	if err != nil {
 		return Snapshot{}, err
@@ -427,7 +438,8 @@ func parseTime(v any) (time.Time, error) {
 // readKeys is read.lua's KEYS.
 func (v *View) readKeys() []string {
 	return []string{v.k.nodes, v.k.nodeState, v.k.heartbeat, v.k.queue, v.k.allocs, v.k.nodeChanges, v.k.rev,
-		v.k.epoch, v.k.rebuilt, v.k.nodeTasks, v.k.checkpoints, v.k.queueChanges, v.k.changesFloor, v.k.allocChanges}
+		v.k.epoch, v.k.rebuilt, v.k.nodeTasks, v.k.checkpoints, v.k.queueChanges, v.k.changesFloor, v.k.allocChanges,
+		v.k.gpus, v.k.shares, v.k.bursting}
 }
 
 // entryChange is one entry of a read's flat ID, value list of changes:

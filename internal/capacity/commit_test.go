@@ -40,6 +40,8 @@ func TestCommit(t *testing.T) {
 		},
 		Queue:       []gangway.QueueEntry{entry("c", 1, 1, 8)},
 		Allocations: plan,
+		// A revision each: two nodes registered, three jobs queued, two placed.
+		Revision: 7,
 	}
 	if diff := cmp.Diff(want, snap, ignoreBeats); diff != "" {
 		t.Errorf("Snapshot() after commit mismatch (-want +got):\n%s", diff)

@@ -22,11 +22,11 @@
 //	key               type    field → value
 //	P:nodes           hash    node ID → gangway.Node JSON (inventory)
 //	P:node-changes    zset    node ID by the revision (from P:rev) of the last write or removal of its P:nodes record or P:node-state
-//	P:rev             string  the last revision given to a change of a node or a queue entry (INCR)
+//	P:rev             string  the last revision given to a change of a node, a queue entry or an allocation (INCR)
 //	P:queue-changes   zset    job ID by the revision (from P:rev) of the last write or removal of its P:queue entry
 //	P:alloc-changes   zset    job ID by the revision (from P:rev) of the last write or removal of its P:allocs record (commit, release, restore)
 //	P:changes-floor   string  the revision below which the changes logs have forgotten removals (a reader behind it reads whole; nodecache.go)
-//	P:epoch           string  the view's generation: written (TIME) by the first read of a new or flushed view
+//	P:epoch           string  the view's generation: written (TIME) by the first read of a new or flushed view, or of one that went back in time
 //	P:rebuilt         string  the generation the view was last rebuilt for (rebuild.go; the dispatch loop places nothing until it is P:epoch)
 //	P:node-tasks      hash    node ID → JSON list of the tasks its agent reports running (each heartbeat, and as a task's processes end)
 //	P:node-state      hash    node ID → ready | cordoned | lost
@@ -35,6 +35,7 @@
 //	P:shares          hash    "<node ID>/<GPU index>" → {job ID: milli-GPU} of a shared GPU, summing to at most 1000
 //	P:checkpoints     hash    job ID → "<attempt>:<unix ms>" of the newest checkpoint its running attempt saved (agents record it; Snapshot reports it as the allocation's LastCheckpoint)
 //	P:queue           hash    job ID → gangway.QueueEntry JSON
+//	P:bursting        hash    job ID → the burst request JSON of a job taken out of the queue to run on rented instances, until it is queued pinned to them (burst.go)
 //	P:allocs          hash    job ID → {"cpuMilli","memMiB" per member, "assignment": gangway.Assignment JSON}
 //	P:lease           string  holder of the dispatch leader lease (SET NX PX)
 //	P:reasons         hash    job ID → Waiting JSON: why it is still pending (typed reason, detail, retry, reservation)
@@ -61,7 +62,11 @@
 //
 // The view can be lost at any moment (FLUSHALL, a restart with no data)
 // and is rebuilt (rebuild.go, internal/dispatch's rebuild): its generation
-// changes, the dispatch leader restores the queue and the allocations from
+// changes. So can it go back in time, to a state that lacks writes its
+// readers saw (a failover to a replica that missed them, a restart from an
+// older snapshot): the first read that finds so (nodecache.go) drops the
+// queue, the allocations, the GPUs held and the bursts delivered, which
+// may be stale, and begins a new generation too. Then the dispatch leader restores the queue and the allocations from
 // the job workflows and the cordons from the ledger, and the agents'
 // heartbeats say which GPUs run tasks, so a GPU whose owner the view does
 // not know is shown held by the task's job and never offered. The
@@ -86,7 +91,8 @@
 // cycle to the next, so each write of one takes a new revision and
 // Snapshot fetches only the records and entries newer than those it holds
 // (nodecache.go); it keeps the queue sorted between reads. P:epoch changes
-// when the view is flushed or replaced, which makes the next read whole.
+// when the view is flushed, replaced or went back in time, which makes the
+// next read whole.
 // Allocations are read whole and decoded only when their JSON changed.
 // The pending reasons are written the same way round: SetReasons writes
 // only those that changed since its last write, unless another writer

@@ -37,7 +37,10 @@ import (
 // floor reads whole. P:epoch names the view's lifetime: it is written by
 // the first read of a new or flushed view, so a cache from before a
 // FLUSHALL or a failover to an empty replica never matches it and the next
-// read is whole. Each read also checks the cache holds as many nodes and
+// read is whole. A view that went back in time — a failover to a replica
+// that missed writes, a restart from an older snapshot — keeps its epoch:
+// that a View tells by the latest change it knows the view made (seen,
+// below), which every read sends. Each read also checks the cache holds as many nodes and
 // queue entries as Redis: an entry written or removed without its log (by
 // an earlier version) makes the next read whole. An entry overwritten in
 // place without its log would stay stale in the cache; for the queue,
@@ -296,5 +299,41 @@ func apply(m map[string]string, changes []entryChange) {
 		} else {
 			m[ch.ID] = ch.Raw
 		}
+	}
+}
+
+// seen is the latest change a View knows the view made, read or written
+// by its own commits: its generation, its revision and the entry whose
+// change took that revision (its witness, "<log>:<ID>", read.lua). Every
+// read sends it; one that finds the view of an older generation, at an
+// older revision, or with the witness's entry last changed before it,
+// knows the view went back in time and begins a new generation (doc.go's
+// Rebuilding). Writes made after the view went back take revisions from
+// the old count again, so the revision alone would not tell.
+type seen struct {
+	mu      sync.Mutex
+	gen     string
+	rev     int64
+	witness string
+}
+
+func (s *seen) get() (gen string, rev int64, witness string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.gen, s.rev, s.witness
+}
+
+// advance records the change at rev of generation gen that witness names,
+// if it is later than the one held: of another generation (a read returns
+// the view's current one, a commit the one it was fenced by), or at a
+// later revision.
+func (s *seen) advance(gen string, rev int64, witness string) {
+	if gen == "" {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if gen != s.gen || rev > s.rev {
+		s.gen, s.rev, s.witness = gen, rev, witness
 	}
 }

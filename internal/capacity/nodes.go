@@ -175,11 +175,12 @@ func (v *View) FleetNodes(ctx context.Context) ([]gangway.Node, error) {
 
 func (v *View) fleetOnce(ctx context.Context) ([]gangway.Node, error) {
 	c := &v.fleet
-	res, err := readScript.Run(ctx, v.rdb, v.readKeys(), "nodes", c.epoch, c.rev, "", "").Slice()
+	gen, at, witness := v.seen.get()
+	res, err := readScript.Run(ctx, v.rdb, v.readKeys(), "nodes", c.epoch, c.rev, "", "", "", gen, at, witness).Slice()
 	if err != nil {
 		return nil, err
 	}
-	if len(res) != 6 {
+	if len(res) != 7 {
 		return nil, fmt.Errorf("unexpected script reply of %d items", len(res))
 	}
 	epoch, _ := res[1].(string)
@@ -190,5 +191,7 @@ func (v *View) fleetOnce(ctx context.Context) ([]gangway.Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	witness, _ = res[6].(string)
+	v.seen.advance(epoch, rev, witness)
 	return c.mergeNodes(epoch, rev, changed, whole == 1, int(count))
 }

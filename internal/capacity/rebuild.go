@@ -83,13 +83,17 @@ func GenerationStart(gen string) time.Time {
 	return time.Unix(s, u*1000)
 }
 
-// Restore writes what the rebuild of generation gen found: allocations
-// (a job already allocated is left alone; one whose GPUs another holds is
-// refused, and named in the result) and admin node states (node →
-// gangway.NodeCordoned), which hold even for nodes not registered again
-// yet. Fenced by the lease and the generation: ErrNotLeader,
-// ErrGenerationChanged.
-func (v *View) Restore(ctx context.Context, holder, gen string, held []Held, states map[string]string) (restored int, refused []string, err error) {
+// Restore writes what the rebuild of the view that snap read found:
+// allocations (a job already allocated is left alone; one whose GPUs
+// another holds is refused, and named in the result) and admin node
+// states (node → gangway.NodeCordoned), which hold even for nodes not
+// registered again yet. A non-nil states is every cordon there is, read
+// after snap: a node the view showed cordoned at snap that states lacks
+// is made ready (a view that went back in time may hold a cordon lifted
+// since), one cordoned after snap is left so; nil leaves the view's
+// cordons as they are. Fenced by the lease and snap's generation:
+// ErrNotLeader, ErrGenerationChanged.
+func (v *View) Restore(ctx context.Context, holder string, snap Snapshot, held []Held, states map[string]string) (restored int, refused []string, err error) {
 	type member struct {
 		Node  string `json:"node"`
 		GPUs  []int  `json:"gpus"`
@@ -127,15 +131,16 @@ func (v *View) Restore(ctx context.Context, holder, gen string, held []Held, sta
 	if err != nil {
 		return 0, nil, fmt.Errorf("restore: %w", err)
 	}
+	asOf := strconv.FormatInt(snap.Revision, 10)
 	if states == nil {
-		states = map[string]string{}
+		states, asOf = map[string]string{}, ""
 	}
 	rawStates, err := json.Marshal(states)
 	if err != nil {
 		return 0, nil, fmt.Errorf("restore: %w", err)
 	}
 	keys := []string{v.k.allocs, v.k.gpus, v.k.shares, v.k.lease, v.k.epoch, v.k.nodeState, v.k.nodeChanges, v.k.rev, v.k.allocChanges}
-	res, err := restoreScript.Run(ctx, v.rdb, keys, holder, gen, rawItems, rawStates).Slice()
+	res, err := restoreScript.Run(ctx, v.rdb, keys, holder, snap.Generation, rawItems, rawStates, asOf).Slice()
 	if err != nil {
 		return 0, nil, fmt.Errorf("restore: %w", err)
 	}

@@ -52,7 +52,8 @@ var (
 // View is the Redis live view. It is safe for concurrent use. Besides the
 // client and the key names it holds only caches of the node records and
 // queue entries it last read (nodecache.go; one for snapshots, one for
-// FleetNodes), which Redis's revisions keep true.
+// FleetNodes), which Redis's revisions keep true, and the latest change
+// it knows the view made, by which it tells the view went back in time.
 type View struct {
 	rdb       redis.UniversalClient
 	k         keySet
@@ -61,6 +62,9 @@ type View struct {
 	cache     readCache
 	// fleet is FleetNodes's cache of the node records.
 	fleet readCache
+	// seen is the latest change this View knows the view made
+	// (nodecache.go).
+	seen seen
 	// reasons is what SetReasons last wrote (reasons.go).
 	reasons reasonCache
 }

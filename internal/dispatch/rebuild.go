@@ -11,7 +11,8 @@ import (
 )
 
 // The Redis view is rebuildable: when it is lost or replaced (a FLUSHALL,
-// a Redis restarted empty) its generation changes and the snapshot says it
+// a Redis restarted empty, one that went back in time to a moment before
+// writes its readers saw) its generation changes and the snapshot says it
 // is not rebuilt (capacity/rebuild.go). Until the leader has rebuilt it,
 // the loop places nothing, since a GPU's owner may be unknown. The rebuild
 // waits until every live agent has heartbeat once into the new generation
@@ -38,7 +39,7 @@ type NodeStates interface {
 // rebuilder is the part of the Redis view a rebuild writes to.
 type rebuilder interface {
 	Enqueue(ctx context.Context, e gangway.QueueEntry) (bool, error)
-	Restore(ctx context.Context, holder, gen string, held []capacity.Held, states map[string]string) (int, []string, error)
+	Restore(ctx context.Context, holder string, snap capacity.Snapshot, held []capacity.Held, states map[string]string) (int, []string, error)
 	MarkRebuilt(ctx context.Context, holder, gen string) error
 }
 
@@ -72,7 +73,7 @@ func (l *Loop) rebuildView(ctx context.Context, snap capacity.Snapshot) bool {
 		clear(l.unsignaled)
 		clear(l.bursts)
 		clear(l.preempted)
-		l.log.Warn("the view is new, or was lost or replaced: rebuilding it before placing anything", "generation", gen)
+		l.log.Warn("the view is new, or was lost, replaced or went back in time: rebuilding it before placing anything", "generation", gen)
 	}
 	var held []capacity.Held
 	queued := 0
@@ -121,7 +122,7 @@ func (l *Loop) rebuildView(ctx context.Context, snap capacity.Snapshot) bool {
 			return false
 		}
 	}
-	restored, refused, err := rb.Restore(ctx, l.cfg.Holder, gen, held, states)
+	restored, refused, err := rb.Restore(ctx, l.cfg.Holder, snap, held, states)
 	if err == nil {
 		err = rb.MarkRebuilt(ctx, l.cfg.Holder, gen)
 	}

@@ -86,7 +86,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		}),
 		viewRebuilds: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: namespace, Name: "view_rebuilds_total",
-			Help: "Rebuilds of the Redis view this server led (a new, flushed or replaced view).",
+			Help: "Rebuilds of the Redis view this server led (a new, flushed or replaced view, or one that went back in time).",
 		}),
 	}
 	m.fragRate = prometheus.NewGauge(prometheus.GaugeOpts{

@@ -21,7 +21,8 @@
 --   snapshot ("" to skip the check):
 --   [{"job": ID, "attempt": N, "members": [{"node": ID, "gpus": [i, ...], "milli": M}],
 --     "assignment": "<gangway.Assignment JSON, stored verbatim>"}]
--- Returns {"ok", GPUs claimed} or
+-- Returns {"ok", GPUs claimed, generation, revision, witness of the last
+--   change} or
 --   {"stale" | "not-leader", check, job, node, gpu (-1 for none), detail}.
 local function fail(kind, check, job, node, gpu, detail)
   return {kind, check, job or '', node or '', gpu or -1, detail}
@@ -151,11 +152,12 @@ for i, a in ipairs(plan) do
   end
 end
 
-local n = 0
+local n, last = 0, nil
 for i, a in ipairs(plan) do
   local e = entries[i]
   redis.call('HDEL', KEYS[1], a.job)
   local r = redis.call('INCR', KEYS[11])
+  last = {r, a.job}
   redis.call('ZADD', KEYS[10], r, a.job)
   redis.call('ZADD', KEYS[12], r, a.job)
   redis.call('HDEL', KEYS[7], a.job)
@@ -180,4 +182,9 @@ for i, a in ipairs(plan) do
   redis.call('HSET', KEYS[2], a.job, string.format('{"cpuMilli":%d,"memMiB":%d,"assignment":%s}',
     num(e.cpuMilli), num(e.memMiB), a.assignment))
 end
-return {'ok', n}
+-- The last change is the caller's to remember (read.lua's witness: the
+-- allocation changes log is the third).
+if not last then
+  return {'ok', 0, '', 0, ''}
+end
+return {'ok', n, redis.call('GET', KEYS[9]) or '', last[1], '3:' .. last[2]}

@@ -11,7 +11,12 @@
 -- ARGV: lease holder, generation (epoch), allocations JSON:
 --   [{"job", "attempt", "cpuMilli", "memMiB", "members": [{"node", "gpus", "milli"}],
 --     "assignment": "<gangway.Assignment JSON>"}],
---   node states JSON: {"node": "cordoned", ...}
+--   node states JSON: {"node": "cordoned", ...}, and when those are every
+--   cordon there is (the durable store's, read after the rebuild's
+--   snapshot) that snapshot's revision, so that a node the view showed
+--   cordoned then and they do not is ready again (a view that went back
+--   in time can hold a cordon lifted since; one cordoned after the
+--   snapshot stays so), else ""
 -- Returns {"ok", restored, refused "job: why"...} or {"not-leader" | "stale", detail}.
 if redis.call('GET', KEYS[4]) ~= ARGV[1] then
   return {'not-leader', 'the caller does not hold the dispatch lease'}
@@ -70,10 +75,25 @@ for _, a in ipairs(cjson.decode(ARGV[3])) do
     end
   end
 end
-for node, state in pairs(cjson.decode(ARGV[4])) do
+local states = cjson.decode(ARGV[4])
+local function set(node, state)
   if redis.call('HGET', KEYS[6], node) ~= state then
     redis.call('HSET', KEYS[6], node, state)
     redis.call('ZADD', KEYS[7], redis.call('INCR', KEYS[8]), node)
+  end
+end
+for node, state in pairs(states) do
+  set(node, state)
+end
+local asOf = tonumber(ARGV[5])
+if asOf then
+  local all = redis.call('HGETALL', KEYS[6])
+  for i = 1, #all, 2 do
+    local node = all[i]
+    if all[i + 1] == 'cordoned' and not states[node]
+        and tonumber(redis.call('ZSCORE', KEYS[7], node) or '0') <= asOf then
+      set(node, 'ready')
+    end
   end
 end
 return out

@@ -8,7 +8,9 @@
 // certificates (NewCerts), a TLS-terminating proxy that demands a client
 // certificate in front of a plaintext server such as the Temporal dev
 // server (StartMTLSProxy), and Unix users to run tasks as (UnixUsers,
-// which skips the test without root).
+// which skips the test without root). Dump and PutBack take a Redis
+// server back to an earlier moment, as a failover to a replica that
+// missed writes does.
 //
 // A missing binary fails the test rather than skipping it, so that CI notices
 // an environment without the servers instead of passing vacuously.
