@@ -8,13 +8,12 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
-	"time"
 )
 
 // WriteText writes the summary as `gangway cost` shows it: a table, one row
 // per group and a total, with notes on unknown savings and runs in flight.
 func (sum CostSummary) WriteText(w io.Writer) error {
-	fmt.Fprintf(w, "Usage by %s from %s to %s\n\n", sum.By, sum.Since.Format(time.RFC3339), sum.Until.Format(time.RFC3339))
+	fmt.Fprintf(w, "Usage by %s from %s to %s\n\n", sum.By, FormatTime(sum.Since), FormatTime(sum.Until))
 	groups := make([]string, len(sum.Rows))
 	width := max(len(sum.By), len("TOTAL"))
 	for i, r := range sum.Rows {

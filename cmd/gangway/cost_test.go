@@ -101,7 +101,7 @@ func TestCost(t *testing.T) {
 	}{
 		"table by team": {
 			args: []string{"--by", "team"},
-			want: `Usage by team from 2025-06-01T00:00:00Z to 2025-06-07T12:30:00Z
+			want: `Usage by team from 2025-06-01 00:00:00 UTC to 2025-06-07 12:30:00 UTC
 
 TEAM      GPU-H ON-PREM  GPU-H SPOT  GPU-H ON-DEMAND  $ ON-PREM  $ SPOT  $ ON-DEMAND  $ TOTAL  SPOT SAVED  IN FLIGHT
 ml                  3.0         8.0              1.0      12.00   10.00         3.00    25.00           -          0
@@ -116,7 +116,7 @@ IN FLIGHT counts runs still going (1 in all): their GPU-hours and dollars are th
 		},
 		"table by project": {
 			args: []string{"--by", "project", "-o", "text"},
-			want: `Usage by project from 2025-06-01T00:00:00Z to 2025-06-07T12:30:00Z
+			want: `Usage by project from 2025-06-01 00:00:00 UTC to 2025-06-07 12:30:00 UTC
 
 PROJECT  GPU-H ON-PREM  GPU-H SPOT  GPU-H ON-DEMAND  $ ON-PREM  $ SPOT  $ ON-DEMAND  $ TOTAL  SPOT SAVED  IN FLIGHT
 llm                3.0         8.0              0.0      12.00   10.00         0.00    22.00           -          0
