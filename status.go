@@ -220,7 +220,9 @@ type NodeStatus struct {
 	// LastHeartbeat is when the node's agent last heartbeat, and
 	// HeartbeatAge how long before the read that was, both on the Redis
 	// server's clock: the one clock liveness is judged by, never the
-	// agent's or the reader's.
+	// agent's or the reader's. With no heartbeat on record (never heard
+	// from, or made silent since: its task was lost, its agent shut down)
+	// LastHeartbeat is zero and HeartbeatAge the time since 1970.
 	LastHeartbeat time.Time `json:"lastHeartbeat"`
 	HeartbeatAge  Duration  `json:"heartbeatAge"`
 	// Allocated maps each GPU held whole to the job holding it; Shared

@@ -13,16 +13,20 @@ import (
 )
 
 // WriteNodes writes the nodes as `gangway nodes` shows them: a row per
-// node (pool, model, GPUs free and fenced, state, heartbeat age, jobs),
+// node (pool, model, GPUs free and fenced, state, heartbeat age or
+// "none" when none is on record, jobs),
 // then GPU by GPU the ones fenced, flaky or with a fault on record (every
 // GPU with allGPUs), with the job on each and its last fault.
 func WriteNodes(w io.Writer, nodes []Node, allGPUs bool, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tPOOL\tMODEL\tGPUS\tFREE\tFENCED\tSTATE\tHEARTBEAT\tJOBS")
 	for _, n := range nodes {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s ago\t%s\n", n.Node.ID, n.Node.Pool, n.Node.Model(),
-			len(n.Node.GPUs), len(n.FreeGPUs()), fencedGPUs(n), n.State, n.HeartbeatAge.Round(time.Second),
-			strings.Join(n.Jobs(), ","))
+		beat := "none"
+		if !n.LastHeartbeat.IsZero() {
+			beat = n.HeartbeatAge.Round(time.Second).String() + " ago"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", n.Node.ID, n.Node.Pool, n.Node.Model(),
+			len(n.Node.GPUs), len(n.FreeGPUs()), fencedGPUs(n), n.State, beat, strings.Join(n.Jobs(), ","))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -46,6 +46,30 @@ n1/2  GPU-c  healthy          0.00       notebook  Xid 13 (graphics engine excep
 	}
 }
 
+// TestWriteNodes: a node's heartbeat age, or "none" for one with no
+// heartbeat on record (made silent when its agent shut down).
+func TestWriteNodes(t *testing.T) {
+	now := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
+	gpus := []gangway.GPU{{Index: 0, UUID: "GPU-a", Model: "H100", Healthy: true}, {Index: 1, UUID: "GPU-b", Model: "H100", Healthy: true}}
+	nodes := []Node{
+		{NodeStatus: gangway.NodeStatus{Node: gangway.Node{ID: "n1", Pool: "onprem", GPUs: gpus}, State: gangway.NodeReady,
+			LastHeartbeat: now.Add(-2 * time.Second), HeartbeatAge: gangway.Duration{Duration: 2 * time.Second},
+			Allocated: map[int]gangway.JobID{1: "train"}}},
+		{NodeStatus: gangway.NodeStatus{Node: gangway.Node{ID: "n2", Pool: "onprem", GPUs: gpus}, State: gangway.NodeLost,
+			HeartbeatAge: gangway.Duration{Duration: now.Sub(time.UnixMilli(0))}}},
+	}
+	var buf bytes.Buffer
+	if err := WriteNodes(&buf, nodes, false, now); err != nil {
+		t.Fatal(err)
+	}
+	want := "NODE  POOL    MODEL  GPUS  FREE  FENCED  STATE  HEARTBEAT  JOBS\n" +
+		"n1    onprem  H100   2     1     0       ready  2s ago     train\n" +
+		"n2    onprem  H100   2     2     0       lost   none       \n"
+	if diff := cmp.Diff(want, buf.String()); diff != "" {
+		t.Errorf("output (-want +got):\n%s", diff)
+	}
+}
+
 func TestWriteJobs(t *testing.T) {
 	now := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
 	for name, tc := range map[string]struct {

@@ -620,8 +620,14 @@ func classify(err error, rank int, asg gangway.Assignment) attemptEnd {
 	var ae *temporal.ApplicationError
 	if errors.As(err, &ae) {
 		switch ae.Type() {
-		case ErrTypeGPUBusy, ErrTypeNodeShutdown, ErrTypeRestoreFailed:
+		case ErrTypeGPUBusy, ErrTypeRestoreFailed:
 			return attemptEnd{out: outcomeInfraFailure, cause: CauseInfra, reason: fmt.Sprintf("%s: %s", where, ae.Message())}
+		case ErrTypeNodeShutdown:
+			// The agent stopped heartbeating as it began to shut down, but
+			// the node looks alive for a node TTL yet: reported like a lost
+			// node, it gets no new work (the requeued job included) until
+			// its agent is back.
+			return attemptEnd{out: outcomeInfraFailure, cause: CauseInfra, lostNode: node, reason: fmt.Sprintf("%s: %s", where, ae.Message())}
 		case ErrTypeGPUFault:
 			return attemptEnd{out: outcomeInfraFailure, cause: CauseFault, reason: fmt.Sprintf("GPU fault: %s: %s", where, ae.Message())}
 		case ErrTypeIdle:

@@ -348,29 +348,42 @@ func hasPhase(st Status, p gangway.Phase) bool {
 	return false
 }
 
-// TestJobWorkflowReportsLostNode: the release after a lost member names its
-// node, so the requeued gang is not placed there again before it heartbeats.
+// TestJobWorkflowReportsLostNode: the release after a member whose node
+// was lost, or whose agent shut down, names its node, so the requeued gang
+// is not placed there again before it heartbeats.
 func TestJobWorkflowReportsLostNode(t *testing.T) {
-	var s testsuite.WorkflowTestSuite
-	env := s.NewTestWorkflowEnvironment()
-	f := &fakeActivities{}
-	f.register(env)
-	placeEachAttempt(env, 2, 2, 8)
-	f.run = func(ctx context.Context, in RunTaskInput) error {
-		switch {
-		case in.Attempt == 1 && in.Rank == 1:
-			return temporal.NewHeartbeatTimeoutError()
-		case in.Attempt == 1:
-			return blockUntilCancelled(ctx)
-		}
-		return nil
+	tests := map[string]struct {
+		err   error
+		ended string
+	}{
+		"heartbeats stopped": {err: temporal.NewHeartbeatTimeoutError(), ended: CauseNodeLost},
+		"the agent shut down": {err: temporal.NewNonRetryableApplicationError("agent shut down while the task ran", ErrTypeNodeShutdown, nil),
+			ended: CauseInfra},
 	}
-	st := runJob(t, env, testSpec(2, 8, 0))
-	if st.Phase != gangway.PhaseSucceeded || st.Attempts[0].Ended != CauseNodeLost {
-		t.Fatalf("phase %s, first run ended %q", st.Phase, st.Attempts[0].Ended)
-	}
-	if d := cmp.Diff([]string{"n1"}, f.lostNodes); d != "" {
-		t.Errorf("lost nodes reported (-want +got):\n%s", d)
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			var s testsuite.WorkflowTestSuite
+			env := s.NewTestWorkflowEnvironment()
+			f := &fakeActivities{}
+			f.register(env)
+			placeEachAttempt(env, 2, 2, 8)
+			f.run = func(ctx context.Context, in RunTaskInput) error {
+				switch {
+				case in.Attempt == 1 && in.Rank == 1:
+					return tc.err
+				case in.Attempt == 1:
+					return blockUntilCancelled(ctx)
+				}
+				return nil
+			}
+			st := runJob(t, env, testSpec(2, 8, 0))
+			if st.Phase != gangway.PhaseSucceeded || st.Attempts[0].Ended != tc.ended || st.UserRetries != 0 {
+				t.Fatalf("phase %s, first run ended %q, %d user retries; want Succeeded, %q, none", st.Phase, st.Attempts[0].Ended, st.UserRetries, tc.ended)
+			}
+			if d := cmp.Diff([]string{"n1"}, f.lostNodes); d != "" {
+				t.Errorf("lost nodes reported (-want +got):\n%s", d)
+			}
+		})
 	}
 }
 

@@ -357,12 +357,12 @@ func (v *View) readOnce(ctx context.Context, withQueue bool) (Snapshot, error) {
 	s.Nodes = make([]gangway.NodeStatus, len(nodes))
 	for i, n := range nodes {
 		st := gangway.NodeStatus{Node: n, State: c.states[n.ID]}
-		if ms, ok := c.beats[n.ID]; ok {
+		if ms := c.beats[n.ID]; ms > 0 {
 			st.LastHeartbeat = time.UnixMilli(ms)
 			st.HeartbeatAge.Duration = max(s.Now.Sub(st.LastHeartbeat), 0)
 		} else {
-			// Never heard from (or forgotten after a lost task): as
-			// silent as can be.
+			// Never heard from, or made silent (ForgetHeartbeat: a lost
+			// task, an agent that shut down): as silent as can be.
 			st.HeartbeatAge.Duration = s.Now.Sub(time.UnixMilli(0))
 		}
 		s.Nodes[i] = st
