@@ -648,12 +648,12 @@ func ParseFakeGPUs(s string) (agent.NodeShape, error) {
 	gpus, model, ok := strings.Cut(s, "x")
 	shape, err := agent.ParseNodeShape("1x" + gpus + ":" + model)
 	switch {
-	case !ok || strings.ContainsAny(s, ", "):
+	case !ok || strings.ContainsAny(s, ", ") || strings.Contains(model, ":") && !strings.Contains(model, ":mig"):
 		return agent.NodeShape{}, fmt.Errorf("want COUNTxMODEL such as 8xH100, got %q", s)
 	case err != nil && strings.Contains(model, ":mig"):
 		return agent.NodeShape{}, fmt.Errorf("want COUNTxMODEL:migN=PROFILES such as 8xH100:mig2=1g.10gb*7, got %q: %w", s, err)
 	case err != nil:
-		return agent.NodeShape{}, fmt.Errorf("want COUNTxMODEL such as 8xH100, got %q", s)
+		return agent.NodeShape{}, fmt.Errorf("want COUNTxMODEL such as 8xH100, got %q: %w", s, err)
 	}
 	return shape, nil
 }

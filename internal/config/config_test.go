@@ -254,12 +254,12 @@ func TestValidate(t *testing.T) {
 		"fake GPUs backwards": {
 			change:   func(c *Config) { c.Agent.FakeGPUs = "H100x8" },
 			agent:    true,
-			wantErrs: []string{`agent.fakeGPUs: want COUNTxMODEL such as 8xH100, got "H100x8"`},
+			wantErrs: []string{`agent.fakeGPUs: want COUNTxMODEL such as 8xH100, got "H100x8": GPUs per node must be 1..8, got "H100"`},
 		},
 		"nine fake GPUs": {
 			change:   func(c *Config) { c.Agent.FakeGPUs = "9xH100" },
 			agent:    true,
-			wantErrs: []string{`agent.fakeGPUs: want COUNTxMODEL such as 8xH100, got "9xH100"`},
+			wantErrs: []string{`agent.fakeGPUs: want COUNTxMODEL such as 8xH100, got "9xH100": GPUs per node must be 1..8, got "9"`},
 		},
 		"fake GPUs in node group syntax": {
 			change:   func(c *Config) { c.Agent.FakeGPUs = "1x8:H100" },
