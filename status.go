@@ -66,6 +66,12 @@ type ETA struct {
 	Cloud bool `json:"cloud,omitempty"`
 }
 
+// NoneInSight: the forecast found nothing that would let the job start,
+// however far it looked: no job running or queued ahead is expected to
+// end and free what it needs (a lost node, say, holds the rest). P50 and
+// P90 then say nothing.
+func (e ETA) NoneInSight() bool { return e.Beyond && !e.P50.After(e.At) }
+
 // String is the estimate for people, relative to now: "in 42m (P90 in
 // 1h10m)".
 func (e ETA) String(now time.Time) string {
@@ -77,7 +83,10 @@ func (e ETA) String(now time.Time) string {
 		return "in " + shortDuration(roundAbout(d))
 	}
 	p50, p90 := in(e.P50), in(e.P90)
-	if e.Beyond {
+	switch {
+	case e.NoneInSight():
+		return "none in sight: nothing running or queued is expected to free what it needs"
+	case e.Beyond:
 		return fmt.Sprintf("not %s or sooner (beyond what the estimate looks ahead)", p50)
 	}
 	where := ""

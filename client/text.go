@@ -126,6 +126,9 @@ func writeEstimate(w io.Writer, wt gangway.Waiting, now time.Time, label string)
 		if e.P50.Sub(now) > 20*time.Hour || e.P90.Sub(now) > 20*time.Hour {
 			when = fmt.Sprintf("P50 %s, P90 %s", e.P50.Local().Format(time.DateTime), e.P90.Local().Format(time.DateTime))
 		}
+		if e.NoneInSight() {
+			when = "no P50 or P90"
+		}
 		line("ETA", "%s; %s (estimated %s ago)", e.String(now), when, max(now.Sub(e.At), 0).Round(time.Second))
 	}
 	if len(wt.WaitsFor) > 0 {

@@ -58,6 +58,14 @@ func TestPrintWhy(t *testing.T) {
 				"Waits for: train-a, train-b\n" +
 				"Cloud: start now on spot in fake-a100-spot, about $4.10 expected over 28m (1×a2-highgpu-8g at $1.10/GPU-h)\n",
 		},
+		"nothing in sight frees it": {
+			output: "text",
+			waiting: &gangway.Waiting{Reason: "InsufficientFreeGPUs", Detail: "2 × 8 GPUs: needs 16 GPUs, 8 free on matching nodes", Retry: true,
+				ETA: &gangway.ETA{P50: now, P90: now.Add(time.Minute), At: now, Beyond: true}},
+			want: "Job big (team nlp) is Queued, attempt 1.\n" +
+				"Why: InsufficientFreeGPUs: 2 × 8 GPUs: needs 16 GPUs, 8 free on matching nodes\n" +
+				"ETA: none in sight: nothing running or queued is expected to free what it needs; no P50 or P90 (estimated 0s ago)\n",
+		},
 		"defragmentation": {
 			output: "text",
 			waiting: &gangway.Waiting{Reason: "WaitingForDefragmentation", Retry: true,
