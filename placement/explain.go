@@ -80,9 +80,21 @@ func (se *Session) explain(j *gangway.QueueEntry) Unplaced {
 			shape, c.freeWhole, j.CPUMilli, j.MemMiB, c.short())
 	default:
 		u.Reason = ReasonInsufficientGPUs
-		u.Detail = fmt.Sprintf("%s: needs %d GPUs, %d free on matching nodes (largest free block %d on one node)", shape, need, c.freeWhole, c.largestNode)
+		u.Detail = fmt.Sprintf("%s: needs %d GPUs, %d free on matching nodes (largest free block %d on one node%s)",
+			shape, need, c.freeWhole, c.largestNode, c.unschedulable())
 	}
 	return u
+}
+
+// unschedulable counts the matching nodes that take no work now, whose
+// GPUs the free counts leave out: "; 1 more matching node is cordoned or
+// lost", or nothing.
+func (c *census) unschedulable() string {
+	n := c.rejected[fSchedulable]
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; %d more matching %s cordoned or lost", n, gangway.Plural(n, "node is", "nodes are"))
 }
 
 // short says how many matching nodes lack what one replica needs, by
