@@ -29,7 +29,8 @@ func (se *Session) explain(j *gangway.QueueEntry) Unplaced {
 		return u
 	case c.everReplicas < j.Replicas:
 		u.Reason = ReasonNeverFits
-		u.Detail = fmt.Sprintf("%s: the fleet holds at most %d such replicas (%d matching nodes)", shape, c.everReplicas, c.matching)
+		u.Detail = fmt.Sprintf("%s: the fleet holds at most %d such %s (%d matching %s)", shape,
+			c.everReplicas, gangway.Plural(c.everReplicas, "replica", "replicas"), c.matching, gangway.Plural(c.matching, "node", "nodes"))
 		return u
 	}
 	if j.Topology.Required && j.Topology.Level != gangway.LevelNone {

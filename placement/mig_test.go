@@ -41,7 +41,7 @@ func TestMIGDevices(t *testing.T) {
 			queue:      queue(job("one"), job("two").gang(1, 2)),
 			wantPlaced: []gangway.Assignment{placed("one", on(0, "m1", 5))},
 			wantUnplaced: []placement.Unplaced{waiting("two", placement.ReasonNeverFits,
-				"1 × 2 GPUs: the fleet holds at most 0 such replicas (1 matching nodes)")},
+				"1 × 2 GPUs: the fleet holds at most 0 such replicas (1 matching node)")},
 		},
 		"a share never takes a MIG device": {
 			fleet:        fleet(mixed().used(5)),

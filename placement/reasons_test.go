@@ -65,7 +65,7 @@ func TestReasons(t *testing.T) {
 			fleet: fleet(node("n1").gpus(8, "H100").cpu(2000)),
 			queue: queue(job("j").cpu(4000)),
 			wantUnplaced: []placement.Unplaced{waiting("j", placement.ReasonNeverFits,
-				"1 × 1 GPU: the fleet holds at most 0 such replicas (1 matching nodes)")},
+				"1 × 1 GPU: the fleet holds at most 0 such replicas (1 matching node)")},
 		},
 		"insufficient CPU now": {
 			fleet: fleet(node("n1").gpus(8, "H100").cpu(8000).usedCPU(6000)),
