@@ -230,6 +230,10 @@ func (a *apiClient) drain(ctx context.Context, nodeID string) ([]gangway.JobID, 
 	return out.Jobs, err
 }
 
+func (a *apiClient) removeNode(ctx context.Context, nodeID string) error {
+	return a.do(ctx, http.MethodDelete, "/v1/nodes/"+url.PathEscape(nodeID), nil, nil, "", nil)
+}
+
 func (a *apiClient) logs(ctx context.Context, id gangway.JobID, after string, block time.Duration) ([]gangway.LogLine, error) {
 	q := url.Values{}
 	if after != "" {

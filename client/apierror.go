@@ -19,6 +19,9 @@ var (
 	// ErrInvalid: the request was refused as it stands (HTTP 400): a bad
 	// spec or parameter, named in the message.
 	ErrInvalid = errors.New("invalid request")
+	// ErrNodeInUse: a node cannot be removed while its agent runs or a job
+	// holds its GPUs (HTTP 409).
+	ErrNodeInUse = errors.New("node in use")
 )
 
 // The codes of APIError, one per sentinel error.
@@ -31,6 +34,7 @@ const (
 	CodeJobExists       = "job_exists"
 	CodeJobEnded        = "job_ended"
 	CodeNoView          = "no_view"
+	CodeNodeInUse       = "node_in_use"
 	// CodeUnavailable (unavailable.go) is a service that did not answer.
 	CodeInternal = "internal"
 )
@@ -66,6 +70,8 @@ func (e *APIError) Is(target error) bool {
 		return target == ErrJobEnded
 	case CodeNoView:
 		return target == ErrNoView
+	case CodeNodeInUse:
+		return target == ErrNodeInUse
 	case CodeUnavailable:
 		return target == ErrUnavailable
 	}
@@ -83,7 +89,7 @@ func statusOf(code string) int {
 		return 400
 	case CodeJobNotFound, CodeNotFound:
 		return 404
-	case CodeJobExists, CodeJobEnded:
+	case CodeJobExists, CodeJobEnded, CodeNodeInUse:
 		return 409
 	case CodeNoView, CodeUnavailable:
 		return 503
@@ -112,7 +118,7 @@ func AsAPIError(err error) *APIError {
 		code string
 	}{{ErrJobNotFound, CodeJobNotFound}, {ErrJobExists, CodeJobExists}, {ErrJobEnded, CodeJobEnded},
 		{ErrNoView, CodeNoView}, {ErrForbidden, CodeForbidden}, {ErrUnauthenticated, CodeUnauthenticated},
-		{ErrInvalid, CodeInvalid}, {ErrUnavailable, CodeUnavailable}} {
+		{ErrInvalid, CodeInvalid}, {ErrUnavailable, CodeUnavailable}, {ErrNodeInUse, CodeNodeInUse}} {
 		if errors.Is(err, s.err) {
 			return &APIError{Status: statusOf(s.code), Code: s.code, Message: err.Error()}
 		}

@@ -50,6 +50,7 @@ type backend interface {
 	nodes(ctx context.Context) ([]Node, error)
 	setNodeState(ctx context.Context, nodeID, state string) error
 	drain(ctx context.Context, nodeID string) ([]gangway.JobID, error)
+	removeNode(ctx context.Context, nodeID string) error
 	logs(ctx context.Context, id gangway.JobID, after string, block time.Duration) ([]gangway.LogLine, error)
 	followLogs(ctx context.Context, id gangway.JobID, follow bool, line func(gangway.LogLine)) error
 }
@@ -74,7 +75,8 @@ type Options struct {
 	// View is the fleet view. Without one the client still submits
 	// (validating the spec, but not against the fleet), follows jobs
 	// through Temporal, lists and cancels them; Status carries no waiting
-	// reason, and Nodes, Logs, Cordon, Uncordon and Drain return ErrNoView.
+	// reason, and Nodes, Logs, Cordon, Uncordon, Drain and RemoveNode
+	// return ErrNoView.
 	View View
 	// Log receives the Temporal client's log lines (default: none).
 	Log *slog.Logger
@@ -196,6 +198,15 @@ func (c *Client) Uncordon(ctx context.Context, nodeID string) error {
 // jobs asked.
 func (c *Client) Drain(ctx context.Context, nodeID string) ([]gangway.JobID, error) {
 	return c.b.drain(ctx, nodeID)
+}
+
+// RemoveNode takes a node out of the fleet for good — decommissioned,
+// renamed, its machine gone — once its agent has stopped: it is no longer
+// listed, counted as capacity a job could fit on, or offered. It returns
+// ErrNodeInUse while the node's agent still heartbeats (it would register
+// the node again) or a job holds one of its GPUs (drain it first).
+func (c *Client) RemoveNode(ctx context.Context, nodeID string) error {
+	return c.b.removeNode(ctx, nodeID)
 }
 
 // Logs returns the job's output lines after the given stream ID ("" = from

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -745,11 +746,12 @@ func TestWithoutView(t *testing.T) {
 		return st.Phase == gangway.PhaseQueued
 	})
 	for name, err := range map[string]error{
-		"Cordon":   c.Cordon(ctx, "node-0"),
-		"Uncordon": c.Uncordon(ctx, "node-0"),
-		"Drain":    func() error { _, err := c.Drain(ctx, "node-0"); return err }(),
-		"Logs":     func() error { _, err := c.Logs(ctx, j.Name, "", 0); return err }(),
-		"Nodes":    func() error { _, err := c.Nodes(ctx); return err }(),
+		"Cordon":     c.Cordon(ctx, "node-0"),
+		"Uncordon":   c.Uncordon(ctx, "node-0"),
+		"Drain":      func() error { _, err := c.Drain(ctx, "node-0"); return err }(),
+		"Logs":       func() error { _, err := c.Logs(ctx, j.Name, "", 0); return err }(),
+		"Nodes":      func() error { _, err := c.Nodes(ctx); return err }(),
+		"RemoveNode": c.RemoveNode(ctx, "node-0"),
 	} {
 		if !errors.Is(err, client.ErrNoView) {
 			t.Errorf("%s = %v, want ErrNoView", name, err)
@@ -801,5 +803,64 @@ func TestNodes(t *testing.T) {
 	want[fleet[1].ID] = gangway.NodeReady
 	if diff := cmp.Diff(want, states()); diff != "" {
 		t.Errorf("after uncordon (-want +got):\n%s", diff)
+	}
+}
+
+// TestRemoveNode: a node leaves the fleet once its agent has stopped and
+// no job holds its GPUs; before that the removal is refused, saying why.
+func TestRemoveNode(t *testing.T) {
+	r := devstacktest.Redis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: r.Addr})
+	t.Cleanup(func() { _ = rdb.Close() })
+	view := capacity.New(rdb, capacity.Options{})
+	ctx := t.Context()
+	fleet := agent.FakeFleet("node", "onprem", []agent.NodeShape{{Count: 3, GPUs: 8, Model: "H100"}})
+	for _, n := range fleet {
+		if err := view.RegisterNode(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// train holds node-1's GPUs; the agents of node-1 and node-2 stopped.
+	if ok, err := view.AcquireLease(ctx, "leader", time.Minute); !ok || err != nil {
+		t.Fatalf("lease: %t %v", ok, err)
+	}
+	e := gangway.QueueEntry{JobID: "train", Team: "ml", Attempt: 1, Replicas: 1, GPUsPerReplica: 8, SubmittedAt: time.Now(), EnqueuedAt: time.Now()}
+	if _, err := view.Enqueue(ctx, e); err != nil {
+		t.Fatal(err)
+	}
+	a := gangway.Assignment{JobID: "train", Attempt: 1, Members: []gangway.Member{{NodeID: "node-1", Pool: "onprem", GPUs: []int{0, 1, 2, 3, 4, 5, 6, 7}}}}
+	if err := view.Commit(ctx, "leader", []gangway.Assignment{a}); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"node-1", "node-2"} {
+		if err := view.ForgetHeartbeat(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := client.New(nil, view)
+	for node, want := range map[string]string{
+		"node-0": "node in use: node-0 is ready, its agent heartbeating (last 0s ago); stop the agent first, or it registers the node again",
+		"node-1": "node in use: jobs train hold GPUs of node-1; drain it first",
+	} {
+		if err := c.RemoveNode(ctx, node); !errors.Is(err, client.ErrNodeInUse) || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("RemoveNode(%s) = %v; want ErrNodeInUse: %q", node, err, want)
+		}
+	}
+	if err := c.RemoveNode(ctx, "node-2"); err != nil {
+		t.Fatalf("RemoveNode(node-2) = %v", err)
+	}
+	nodes, err := view.FleetNodes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, n := range nodes {
+		ids = append(ids, n.ID)
+	}
+	if diff := cmp.Diff([]string{"node-0", "node-1"}, ids); diff != "" {
+		t.Errorf("the fleet after removing node-2 (-want +got):\n%s", diff)
+	}
+	if err := c.RemoveNode(ctx, "node-2"); !errors.Is(err, capacity.ErrNotFound) {
+		t.Errorf("removing node-2 again = %v, want not found", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/gangwayhq/gangway"
@@ -195,6 +196,29 @@ func (c *direct) setNodeState(ctx context.Context, nodeID, state string) error {
 		return fmt.Errorf("%s %s: %w", stateVerb(state), nodeID, ErrNoView)
 	}
 	return reach(c.view.SetNodeState(ctx, nodeID, state))
+}
+
+func (c *direct) removeNode(ctx context.Context, nodeID string) error {
+	if c.view == nil {
+		return fmt.Errorf("remove node %s: %w", nodeID, ErrNoView)
+	}
+	nodes, err := c.view.Nodes(ctx)
+	if err != nil {
+		return fmt.Errorf("remove node %s: %w", nodeID, reach(err))
+	}
+	for _, n := range nodes {
+		if n.Node.ID != nodeID {
+			continue
+		}
+		if n.State != gangway.NodeLost {
+			return fmt.Errorf("%w: %s is %s, its agent heartbeating (last %s ago); stop the agent first, or it registers the node again",
+				ErrNodeInUse, nodeID, n.State, n.HeartbeatAge.Round(time.Second))
+		}
+		if jobs := n.Jobs(); len(jobs) > 0 {
+			return fmt.Errorf("%w: jobs %s hold GPUs of %s; drain it first", ErrNodeInUse, strings.Join(jobs, ", "), nodeID)
+		}
+	}
+	return reach(c.view.RemoveNode(ctx, nodeID))
 }
 
 // Drain cordons a node and asks every job running on it to stop and

@@ -42,6 +42,9 @@ type View interface {
 	// allocations, sorted by ID.
 	Nodes(ctx context.Context) ([]gangway.NodeStatus, error)
 	SetNodeState(ctx context.Context, nodeID, state string) error
+	// RemoveNode drops a node from the fleet; it fails while a job holds
+	// one of its GPUs, and for a node not registered.
+	RemoveNode(ctx context.Context, nodeID string) error
 	Allocations(ctx context.Context) ([]gangway.Assignment, error)
 	// Waiting is why the last dispatch cycle left the job pending; the
 	// zero Waiting when there is no reason on record.

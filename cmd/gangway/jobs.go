@@ -313,7 +313,21 @@ func newUncordonCmd(a *app) *cobra.Command {
 		})
 }
 
-// nodeStateCmd is the shape of cordon, uncordon and drain.
+func newRemoveNodeCmd(a *app) *cobra.Command {
+	cmd := nodeStateCmd(a, "remove-node NODE", "Take a node whose agent has stopped out of the fleet for good",
+		func(ctx context.Context, cl *client.Client, node string) (string, error) {
+			return "node " + node + " removed", cl.RemoveNode(ctx, node)
+		})
+	cmd.Long = `Take a node out of the fleet for good — decommissioned, renamed, its machine
+gone: it is no longer listed, counted as capacity a job could ever fit on, or
+offered work. Its agent must have stopped first (the node shows lost in
+gangway nodes): a running agent registers its node again. A node a job still
+holds GPUs of is refused: drain it first. Admins only. An agent started on it
+later registers it anew.`
+	return cmd
+}
+
+// nodeStateCmd is the shape of cordon, uncordon, drain and remove-node.
 func nodeStateCmd(a *app, use, short string, do func(context.Context, *client.Client, string) (string, error)) *cobra.Command {
 	return &cobra.Command{
 		Use:   use,

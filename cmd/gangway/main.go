@@ -53,7 +53,7 @@ Start everything on one machine with 'gangway dev'; run 'gangway server' and
 	config.BindGlobalFlags(root.PersistentFlags(), &a.cfg, &a.configFile)
 	// The job commands speak the user API.
 	for _, c := range []*cobra.Command{newSubmitCmd(a), newStatusCmd(a), newWhyCmd(a), newListCmd(a), newCancelCmd(a),
-		newLogsCmd(a), newNodesCmd(a), newCordonCmd(a), newUncordonCmd(a), newDrainCmd(a), newCostCmd(a), newWhoAmICmd(a)} {
+		newLogsCmd(a), newNodesCmd(a), newCordonCmd(a), newUncordonCmd(a), newDrainCmd(a), newRemoveNodeCmd(a), newCostCmd(a), newWhoAmICmd(a)} {
 		config.BindCLIFlags(c.Flags(), &a.cli)
 		root.AddCommand(c)
 	}

@@ -165,7 +165,12 @@ func TestAuthorization(t *testing.T) {
 		"cordon as a user":            {"bob", "POST", "/v1/nodes/n1/cordon", "", 403, []string{"not an admin"}},
 		"admin cordons":               {"root", "POST", "/v1/nodes/n1/cordon", "", 200, []string{`"state":"cordoned"`}},
 		"admin cordons a ghost":       {"root", "POST", "/v1/nodes/ghost/cordon", "", 404, []string{`no node named \"ghost\"`}},
-		"cost with a bad window":      {"alice", "GET", "/v1/cost?since=soon", "", 400, []string{"since"}},
+		"remove a node as a user":     {"alice", "DELETE", "/v1/nodes/n9", "", 403, []string{"user alice is not an admin: remove-node needs one"}},
+		"admin removes a live node": {"root", "DELETE", "/v1/nodes/n1", "", 409,
+			[]string{"node in use: n1 is ready, its agent heartbeating", "stop the agent first", `"code":"node_in_use"`}},
+		"admin removes a lost node": {"root", "DELETE", "/v1/nodes/n9", "", 200, []string{`"node":"n9"`, `"state":"removed"`}},
+		"admin removes a ghost":     {"root", "DELETE", "/v1/nodes/ghost", "", 404, []string{`no node named \"ghost\"`}},
+		"cost with a bad window":    {"alice", "GET", "/v1/cost?since=soon", "", 400, []string{"since"}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -253,7 +258,7 @@ func TestTeamViews(t *testing.T) {
 
 	_, body = ts.call(t, "alice", "GET", "/v1/nodes", "")
 	var nodes []client.Node
-	if err := json.Unmarshal([]byte(body), &nodes); err != nil || len(nodes) != 1 {
+	if err := json.Unmarshal([]byte(body), &nodes); err != nil || len(nodes) != 2 {
 		t.Fatalf("nodes = %s (%v)", body, err)
 	}
 	if got, want := nodes[0].Allocated, map[int]gangway.JobID{0: "ml-train", 1: otherTeam}; !cmp.Equal(got, want) {

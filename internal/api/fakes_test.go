@@ -109,13 +109,35 @@ func cmpString(a, b string) int {
 }
 
 // fakeView stands in for the Redis view: one node, n1, with 8 GPUs, and
-// the allocations given.
+// the allocations given; and n9, lost, with none, until it is removed.
 type fakeView struct {
-	mu     sync.Mutex
-	allocs []gangway.Assignment
-	offers []gangway.Offer
-	state  string
-	logs   map[gangway.JobID][]gangway.LogLine
+	mu      sync.Mutex
+	allocs  []gangway.Assignment
+	offers  []gangway.Offer
+	state   string
+	logs    map[gangway.JobID][]gangway.LogLine
+	removed bool
+}
+
+// lost is n9 as Nodes reports it, or nil once removed.
+func (v *fakeView) lost() *gangway.NodeStatus {
+	if v.removed {
+		return nil
+	}
+	return &gangway.NodeStatus{Node: gangway.Node{ID: "n9", Pool: "onprem"}, State: gangway.NodeLost}
+}
+
+func (v *fakeView) RemoveNode(_ context.Context, nodeID string) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	switch {
+	case nodeID == "n1":
+		return fmt.Errorf("remove node %s: %w", nodeID, capacity.ErrNodeBusy)
+	case nodeID != "n9" || v.removed:
+		return fmt.Errorf("remove node %s: %w", nodeID, capacity.ErrNotFound)
+	}
+	v.removed = true
+	return nil
 }
 
 func (v *fakeView) node() gangway.Node {
@@ -127,7 +149,13 @@ func (v *fakeView) node() gangway.Node {
 }
 
 func (v *fakeView) FleetNodes(context.Context) ([]gangway.Node, error) {
-	return []gangway.Node{v.node()}, nil
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	out := []gangway.Node{v.node()}
+	if l := v.lost(); l != nil {
+		out = append(out, l.Node)
+	}
+	return out, nil
 }
 
 func (v *fakeView) CloudOffers(context.Context) ([]gangway.Offer, error) { return v.offers, nil }
@@ -146,7 +174,11 @@ func (v *fakeView) Nodes(context.Context) ([]gangway.NodeStatus, error) {
 			}
 		}
 	}
-	return []gangway.NodeStatus{st}, nil
+	out := []gangway.NodeStatus{st}
+	if l := v.lost(); l != nil {
+		out = append(out, *l)
+	}
+	return out, nil
 }
 
 func (v *fakeView) SetNodeState(_ context.Context, nodeID, state string) error {

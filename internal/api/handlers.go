@@ -380,8 +380,30 @@ func (s *Server) drain(w http.ResponseWriter, r *http.Request, id Identity) erro
 	return nil
 }
 
-// nodeErr makes an unknown node a 404.
+// removeNode takes a node whose agent has stopped out of the fleet: admins
+// only.
+func (s *Server) removeNode(w http.ResponseWriter, r *http.Request, id Identity) error {
+	node := r.PathValue("node")
+	var err error
+	if !id.Admin {
+		err = needAdmin(id, "remove-node")
+	} else {
+		err = nodeErr(s.o.Client.RemoveNode(r.Context(), node), node)
+	}
+	s.audit(r, id, "remove-node", node, err)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"node": node, "state": "removed"})
+	return nil
+}
+
+// nodeErr makes an unknown node a 404, and one a job took a GPU of as it
+// was being removed a 409.
 func nodeErr(err error, node string) error {
+	if errors.Is(err, capacity.ErrNodeBusy) {
+		return &client.APIError{Status: http.StatusConflict, Code: client.CodeNodeInUse, Message: fmt.Sprintf("node in use: a job holds GPUs of %s; drain it first", node)}
+	}
 	if errors.Is(err, capacity.ErrNotFound) {
 		return &client.APIError{Status: http.StatusNotFound, Code: client.CodeNotFound, Message: fmt.Sprintf("no node named %q", node)}
 	}

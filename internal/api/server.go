@@ -219,6 +219,7 @@ func (s *Server) routeAll() {
 	s.handle("POST /v1/nodes/{node}/cordon", s.nodeState("cordon", gangway.NodeCordoned))
 	s.handle("POST /v1/nodes/{node}/uncordon", s.nodeState("uncordon", gangway.NodeReady))
 	s.handle("POST /v1/nodes/{node}/drain", s.drain)
+	s.handle("DELETE /v1/nodes/{node}", s.removeNode)
 	// Everything else under /v1/ is answered in JSON too, as every
 	// refusal is: a path no route has (404), or a route's path with
 	// another method (405, naming those it takes).

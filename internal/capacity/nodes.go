@@ -115,11 +115,11 @@ func (v *View) ForgetHeartbeat(ctx context.Context, nodeID string) error {
 	return nil
 }
 
-// RemoveNode drops a node from the view (a terminated cloud instance). It
-// returns ErrNodeBusy while a job still holds one of its GPUs, and
-// ErrNotFound if the node is unknown.
+// RemoveNode drops a node from the view (a terminated cloud instance, a
+// node an admin removes). It returns ErrNodeBusy while a job still holds
+// one of its GPUs, and ErrNotFound if the node is unknown.
 func (v *View) RemoveNode(ctx context.Context, nodeID string) error {
-	keys := []string{v.k.nodes, v.k.nodeState, v.k.heartbeat, v.k.gpus, v.k.nodeChanges, v.k.shares, v.k.rev}
+	keys := []string{v.k.nodes, v.k.nodeState, v.k.heartbeat, v.k.gpus, v.k.nodeChanges, v.k.shares, v.k.rev, v.k.nodeTasks}
 	res, err := removeNodeScript.Run(ctx, v.rdb, keys, nodeID).Int()
 	if err != nil {
 		return fmt.Errorf("remove node %s: %w", nodeID, err)

@@ -453,7 +453,8 @@ type nodeStateStore interface {
 }
 
 // durableStates is the view with every cordon and uncordon recorded in
-// the durable store first, so a rebuilt view keeps them.
+// the durable store first, so a rebuilt view keeps them, and a removed
+// node's cordon forgotten there.
 type durableStates struct {
 	*capacity.View
 	store nodeStateStore
@@ -464,4 +465,13 @@ func (d durableStates) SetNodeState(ctx context.Context, nodeID, state string) e
 		return err
 	}
 	return d.View.SetNodeState(ctx, nodeID, state)
+}
+
+// RemoveNode removes the node from the view, then its cordon from the
+// durable store, so that a rebuilt view does not cordon it again.
+func (d durableStates) RemoveNode(ctx context.Context, nodeID string) error {
+	if err := d.View.RemoveNode(ctx, nodeID); err != nil {
+		return err
+	}
+	return d.store.SetNodeState(ctx, nodeID, gangway.NodeReady)
 }
