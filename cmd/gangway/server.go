@@ -173,7 +173,7 @@ prints the inventory and topology as JSON and exits.`,
 			// token; heartbeats and task output go to Redis.
 			view := agent.NewServerView(c.view, c.temporal, node.Pool, join)
 			ag := agent.New(agent.Config{Node: node, DataDir: ac.DataDir,
-				HeartbeatInterval: ac.HeartbeatInterval.Duration, Log: a.log,
+				HeartbeatInterval: ac.HeartbeatInterval.Duration, ShutdownGrace: ac.ShutdownGrace.Duration, Log: a.log,
 				Checkpoints: store, Notices: notices, CheckpointObserver: agent.CheckpointMetrics(metrics.NewCheckpoints(reg)), LogDrops: metrics.NewTaskLogs(reg),
 				GPU: ac.GPUConfig(gpus, metrics.NewGPU(reg)), TaskUsers: a.cfg.Jobs.TaskUsers, PassEnv: a.cfg.Jobs.PassEnv}, view)
 			return ag.Run(cmd.Context(), c.temporal)

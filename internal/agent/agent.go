@@ -62,8 +62,13 @@ type Config struct {
 	DataDir string
 	// HeartbeatInterval is how often the node heartbeats to Redis.
 	HeartbeatInterval time.Duration
-	Recorder          Recorder // optional
-	Log               *slog.Logger
+	// ShutdownGrace is the longest a task may take to stop when the agent
+	// itself shuts down (its job's checkpoint.gracePeriod, at most this);
+	// the agent waits that long and 5 s more for the final checkpoints
+	// (default DefaultShutdownGrace).
+	ShutdownGrace time.Duration
+	Recorder      Recorder // optional
+	Log           *slog.Logger
 
 	// Checkpoints is where rank 0 saves the checkpoints its task writes,
 	// and where every rank restores ResumeFrom from; nil: the node does
@@ -135,6 +140,9 @@ func New(cfg Config, c Capacity) *Agent {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
+	if cfg.ShutdownGrace <= 0 {
+		cfg.ShutdownGrace = DefaultShutdownGrace
+	}
 	if cfg.CheckpointPoll <= 0 {
 		cfg.CheckpointPoll = defaultCheckpointPoll
 	}
@@ -164,8 +172,9 @@ func (a *Agent) Run(ctx context.Context, tc client.Client) error {
 	w := worker.New(tc, nodeTaskQueue(a.cfg.Node), worker.Options{
 		MaxConcurrentActivityExecutionSize: max(len(a.cfg.Node.GPUs), 1) * 2,
 		// On shutdown each task gets its stop signal and grace period
-		// (at most maxGrace) before SIGKILL; the worker waits for that.
-		WorkerStopTimeout: maxGrace + 5*time.Second,
+		// (at most ShutdownGrace) before SIGKILL; the worker waits for
+		// that and the final checkpoints' uploads.
+		WorkerStopTimeout: a.cfg.ShutdownGrace + shutdownSave,
 		// Cancellation reaches a task on its next heartbeat to the server;
 		// sending one at least every second keeps gang stops and user
 		// cancels prompt (the default waits up to 0.8 × HeartbeatTimeout).

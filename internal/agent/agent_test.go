@@ -678,6 +678,28 @@ func TestRunTaskWorkerStop(t *testing.T) {
 	requireIdle(t, h.a)
 }
 
+// TestRunTaskWorkerStopGrace: when the agent shuts down, a task that
+// ignores its stop signal is killed after Config.ShutdownGrace, not after
+// its job's longer grace period.
+func TestRunTaskWorkerStopGrace(t *testing.T) {
+	h := newHarness(t)
+	h.a.cfg.ShutdownGrace = time.Second
+	stop := make(chan struct{})
+	in := h.task(`trap '' TERM; ` + writePID + `while :; do sleep 0.05; done`)
+	in.GracePeriod = 10 * time.Minute
+	done := h.start(in, withWorkerStop(stop))
+	pgid := h.waitPGID(t)
+
+	stopped := time.Now()
+	close(stop)
+	o := wait(t, done) // fails the test if it took the job's grace period
+	appError(t, o.err, workflows.ErrTypeNodeShutdown)
+	if took := time.Since(stopped); took < time.Second || took > 5*time.Second {
+		t.Errorf("task stopped %v after the shutdown began, want about the 1s shutdown grace", took)
+	}
+	requireGroupGone(t, pgid)
+}
+
 // TestRunTaskKillsLeftoverChildren: when the task's main process exits,
 // whatever it left running in its group is killed, so nothing keeps using
 // the GPUs after they are released.

@@ -81,6 +81,9 @@ func NewHost(cfg HostConfig, c HostCapacity) (*Host, error) {
 	case cfg.Agent.GPU.Source != nil || cfg.Agent.Notices != nil:
 		return nil, fmt.Errorf("agent host %s: hosted nodes watch no GPUs and no cloud notices (Agent.GPU and Agent.Notices must be unset)", cfg.ID)
 	}
+	if cfg.Agent.ShutdownGrace <= 0 {
+		cfg.Agent.ShutdownGrace = DefaultShutdownGrace
+	}
 	if cfg.Agent.Log == nil {
 		cfg.Agent.Log = slog.New(slog.DiscardHandler)
 	}
@@ -130,7 +133,7 @@ func (h *Host) Run(ctx context.Context, tc client.Client) error {
 	w := worker.New(tc, h.queue, worker.Options{
 		MaxConcurrentActivityExecutionSize: h.cfg.MaxConcurrentTasks,
 		MaxConcurrentActivityTaskPollers:   h.cfg.Pollers,
-		WorkerStopTimeout:                  maxGrace + 5*time.Second,
+		WorkerStopTimeout:                  h.cfg.Agent.ShutdownGrace + shutdownSave,
 		MaxHeartbeatThrottleInterval:       time.Second,
 	})
 	w.RegisterActivityWithOptions(h.runTask, activity.RegisterOptions{Name: workflows.ActivityRunTask})

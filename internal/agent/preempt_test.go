@@ -148,7 +148,7 @@ func TestNoticeDeadlineShortensGrace(t *testing.T) {
 	tctx, tcancel := context.WithCancel(context.Background())
 	defer tcancel()
 	in := h.rank0(`trap '' TERM; `+writePID+`while :; do sleep 0.05; done`, 0)
-	in.GracePeriod = maxGrace
+	in.GracePeriod = DefaultShutdownGrace
 	done := h.start(in, withContext(tctx))
 	pgid := h.waitPGID(t)
 	stopped := time.Now()

@@ -321,6 +321,9 @@ type AgentConfig struct {
 	SampleInterval gangway.Duration `yaml:"sampleInterval"`
 	ZombieGrace    gangway.Duration `yaml:"zombieGrace"`
 	IdleReport     gangway.Duration `yaml:"idleReport"`
+	// ShutdownGrace caps how long each task may take to stop when the
+	// agent shuts down (agent.Config.ShutdownGrace).
+	ShutdownGrace gangway.Duration `yaml:"shutdownGrace"`
 }
 
 func Default() Config {
@@ -354,6 +357,7 @@ func Default() Config {
 			MetricsAddr:       ":9091",
 			SampleInterval:    gangway.Duration{Duration: agent.DefaultSampleInterval},
 			ZombieGrace:       gangway.Duration{Duration: agent.DefaultZombieGrace},
+			ShutdownGrace:     gangway.Duration{Duration: agent.DefaultShutdownGrace},
 			IdleReport:        gangway.Duration{Duration: agent.DefaultIdleReport},
 		},
 		Checkpoint: CheckpointConfig{Store: "file:///var/lib/gangway/checkpoints"},
@@ -569,7 +573,7 @@ func (c Config) Validate(server, agentCmd bool) error {
 			field string
 			d     time.Duration
 		}{{"agent.sampleInterval", a.SampleInterval.Duration}, {"agent.zombieGrace", a.ZombieGrace.Duration},
-			{"agent.idleReport", a.IdleReport.Duration}} {
+			{"agent.idleReport", a.IdleReport.Duration}, {"agent.shutdownGrace", a.ShutdownGrace.Duration}} {
 			if d.d <= 0 {
 				bad(d.field, "must be positive, got %v", d.d)
 			}
