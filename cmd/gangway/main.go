@@ -76,7 +76,7 @@ func (a *app) setup(cmd *cobra.Command, server, agent bool) error {
 // conns are the connections a command needs.
 type conns struct {
 	temporal tclient.Client
-	redis    *redis.Client
+	redis    redis.UniversalClient
 	view     *capacity.View
 }
 

@@ -3,6 +3,7 @@ package capacity
 import (
 	"context"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/gangwayhq/gangway"
 	"github.com/gangwayhq/gangway/internal/devstack/devstacktest"
+	"github.com/gangwayhq/gangway/internal/transport"
 )
 
 // t0 is the fixed time tests start from.
@@ -20,11 +22,36 @@ var t0 = time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
 
 const leader = "dispatch-a"
 
-// startRedis starts a real redis-server for the test and returns a client.
-func startRedis(t testing.TB) *redis.Client {
+// startRedis starts a real redis-server for the test and returns a client;
+// with GANGWAY_TEST_REDIS_CLUSTER=1 a Redis Cluster of three masters and
+// a cluster client instead, through the URL a server would be given.
+func startRedis(t testing.TB) redis.UniversalClient {
 	t.Helper()
+	if onCluster != nil {
+		return onCluster
+	}
+	if os.Getenv("GANGWAY_TEST_REDIS_CLUSTER") == "1" {
+		return startCluster(t)
+	}
 	r := devstacktest.Redis(t)
 	rdb := redis.NewClient(&redis.Options{Addr: r.Addr})
+	t.Cleanup(func() { _ = rdb.Close() })
+	return rdb
+}
+
+// onCluster, while TestViewOnRedisCluster runs, is the cluster every
+// startRedis returns.
+var onCluster redis.UniversalClient
+
+// startCluster starts a Redis Cluster of three masters and returns a
+// client of it, made from a cluster URL as a server's config gives it.
+func startCluster(t testing.TB) redis.UniversalClient {
+	t.Helper()
+	addrs := devstacktest.RedisCluster(t, 3)
+	rdb, err := transport.Redis{URL: "redis://" + addrs[0] + "?cluster=true&addr=" + addrs[1] + "&addr=" + addrs[2]}.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { _ = rdb.Close() })
 	return rdb
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/gangwayhq/gangway"
+	"github.com/gangwayhq/gangway/internal/devstack/devstacktest"
 )
 
 // TestFleetCacheStaysTrue: FleetNodes, which decodes only the records that
@@ -59,7 +60,7 @@ func TestFleetCacheStaysTrue(t *testing.T) {
 	must(t, err)
 	check("after a fence", "a", "c")
 
-	must(t, rdb.FlushAll(ctx).Err())
+	must(t, devstacktest.FlushAll(ctx, rdb))
 	must(t, v.RegisterNode(ctx, node("x", 8)))
 	check("after FLUSHALL", "x")
 

@@ -14,6 +14,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/gangwayhq/gangway"
+	"github.com/gangwayhq/gangway/internal/devstack/devstacktest"
 )
 
 // snapshotNodes is the nodes of a fresh snapshot, by ID.
@@ -82,7 +83,7 @@ func TestSnapshotCacheStaysTrue(t *testing.T) {
 
 	// A flushed view re-registered with other records at the same
 	// revisions is read whole: its epoch is new.
-	must(t, rdb.FlushAll(ctx).Err())
+	must(t, devstacktest.FlushAll(ctx, rdb))
 	must(t, v.RegisterNode(ctx, node("a", 1)))
 	must(t, v.RegisterNode(ctx, node("x", 8)))
 	must(t, v.RegisterNode(ctx, node("y", 8)))
@@ -168,7 +169,7 @@ func TestQueueCacheStaysTrue(t *testing.T) {
 				}
 				must(rt, v.Commit(ctx, leader, []gangway.Assignment{assign(q.JobID, q.Attempt, member(0, "n", 0))}))
 			case "flush":
-				must(rt, rdb.FlushAll(ctx).Err())
+				must(rt, devstacktest.FlushAll(ctx, rdb))
 				setup()
 			case "many": // more new entries than are put in place one by one
 				for k := range insertAtMost + 1 {
@@ -212,7 +213,7 @@ func TestNodeStatusCacheStaysTrue(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		v := newView(rdb, Options{})
 		prefix := strings.TrimSuffix(v.k.nodes, ":nodes")
-		must(rt, rdb.FlushAll(ctx).Err())
+		must(rt, devstacktest.FlushAll(ctx, rdb))
 		for step := range rapid.IntRange(1, 40).Draw(rt, "steps") {
 			id := rapid.SampledFrom(ids).Draw(rt, "node")
 			op := rapid.SampledFrom([]string{"register", "register", "resize", "state", "beat", "beat", "beat-many",
@@ -242,7 +243,7 @@ func TestNodeStatusCacheStaysTrue(t *testing.T) {
 			case "fence":
 				_, err = v.FenceGPUs(ctx, gangway.GPUEvent{Node: id, GPUs: []int{0}, Kind: "xid", Xid: 79, At: t0})
 			case "flush":
-				err = rdb.FlushAll(ctx).Err()
+				err = devstacktest.FlushAll(ctx, rdb)
 			case "legacy": // a record and state written with no log entry
 				raw, _ := json.Marshal(node("legacy-"+strconv.Itoa(step), 1))
 				must(rt, rdb.HSet(ctx, v.k.nodes, "legacy-"+strconv.Itoa(step), string(raw)).Err())

@@ -11,6 +11,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/gangwayhq/gangway"
+	"github.com/gangwayhq/gangway/internal/devstack/devstacktest"
 )
 
 // TestReasonsWrittenAsDifferences: SetReasons writes only what changed
@@ -39,7 +40,7 @@ func TestReasonsWrittenAsDifferences(t *testing.T) {
 		views := []*View{New(rdb, Options{Prefix: prefix}), New(rdb, Options{Prefix: prefix})}
 		for step := range rapid.IntRange(1, 30).Draw(rt, "steps") {
 			if rapid.IntRange(0, 9).Draw(rt, "flush") == 0 {
-				must(rt, rdb.FlushAll(ctx).Err())
+				must(rt, devstacktest.FlushAll(ctx, rdb))
 			}
 			set := map[gangway.JobID]gangway.Waiting{}
 			for _, id := range jobs {

@@ -58,7 +58,7 @@ func TestRebuildPieces(t *testing.T) {
 	// A flush: a new generation, not rebuilt; a plan from the old one is
 	// stale.
 	old := snap.Generation
-	must(t, rdb.FlushAll(ctx).Err())
+	must(t, devstacktest.FlushAll(ctx, rdb))
 	time.Sleep(2 * time.Millisecond) // the new epoch is a later TIME
 	must(t, v.RegisterNode(ctx, node("n1", 4)))
 	e := entry("j", 1, 1, 1)
@@ -223,7 +223,7 @@ func TestViewWentBack(t *testing.T) {
 
 	// A restart from a snapshot of the view before its last flush.
 	older := devstacktest.Dump(t, rdb)
-	must(t, rdb.FlushAll(ctx).Err())
+	must(t, devstacktest.FlushAll(ctx, rdb))
 	time.Sleep(2 * time.Millisecond) // the new epoch is a later TIME
 	flushed, err := v.Snapshot(ctx)
 	must(t, err)

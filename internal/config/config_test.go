@@ -148,6 +148,25 @@ func TestValidate(t *testing.T) {
 			change:   func(c *Config) { c.Redis.URL = "redis://127.0.0.1:26379/0?master_name=gangway&bogus=1" },
 			wantErrs: []string{"redis.url: redis: unexpected option: bogus"},
 		},
+		"a Redis Cluster URL, for server and agent": {
+			change: func(c *Config) {
+				c.Redis.URL = "redis://127.0.0.1:7000?cluster=true&addr=127.0.0.1:7001"
+				c.Cloud.Join.RedisURL = c.Redis.URL
+			},
+			server: true, agent: true,
+		},
+		"a Redis Cluster URL with a bad cluster value": {
+			change:   func(c *Config) { c.Redis.URL = "redis://127.0.0.1:7000?cluster=maybe" },
+			wantErrs: []string{"redis.url: cluster=maybe: want true or false"},
+		},
+		"a Redis Cluster URL with a database": {
+			change:   func(c *Config) { c.Redis.URL = "redis://127.0.0.1:7000/2?cluster=true" },
+			wantErrs: []string{"redis.url: a Redis Cluster has database 0 alone, got /2"},
+		},
+		"Sentinels and a Cluster at once": {
+			change:   func(c *Config) { c.Redis.URL = "redis://127.0.0.1:7000?cluster=true&master_name=gangway" },
+			wantErrs: []string{"redis.url: cluster=true and master_name name two kinds of Redis: Sentinels or a Cluster, not both"},
+		},
 		"redis URL with another scheme": {
 			change:   func(c *Config) { c.Redis.URL = "http://127.0.0.1:6379" },
 			wantErrs: []string{"redis.url: redis: invalid URL scheme: http"},

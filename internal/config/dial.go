@@ -13,7 +13,7 @@ import (
 // Dial connects to the Redis view (TLS and the ACL user as the config
 // says) and checks that it answers. Neither a connection error nor a
 // malformed URL shows the URL's password.
-func (c RedisConfig) Dial(ctx context.Context) (*redis.Client, error) {
+func (c RedisConfig) Dial(ctx context.Context) (redis.UniversalClient, error) {
 	rt := c.Transport()
 	rdb, err := rt.Client()
 	if err != nil {

@@ -53,6 +53,10 @@ type RedisOptions struct {
 	// Sentinel, when set, starts a Redis Sentinel instead of a server
 	// (redis-server sentinel.conf --sentinel), watching one master.
 	Sentinel *RedisSentinel
+	// Cluster starts the server as a Redis Cluster node (cluster-enabled,
+	// its node table in Dir), with no slots until it is made part of a
+	// cluster (devstacktest.RedisCluster).
+	Cluster bool
 }
 
 // RedisSentinel is what a Sentinel watches: the master named MasterName at
@@ -198,6 +202,9 @@ func startRedis(ctx context.Context, path, dir string, port int, opts RedisOptio
 		"--daemonize", "no",
 		"--dir", dir,
 	)
+	if opts.Cluster {
+		args = append(args, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000")
+	}
 	if opts.ReplicaOf != "" {
 		host, mport, err := net.SplitHostPort(opts.ReplicaOf)
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -132,7 +133,10 @@ type Redis struct {
 	// master is (and fail it over):
 	// redis://sentinel-1:26379/0?master_name=gangway&addr=sentinel-2:26379
 	// (the URL's user and password are the Sentinels'; the master's are
-	// the username and password parameters).
+	// the username and password parameters). With cluster=true it names
+	// nodes of a Redis Cluster, any of which tell the client the rest:
+	// redis://node-1:6379?cluster=true&addr=node-2:6379 (no database: a
+	// cluster has only 0).
 	URL string
 	// TLS adds a CA, a client certificate and a server name to a rediss://
 	// URL's TLS; it is an error with a redis:// one.
@@ -146,31 +150,50 @@ func (r Redis) Options() (*redis.Options, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redis url: %w", redact.Error(err))
 	}
-	if !r.TLS.On() {
-		return o, nil
+	fromURL := o.TLSConfig
+	if o.TLSConfig, err = r.tlsFor(fromURL); err != nil {
+		return nil, err
 	}
-	if o.TLSConfig == nil {
+	if o.TLSConfig != nil && o.TLSConfig.ServerName == "" {
+		o.TLSConfig.ServerName = fromURL.ServerName // the URL's host
+	}
+	return o, nil
+}
+
+// tlsFor is the TLS a client whose rediss:// URL gave it fromURL (nil for
+// redis://) uses with redis.tls applied. A Sentinel or Cluster client
+// dials several hosts: each is checked against its own name when the
+// config names none.
+func (r Redis) tlsFor(fromURL *tls.Config) (*tls.Config, error) {
+	if !r.TLS.On() {
+		return fromURL, nil
+	}
+	if fromURL == nil {
 		return nil, fmt.Errorf("redis: redis.tls is set but the URL %s is not rediss://", redact.URL(r.URL))
 	}
 	c, err := r.TLS.Config()
 	if err != nil {
 		return nil, fmt.Errorf("redis: %w", err)
 	}
-	if c.ServerName == "" {
-		c.ServerName = o.TLSConfig.ServerName // the URL's host
-	}
-	o.TLSConfig = c
-	return o, nil
+	return c, nil
 }
 
 // CheckURL parses a Redis URL as Client would — a Sentinel URL (with
-// master_name) as go-redis's failover client takes it, any other as one
-// server's — and returns the parser's error, its password never quoted.
+// master_name) as go-redis's failover client takes it, a cluster URL
+// (cluster=true) as its cluster client does, any other as one server's —
+// and returns the parser's error, its password never quoted.
 func CheckURL(u string) error {
-	var err error
-	if (Redis{URL: u}).Sentinel() {
+	r := Redis{URL: u}
+	cluster, isCluster, err := r.clusterURL()
+	switch {
+	case err != nil:
+	case isCluster && r.Sentinel():
+		err = errors.New("cluster=true and master_name name two kinds of Redis: Sentinels or a Cluster, not both")
+	case isCluster:
+		_, err = redis.ParseClusterURL(cluster)
+	case r.Sentinel():
 		_, err = redis.ParseFailoverURL(u)
-	} else {
+	default:
 		_, err = redis.ParseURL(u)
 	}
 	return redact.Error(err)
@@ -182,10 +205,54 @@ func (r Redis) Sentinel() bool {
 	return err == nil && u.Query().Get("master_name") != ""
 }
 
+// clusterURL says whether the URL names Redis Cluster nodes (cluster=true)
+// and returns it without that parameter, as go-redis's cluster client
+// takes it.
+func (r Redis) clusterURL() (string, bool, error) {
+	u, err := url.Parse(r.URL)
+	if err != nil {
+		return "", false, err
+	}
+	q := u.Query()
+	v := q.Get("cluster")
+	if v == "" {
+		return r.URL, false, nil
+	}
+	on, err := strconv.ParseBool(v)
+	if err != nil {
+		return "", false, fmt.Errorf("cluster=%s: want true or false", v)
+	}
+	if on && u.Path != "" && u.Path != "/" && u.Path != "/0" {
+		return "", false, fmt.Errorf("a Redis Cluster has database 0 alone, got %s", u.Path)
+	}
+	q.Del("cluster")
+	u.RawQuery, u.Path = q.Encode(), ""
+	return u.String(), on, nil
+}
+
 // Client connects to the Redis view the URL names: a client of the master
 // Sentinels name (go-redis's failover client, which follows a failover),
+// of a Redis Cluster (its cluster client, which follows the slots' moves
+// and failovers: all of Gangway's keys share one hash tag, so one slot),
 // or of the one server. Its errors never quote the URL's password.
-func (r Redis) Client() (*redis.Client, error) {
+func (r Redis) Client() (redis.UniversalClient, error) {
+	cluster, isCluster, err := r.clusterURL()
+	if err != nil {
+		return nil, fmt.Errorf("redis url: %w", redact.Error(err))
+	}
+	if isCluster {
+		if r.Sentinel() {
+			return nil, errors.New("redis url: cluster=true and master_name name two kinds of Redis: Sentinels or a Cluster, not both")
+		}
+		co, err := redis.ParseClusterURL(cluster)
+		if err != nil {
+			return nil, fmt.Errorf("redis cluster url: %w", redact.Error(err))
+		}
+		if co.TLSConfig, err = r.tlsFor(co.TLSConfig); err != nil {
+			return nil, err
+		}
+		return redis.NewClusterClient(co), nil
+	}
 	if !r.Sentinel() {
 		o, err := r.Options()
 		if err != nil {
@@ -197,15 +264,8 @@ func (r Redis) Client() (*redis.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redis sentinel url: %w", redact.Error(err))
 	}
-	if r.TLS.On() {
-		if fo.TLSConfig == nil {
-			return nil, fmt.Errorf("redis: redis.tls is set but the URL %s is not rediss://", redact.URL(r.URL))
-		}
-		c, err := r.TLS.Config()
-		if err != nil {
-			return nil, fmt.Errorf("redis: %w", err)
-		}
-		fo.TLSConfig = c
+	if fo.TLSConfig, err = r.tlsFor(fo.TLSConfig); err != nil {
+		return nil, err
 	}
 	return redis.NewFailoverClient(fo), nil
 }
