@@ -372,8 +372,9 @@ type DequeueInput struct {
 type ReleaseInput struct {
 	JobID   gangway.JobID `json:"jobId"`
 	Attempt int           `json:"attempt"`
-	// LostNodes are nodes the attempt found lost: they get no new work
-	// until they heartbeat again, so the requeued job does not land there.
+	// LostNodes are nodes the attempt found lost, or whose agent shut
+	// down: they get no new work until they heartbeat again, so the
+	// requeued job does not land there.
 	LostNodes []string `json:"lostNodes,omitempty"`
 }
 

@@ -86,14 +86,15 @@ func (a *Activities) Dequeue(ctx context.Context, in workflows.DequeueInput) err
 }
 
 // Release frees the GPUs the job holds for attempts up to in.Attempt, after
-// making the nodes it found lost look silent, so the requeued job is not
-// placed there before the node heartbeats again.
+// making the nodes it found lost (or whose agent shut down) look silent,
+// so the requeued job is not placed there before the node heartbeats
+// again.
 func (a *Activities) Release(ctx context.Context, in workflows.ReleaseInput) (int, error) {
 	for _, n := range in.LostNodes {
 		if err := a.Capacity.ForgetHeartbeat(ctx, n); err != nil {
 			return 0, fmt.Errorf("release %s attempt %d: %w", in.JobID, in.Attempt, err)
 		}
-		a.Log.Info("node reported lost", "node", n, "job_id", in.JobID, "attempt", in.Attempt)
+		a.Log.Info("node reported lost or shutting down: no new work until it heartbeats again", "node", n, "job_id", in.JobID, "attempt", in.Attempt)
 	}
 	n, err := a.Capacity.Release(ctx, in.JobID, in.Attempt)
 	if err != nil {
