@@ -15,8 +15,8 @@ import "strings"
 // (P:node-tasks), record its tasks' checkpoints (P:checkpoints) and the
 // tasks that exited 0 (P:task-done:*, SET only), and append to log
 // streams (P:log:*), with the commands that takes and no others (and, on
-// a Redis Cluster, CLUSTER SLOTS, which the cluster client asks where the
-// slots are with): its
+// a Redis Cluster, CLUSTER SLOTS and COMMAND, which the cluster client
+// asks where the slots are, and where each command's keys, with): its
 // node's inventory changes go through the server's NodeUpdate activity,
 // which checks who it is. Redis checks a script's commands and keys
 // against the user who runs it, so EVAL gives an agent nothing more.
@@ -34,7 +34,7 @@ func AgentACL(prefix string) string {
 		"%R~" + k.nodes, "%R~" + prefix + ":gpu-health", "~" + k.heartbeat, "~" + k.nodeTasks, "~" + k.checkpoints,
 		"~" + k.logPrefix + "*",
 		"-@all", "+ping", "+hello", "+auth",
-		"+hexists", "+hget", "+hgetall", "+hset", "+hdel", "+xadd", "+eval", "+evalsha", "+time", "+cluster|slots",
+		"+hexists", "+hget", "+hgetall", "+hset", "+hdel", "+xadd", "+eval", "+evalsha", "+time", "+cluster|slots", "+command",
 		"(~" + k.taskDone + "* +set)",
 	}, " ")
 }

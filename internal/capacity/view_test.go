@@ -55,12 +55,16 @@ func TestParseGPUField(t *testing.T) {
 	}
 }
 
-// TestViewOnRedisCluster runs the tests of every script, the event
-// channel, the log streams, the lease and the rebuild on one Redis Cluster
-// of three masters, reached through a cluster URL as a server's config
-// gives it: all of the view's keys share a hash tag, so one slot, and every
-// script names its keys. (GANGWAY_TEST_REDIS_CLUSTER=1 runs the whole
-// package on clusters.)
+// TestViewOnRedisCluster runs the tests of every script, the log
+// streams, the lease and the rebuild on one Redis Cluster of three
+// masters, reached through a cluster URL as a server's config gives it:
+// all of the view's keys share a hash tag, so one slot, and every script
+// names its keys. (GANGWAY_TEST_REDIS_CLUSTER=1 runs the whole package on
+// clusters. TestChangesAnnounceWhatMayStartAJob, which expects each event
+// before the next write's reply, can fail there: a cluster's PUBLISH
+// reaches a subscriber on another node through the cluster bus, later.
+// The events only wake the dispatch loop early; it runs every interval
+// regardless.)
 func TestViewOnRedisCluster(t *testing.T) {
 	onCluster = startCluster(t)
 	defer func() { onCluster = nil }()
@@ -69,8 +73,8 @@ func TestViewOnRedisCluster(t *testing.T) {
 		"Enqueue": TestEnqueue, "Reasons": TestReasons, "Nodes": TestNodes, "HostedNodes": TestHostedNodes,
 		"FenceGPUs": TestFenceGPUs, "RecordCheckpoint": TestRecordCheckpoint, "Lease": TestLease,
 		"Logs": TestLogs, "LogsBlockWakesOnAppend": TestLogsBlockWakesOnAppend,
-		"ChangesAnnounce": TestChangesAnnounceWhatMayStartAJob, "PublishOffers": TestPublishOffers,
-		"SaveLearned": TestSaveLearned, "RebuildPieces": TestRebuildPieces, "ViewWentBack": TestViewWentBack,
+		"PublishOffers": TestPublishOffers,
+		"SaveLearned":   TestSaveLearned, "RebuildPieces": TestRebuildPieces, "ViewWentBack": TestViewWentBack,
 	} {
 		t.Run(name, test)
 	}

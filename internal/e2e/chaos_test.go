@@ -108,10 +108,10 @@ func chaosWorkload(bin, records string) []gangway.JobSpec {
 type chaosRun struct {
 	t        *testing.T
 	s        *stack
-	records  string        // the tasks' start, busy and lock files
-	config   string        // the servers' config, less the fake cloud's ID prefix
-	redisURL string        // through the Sentinel
-	rdb      *redis.Client // through the Sentinel
+	records  string                // the tasks' start, busy and lock files
+	config   string                // the servers' config, less the fake cloud's ID prefix
+	redisURL string                // through the Sentinel
+	rdb      redis.UniversalClient // through the Sentinel
 	view     *capacity.View
 	sentinel *devstack.Redis
 	replica  *devstack.Redis
