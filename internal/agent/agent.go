@@ -62,10 +62,11 @@ type Config struct {
 	DataDir string
 	// HeartbeatInterval is how often the node heartbeats to Redis.
 	HeartbeatInterval time.Duration
-	// ShutdownGrace is the longest a task may take to stop when the agent
-	// itself shuts down (its job's checkpoint.gracePeriod, at most this);
-	// the agent waits that long and 5 s more for the final checkpoints
-	// (default DefaultShutdownGrace).
+	// ShutdownGrace is the longest a task may take to stop and save its
+	// final checkpoint when the agent itself shuts down: it gets its job's
+	// checkpoint.gracePeriod, at most this less the time the upload is
+	// expected to take (twice its last, at least 5 s), and the agent waits
+	// this and 5 s more (default DefaultShutdownGrace).
 	ShutdownGrace time.Duration
 	Recorder      Recorder // optional
 	Log           *slog.Logger
@@ -172,8 +173,8 @@ func (a *Agent) Run(ctx context.Context, tc client.Client) error {
 	w := worker.New(tc, nodeTaskQueue(a.cfg.Node), worker.Options{
 		MaxConcurrentActivityExecutionSize: max(len(a.cfg.Node.GPUs), 1) * 2,
 		// On shutdown each task gets its stop signal and grace period
-		// (at most ShutdownGrace) before SIGKILL; the worker waits for
-		// that and the final checkpoints' uploads.
+		// (within ShutdownGrace, with its final upload) before SIGKILL;
+		// the worker waits for that.
 		WorkerStopTimeout: a.cfg.ShutdownGrace + shutdownSave,
 		// Cancellation reaches a task on its next heartbeat to the server;
 		// sending one at least every second keeps gang stops and user

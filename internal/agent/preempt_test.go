@@ -134,6 +134,26 @@ func TestNoticePreemptsRunningTasks(t *testing.T) {
 	}
 }
 
+// TestShutdownKeepsTimeForTheFinalSave: when the agent shuts down, a
+// checkpointing task that ignores its stop signal is killed early enough
+// that its final save fits in the shutdown grace, whatever its job asks.
+func TestShutdownKeepsTimeForTheFinalSave(t *testing.T) {
+	h := newCkptHarness(t, nil)
+	h.a.cfg.ShutdownGrace = minUploadReserve + 2*time.Second
+	stop := make(chan struct{})
+	in := h.rank0(`trap '' TERM; `+writePID+`while :; do sleep 0.05; done`, 0)
+	in.GracePeriod = 10 * time.Minute
+	done := h.start(in, withWorkerStop(stop))
+	pgid := h.waitPGID(t)
+	stopped := time.Now()
+	close(stop)
+	wait(t, done)
+	if took := time.Since(stopped); took < 2*time.Second || took > h.a.cfg.ShutdownGrace {
+		t.Errorf("task stopped %v after the shutdown began, want about 2s: the grace less the final save's %v", took, minUploadReserve)
+	}
+	requireGroupGone(t, pgid)
+}
+
 // TestNoticeDeadlineShortensGrace: a task that ignores its stop signal is
 // killed early enough to leave the final save time before the notice's
 // deadline, whatever its grace period.

@@ -26,14 +26,14 @@ import (
 )
 
 // DefaultShutdownGrace is Config.ShutdownGrace by default: how long a task
-// may take to stop before SIGKILL when the agent itself shuts down,
-// whatever the job asks. A stop the workflow or StopTasks asks for gives
+// may take to stop and save its final checkpoint when the agent itself
+// shuts down, whatever the job asks. A stop the workflow or StopTasks asks for gives
 // the job its whole grace period (a cloud notice's deadline may shorten
 // it).
 const DefaultShutdownGrace = 30 * time.Second
 
 // shutdownSave is how long past the shutdown grace the worker waits for
-// its tasks: their final checkpoints' uploads.
+// its tasks: a final upload that takes longer than expected.
 const shutdownSave = 5 * time.Second
 
 // exitBeatTimeout bounds the heartbeat a task's exit sends, once any
@@ -300,8 +300,8 @@ func (a *Agent) supervise(ctx context.Context, cmd *exec.Cmd, in workflows.RunTa
 }
 
 // stop sends the job's stop signal to the process group, waits the grace
-// period (at least a second; at most Config.ShutdownGrace when the agent
-// shuts down),
+// period (at least a second; when the agent shuts down, at most
+// Config.ShutdownGrace less the time the final save is expected to take),
 // then kills the group. A cloud notice's deadline shortens the grace
 // period so the final save still fits before it.
 func (a *Agent) stop(cmd *exec.Cmd, in workflows.RunTaskInput, up *uploader, done <-chan error, shutdown bool) error {
@@ -311,7 +311,9 @@ func (a *Agent) stop(cmd *exec.Cmd, in workflows.RunTaskInput, up *uploader, don
 	_ = syscall.Kill(-pgid, sig)
 	grace := max(in.GracePeriod, time.Second)
 	if shutdown {
-		grace = min(grace, a.cfg.ShutdownGrace)
+		// The agent is going: the task and its final save share
+		// ShutdownGrace, as they share a cloud notice's time.
+		grace = min(grace, max(a.cfg.ShutdownGrace-up.reserve(), time.Second))
 	}
 	if d := a.noticeDeadline(); !d.IsZero() {
 		grace = min(grace, max(time.Until(d)-up.reserve(), time.Second))
