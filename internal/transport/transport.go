@@ -187,8 +187,6 @@ func CheckURL(u string) error {
 	cluster, isCluster, err := r.clusterURL()
 	switch {
 	case err != nil:
-	case isCluster && r.Sentinel():
-		err = errors.New("cluster=true and master_name name two kinds of Redis: Sentinels or a Cluster, not both")
 	case isCluster:
 		_, err = redis.ParseClusterURL(cluster)
 	case r.Sentinel():
@@ -207,7 +205,7 @@ func (r Redis) Sentinel() bool {
 
 // clusterURL says whether the URL names Redis Cluster nodes (cluster=true)
 // and returns it without that parameter, as go-redis's cluster client
-// takes it.
+// takes it; a cluster URL that also names Sentinels is an error.
 func (r Redis) clusterURL() (string, bool, error) {
 	u, err := url.Parse(r.URL)
 	if err != nil {
@@ -222,7 +220,10 @@ func (r Redis) clusterURL() (string, bool, error) {
 	if err != nil {
 		return "", false, fmt.Errorf("cluster=%s: want true or false", v)
 	}
-	if on && u.Path != "" && u.Path != "/" && u.Path != "/0" {
+	switch {
+	case on && q.Get("master_name") != "":
+		return "", false, errors.New("cluster=true and master_name name two kinds of Redis: Sentinels or a Cluster, not both")
+	case on && u.Path != "" && u.Path != "/" && u.Path != "/0":
 		return "", false, fmt.Errorf("a Redis Cluster has database 0 alone, got %s", u.Path)
 	}
 	q.Del("cluster")
@@ -241,9 +242,6 @@ func (r Redis) Client() (redis.UniversalClient, error) {
 		return nil, fmt.Errorf("redis url: %w", redact.Error(err))
 	}
 	if isCluster {
-		if r.Sentinel() {
-			return nil, errors.New("redis url: cluster=true and master_name name two kinds of Redis: Sentinels or a Cluster, not both")
-		}
 		co, err := redis.ParseClusterURL(cluster)
 		if err != nil {
 			return nil, fmt.Errorf("redis cluster url: %w", redact.Error(err))
