@@ -183,8 +183,6 @@ for i, a in ipairs(plan) do
     num(e.cpuMilli), num(e.memMiB), a.assignment))
 end
 -- The last change is the caller's to remember (read.lua's witness: the
--- allocation changes log is the third).
-if not last then
-  return {'ok', 0, '', 0, ''}
-end
+-- allocation changes log is the third). The plan is never empty (Commit
+-- sends none that is).
 return {'ok', n, redis.call('GET', KEYS[9]) or '', last[1], '3:' .. last[2]}
